@@ -1,0 +1,109 @@
+//! What we know about a GPU beyond its samples: its model, its limits and its power baselines.
+//! The diagnosis reads power against these; a GPU's own calibrated profile beats the model's
+//! built-in one, which beats fractions of the TDP.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// Static facts about a GPU, from the live device, a trace's `facts.json`, or flags.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceFacts {
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub driver: Option<String>,
+    /// Default power limit (W): the TDP the article's efficiency divides by.
+    pub tdp_w: Option<f64>,
+    /// Enforced power limit (W), when it differs from the default (a cap).
+    pub power_limit_w: Option<f64>,
+    pub temp_slowdown_c: Option<f64>,
+    pub mem_total_bytes: Option<f64>,
+}
+
+/// Power levels that separate "nothing runs" from "a context is held" from "real work", in W.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PowerBaselines {
+    /// Bare idle: no process, clocks at their floor.
+    pub idle_w: f64,
+    /// A process holds a context but runs nothing (~45 W above bare idle on an H200).
+    pub held_idle_w: f64,
+    /// Where these numbers came from, for the evidence.
+    pub origin: &'static str,
+}
+
+impl PowerBaselines {
+    /// Fractions of TDP measured on the H200 (78 W idle, 125 W held, of 700 W): the fallback for
+    /// a GPU with no profile. Calibration replaces them with the GPU's own numbers.
+    pub fn from_tdp(tdp_w: f64) -> Self {
+        PowerBaselines {
+            idle_w: 0.112 * tdp_w,
+            held_idle_w: 0.178 * tdp_w,
+            origin: "fractions of TDP measured on an H200",
+        }
+    }
+
+    /// Power above which an otherwise quiet GPU is taken to have a context held.
+    pub fn held_threshold_w(&self) -> f64 {
+        self.idle_w + 0.4 * (self.held_idle_w - self.idle_w)
+    }
+}
+
+/// The `facts.json` that sits beside a recorded trace (as in the H200 fixtures).
+#[derive(Debug, Deserialize)]
+struct FactsFile {
+    name: Option<String>,
+    driver: Option<String>,
+    power_limit_enforced_mw: Option<f64>,
+    power_limit_default_mw: Option<f64>,
+    temp_slowdown_c: Option<f64>,
+    mem_total: Option<f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct FactsError {
+    path: String,
+    problem: String,
+}
+
+impl DeviceFacts {
+    /// Reads `facts.json` beside a trace if there is one; `Ok(None)` when there is none.
+    pub fn beside_trace(trace: &Path) -> Result<Option<DeviceFacts>, FactsError> {
+        let Some(dir) = trace.parent() else {
+            return Ok(None);
+        };
+        let path = dir.join("facts.json");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(FactsError {
+                    path: path.display().to_string(),
+                    problem: e.to_string(),
+                })
+            }
+        };
+        DeviceFacts::from_json(&text, &path.display().to_string()).map(Some)
+    }
+
+    /// Parses a `facts.json` document; `origin` names it in errors.
+    pub fn from_json(text: &str, origin: &str) -> Result<DeviceFacts, FactsError> {
+        let facts: FactsFile = serde_json::from_str(text).map_err(|e| FactsError {
+            path: origin.to_string(),
+            problem: e.to_string(),
+        })?;
+        Ok(DeviceFacts {
+            name: facts.name,
+            uuid: None,
+            driver: facts.driver,
+            tdp_w: facts.power_limit_default_mw.map(|mw| mw / 1000.0),
+            power_limit_w: facts.power_limit_enforced_mw.map(|mw| mw / 1000.0),
+            temp_slowdown_c: facts.temp_slowdown_c,
+            mem_total_bytes: facts.mem_total,
+        })
+    }
+
+    pub fn baselines(&self) -> Option<PowerBaselines> {
+        self.tdp_w.map(PowerBaselines::from_tdp)
+    }
+}

@@ -1,0 +1,85 @@
+use std::fmt;
+
+use serde::Serialize;
+
+/// The fixed vocabulary of verdicts (DESIGN.md). Output, tests and exporters use these names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// No work and no process holding the GPU.
+    Idle,
+    /// A process holds the GPU (context, memory) but runs nothing.
+    IdleHeld,
+    /// SMs busy with real arithmetic, power near the limit: healthy.
+    ComputeBound,
+    /// DRAM bandwidth near its peak: healthy for that kind of work.
+    MemoryBound,
+    /// Tiny kernels: GPU-Util may read 100% while SM activity is a few %.
+    LaunchBound,
+    /// Host↔device copies dominate: PCIe busy, SMs idle.
+    TransferBound,
+    /// Real work arrives in short bursts between long waits for the host.
+    InputStarved,
+    /// Multi-GPU: time spent waiting in collectives, pipeline bubbles, stragglers.
+    SyncWait,
+    /// A kernel has spun for a long time with no progress (a deadlocked collective).
+    Hung,
+}
+
+impl Class {
+    pub const ALL: [Class; 9] = [
+        Class::Idle,
+        Class::IdleHeld,
+        Class::ComputeBound,
+        Class::MemoryBound,
+        Class::LaunchBound,
+        Class::TransferBound,
+        Class::InputStarved,
+        Class::SyncWait,
+        Class::Hung,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Idle => "idle",
+            Class::IdleHeld => "idle_held",
+            Class::ComputeBound => "compute_bound",
+            Class::MemoryBound => "memory_bound",
+            Class::LaunchBound => "launch_bound",
+            Class::TransferBound => "transfer_bound",
+            Class::InputStarved => "input_starved",
+            Class::SyncWait => "sync_wait",
+            Class::Hung => "hung",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Class> {
+        Class::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    /// Whether this class means the GPU does useful work at its hardware's pace.
+    pub fn is_healthy(self) -> bool {
+        matches!(self, Class::ComputeBound | Class::MemoryBound | Class::Idle)
+    }
+
+    /// What to do about it, in the article's terms.
+    pub fn remedy(self) -> &'static str {
+        match self {
+            Class::Idle => "Nothing runs and nothing holds the GPU. If a job should be here, check the scheduler and the job's device selection (CUDA_VISIBLE_DEVICES); otherwise this is free capacity.",
+            Class::IdleHeld => "A process holds a context and memory but runs nothing, which costs ~45 W over bare idle and blocks others. Find it (nvidia-smi --query-compute-apps=pid,name,used_memory --format=csv) and release the GPU, or give it work; if it is one rank of a job, look at the others.",
+            Class::ComputeBound => "Healthy: the arithmetic units are busy. To go faster, use the tensor cores with lower precision (bf16/fp8 via torch.autocast), or do less arithmetic; if a power cap or thermal slowdown is listed, the limit, not the code, sets the pace.",
+            Class::MemoryBound => "Healthy for bandwidth-bound work. To go faster, move fewer bytes: fuse element-wise ops (torch.compile), keep activations in bf16, improve reuse (larger tiles, better layouts).",
+            Class::LaunchBound => "Tiny kernels: the GPU spends its time launching, not computing. Fuse ops (torch.compile, or a hand-fused kernel), capture the step in a CUDA graph, grow the batch, use mixed precision (torch.autocast), and stop creating small tensors on the host every step.",
+            Class::TransferBound => "Host↔device copies dominate. Keep data on the GPU between steps, pin host memory (pin_memory=True), copy with non_blocking=True on a side stream so copies overlap compute, and move preprocessing onto the GPU (DALI).",
+            Class::InputStarved => "The GPU waits for input between bursts of real work. Raise DataLoader num_workers (2–3 per CPU core available to the job), set pin_memory=True and persistent_workers=True, prefetch, decode on the GPU (NVIDIA DALI), and check the storage and CPU throughput.",
+            Class::SyncWait => "Time is lost waiting for other GPUs. Overlap communication with compute (DDP bucket sizes, no_sync for accumulation), balance pipeline stages and add micro-batches against bubbles, find and fix the straggler; profile with nsys profile --stats=true.",
+            Class::Hung => "A kernel spins without progress after collective traffic stopped: a deadlocked or mismatched collective (one rank skipped or reordered it). Dump every rank's stack (py-spy dump), run with NCCL_DEBUG=INFO, set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a collective timeout, then restart the job.",
+        }
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

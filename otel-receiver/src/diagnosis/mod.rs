@@ -1,0 +1,190 @@
+//! Diagnosis: one class per GPU per window, with the evidence that decided it and the remedy.
+//!
+//! Three layers, each in its own module: [`signals`] derives the numbers the rules read,
+//! [`rules`] is the ordered decision list for one window, [`state`] carries what needs history
+//! (a spin that becomes a hang), and [`peers`] adds what needs several GPUs (who waits for
+//! whom). [`Diagnoser`] runs them over one time slot ("frame") of windows at a time.
+
+mod class;
+mod evidence;
+mod peers;
+mod rules;
+mod signals;
+mod state;
+mod thresholds;
+
+use std::collections::BTreeMap;
+
+pub use class::Class;
+pub use evidence::{round3, Evidence};
+pub use signals::Signals;
+pub use state::Spin;
+pub use thresholds::Thresholds;
+
+use crate::device::{DeviceFacts, PowerBaselines};
+use crate::efficiency::effective_efficiency;
+use crate::sample::Metric;
+use crate::window::WindowStats;
+use rules::RuleInput;
+use state::GpuState;
+
+/// One GPU's window with its verdict: what the exporters and reports consume.
+#[derive(Debug, Clone)]
+pub struct WindowReport {
+    pub stats: WindowStats,
+    pub signals: Signals,
+    /// TDP used for the efficiency (W), when known.
+    pub tdp_w: Option<f64>,
+    /// The article's effective efficiency: (power / TDP) × (SM activity / 100).
+    pub efficiency: Option<f64>,
+    pub class: Class,
+    /// The rule of the decision list that decided.
+    pub rule: &'static str,
+    pub evidence: Vec<Evidence>,
+    /// Throttling and other conditions reported beside the class (power cap, thermal, P-state).
+    pub throttle: Vec<String>,
+    /// Signals the diagnosis wanted but the source did not provide.
+    pub missing: Vec<&'static str>,
+}
+
+impl WindowReport {
+    pub fn remedy(&self) -> &'static str {
+        self.class.remedy()
+    }
+}
+
+/// Runs the diagnosis over frames of windows, keeping per-GPU state between them.
+#[derive(Debug, Default)]
+pub struct Diagnoser {
+    thresholds: Thresholds,
+    /// Facts for every GPU (a trace's facts.json, or flags)…
+    default_facts: DeviceFacts,
+    /// …and per GPU where the live source knows better.
+    facts: BTreeMap<u32, DeviceFacts>,
+    /// `--tdp-w`: overrides whatever the facts say.
+    tdp_override_w: Option<f64>,
+    states: BTreeMap<u32, GpuState>,
+}
+
+impl Diagnoser {
+    pub fn new(thresholds: Thresholds) -> Self {
+        Diagnoser {
+            thresholds,
+            ..Diagnoser::default()
+        }
+    }
+
+    pub fn with_default_facts(mut self, facts: DeviceFacts) -> Self {
+        self.default_facts = facts;
+        self
+    }
+
+    pub fn with_tdp_override(mut self, tdp_w: Option<f64>) -> Self {
+        self.tdp_override_w = tdp_w;
+        self
+    }
+
+    pub fn set_facts(&mut self, gpu: u32, facts: DeviceFacts) {
+        self.facts.insert(gpu, facts);
+    }
+
+    pub fn facts(&self, gpu: u32) -> &DeviceFacts {
+        self.facts.get(&gpu).unwrap_or(&self.default_facts)
+    }
+
+    /// TDP for a window: the flag, else the default limit sampled in the trace, else the facts.
+    fn tdp_w(&self, w: &WindowStats) -> Option<f64> {
+        self.tdp_override_w
+            .or_else(|| w.mean(Metric::PowerDefaultLimitMw).map(|mw| mw / 1000.0))
+            .or(self.facts(w.gpu).tdp_w)
+    }
+
+    /// Diagnoses every GPU's window of one time slot, then explains them against each other.
+    pub fn diagnose_frame(&mut self, frame: Vec<WindowStats>) -> Vec<WindowReport> {
+        let mut reports: Vec<WindowReport> =
+            frame.into_iter().map(|w| self.diagnose_window(w)).collect();
+        peers::explain(&mut reports, &self.thresholds);
+        reports
+    }
+
+    fn diagnose_window(&mut self, stats: WindowStats) -> WindowReport {
+        let signals = Signals::of(&stats);
+        let tdp_w = self.tdp_w(&stats);
+        let baselines: Option<PowerBaselines> = tdp_w.map(PowerBaselines::from_tdp);
+        let th = &self.thresholds;
+        let spin = self
+            .states
+            .entry(stats.gpu)
+            .or_default()
+            .observe(&stats, &signals, th);
+        let (class, evidence, rule) = rules::classify(&RuleInput {
+            signals: &signals,
+            spin,
+            tdp_w,
+            baselines,
+            thresholds: th,
+        });
+        let throttle = self.throttle(&stats, &signals);
+        let mut missing = Vec::new();
+        if !signals.has_gpm() {
+            missing.push("gpm: SM activity, pipes, DRAM, PCIe and NVLink rates");
+        }
+        if signals.power_w.is_none() {
+            missing.push("power: neither the energy counter nor power readings");
+        }
+        if tdp_w.is_none() {
+            missing.push("tdp: pass --tdp-w to get the efficiency");
+        }
+        if signals.nprocs.is_none() {
+            missing.push("nprocs: a held context is judged from power");
+        }
+        WindowReport {
+            efficiency: effective_efficiency(signals.power_w, tdp_w, signals.sm_pct),
+            stats,
+            signals,
+            tdp_w,
+            class,
+            rule,
+            evidence,
+            throttle,
+            missing,
+        }
+    }
+
+    /// Conditions beside the class: clock-event reasons, a capped power limit, a P-state above
+    /// P0 under load, a temperature near slowdown.
+    fn throttle(&self, w: &WindowStats, s: &Signals) -> Vec<String> {
+        let mut out: Vec<String> = w
+            .clock_reasons(self.thresholds.clock_reason_share)
+            .into_iter()
+            .filter(|r| *r != "gpu_idle")
+            .map(str::to_string)
+            .collect();
+        let facts = self.facts(w.gpu);
+        let limit_w = w
+            .mean(Metric::PowerLimitMw)
+            .map(|mw| mw / 1000.0)
+            .or(facts.power_limit_w);
+        if let (Some(limit), Some(tdp)) = (limit_w, self.tdp_w(w)) {
+            if limit < tdp * 0.99 {
+                out.push(format!(
+                    "power_limit_capped: {limit:.0} W of default {tdp:.0} W"
+                ));
+            }
+        }
+        if let Some(pstate) = w.max(Metric::Pstate) {
+            if pstate > 0.0 && s.util_pct.unwrap_or(0.0) >= 50.0 {
+                out.push(format!("pstate: P{pstate:.0} under load (P0 expected)"));
+            }
+        }
+        let slowdown = w.mean(Metric::TempSlowdownC).or(facts.temp_slowdown_c);
+        if let (Some(temp), Some(slowdown)) = (w.max(Metric::TempC), slowdown) {
+            if temp >= slowdown - 5.0 {
+                out.push(format!(
+                    "temperature: {temp:.0} °C, slowdown at {slowdown:.0} °C"
+                ));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,19 @@
+//! gpuslack's pipeline: **source → window → efficiency + diagnosis → exporters**.
+//!
+//! Everything here after the source is pure: it takes [`Sample`]s and returns reports, so it is
+//! tested on recorded real traces. See `docs/ARCHITECTURE.md` for the flow of a sample.
+
+pub mod device;
+pub mod diagnosis;
+pub mod efficiency;
+pub mod pipeline;
+pub mod report;
+pub mod sample;
+pub mod score;
+pub mod source;
+pub mod trace;
+pub mod window;
+
+pub use diagnosis::{Class, Diagnoser, Thresholds, WindowReport};
+pub use pipeline::Pipeline;
+pub use sample::{Metric, Sample};

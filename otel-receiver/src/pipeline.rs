@@ -1,0 +1,196 @@
+//! source → window → diagnosis, streaming. Samples go in one at a time (from any source, any
+//! number of GPUs interleaved); reports come out one time slot at a time, once every GPU has
+//! moved past it, so the cross-GPU rules see all GPUs of a slot together. Memory is bounded by
+//! the number of GPUs, not the length of the run.
+
+use std::collections::BTreeMap;
+
+use crate::diagnosis::{Diagnoser, WindowReport};
+use crate::sample::Sample;
+use crate::window::{GpuWindower, WindowStats};
+
+/// A frame is released once the newest GPU is this many windows past it, even if another GPU
+/// has gone silent (fell off the bus, or its process stopped): one lost GPU never stalls the rest.
+const MAX_LAG_WINDOWS: i64 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("GPU {gpu}: sample at t={t:.4} is older than the window in progress (from t={window_start:.4}); samples must be in time order per GPU")]
+pub struct OutOfOrder {
+    pub gpu: u32,
+    pub t: f64,
+    pub window_start: f64,
+}
+
+/// Counts of what the pipeline saw, for the end-of-run summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PipelineCounts {
+    pub samples: u64,
+    /// Rows repeating the previous row's time for the same GPU; the first one is kept.
+    pub duplicates: u64,
+    /// Rows with a time but no metric at all.
+    pub empty: u64,
+    pub windows: u64,
+}
+
+pub struct Pipeline {
+    window_s: f64,
+    windowers: BTreeMap<u32, GpuWindower>,
+    last_t: BTreeMap<u32, f64>,
+    pending: BTreeMap<i64, Vec<WindowStats>>,
+    diagnoser: Diagnoser,
+    counts: PipelineCounts,
+}
+
+impl Pipeline {
+    pub fn new(window_s: f64, diagnoser: Diagnoser) -> Self {
+        Pipeline {
+            window_s,
+            windowers: BTreeMap::new(),
+            last_t: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            diagnoser,
+            counts: PipelineCounts::default(),
+        }
+    }
+
+    pub fn window_s(&self) -> f64 {
+        self.window_s
+    }
+
+    /// Windows closed but not yet diagnosed (waiting for the other GPUs of their time slot).
+    /// Bounded by the number of GPUs times the lag tolerance, however long the run.
+    pub fn pending_windows(&self) -> usize {
+        self.pending.values().map(Vec::len).sum()
+    }
+
+    pub fn counts(&self) -> PipelineCounts {
+        self.counts
+    }
+
+    pub fn diagnoser(&self) -> &Diagnoser {
+        &self.diagnoser
+    }
+
+    pub fn diagnoser_mut(&mut self) -> &mut Diagnoser {
+        &mut self.diagnoser
+    }
+
+    /// Adds one sample; returns the reports of every time slot it completed.
+    pub fn push(&mut self, sample: &Sample) -> Result<Vec<WindowReport>, OutOfOrder> {
+        if self.last_t.get(&sample.gpu) == Some(&sample.t) {
+            self.counts.duplicates += 1;
+            return Ok(Vec::new());
+        }
+        if sample.is_empty() {
+            self.counts.empty += 1;
+            return Ok(Vec::new());
+        }
+        let window_s = self.window_s;
+        let windower = self
+            .windowers
+            .entry(sample.gpu)
+            .or_insert_with(|| GpuWindower::new(sample.gpu, window_s));
+        let closed = windower.push(sample).map_err(|late| OutOfOrder {
+            gpu: sample.gpu,
+            t: late.t,
+            window_start: late.window_start,
+        })?;
+        self.counts.samples += 1;
+        self.last_t.insert(sample.gpu, sample.t);
+        if let Some(stats) = closed {
+            self.pending
+                .entry(windower.window_index(stats.start + window_s / 2.0))
+                .or_default()
+                .push(stats);
+        }
+        Ok(self.release(false))
+    }
+
+    /// Closes every window in progress and returns the remaining reports.
+    pub fn finish(&mut self) -> Vec<WindowReport> {
+        for windower in self.windowers.values_mut() {
+            if let Some(stats) = windower.finish() {
+                let index = windower.window_index(stats.start + self.window_s / 2.0);
+                self.pending.entry(index).or_default().push(stats);
+            }
+        }
+        self.release(true)
+    }
+
+    fn release(&mut self, all: bool) -> Vec<WindowReport> {
+        let current: Vec<i64> = self
+            .windowers
+            .values()
+            .filter_map(GpuWindower::current_index)
+            .collect();
+        let newest = current.iter().copied().max();
+        let oldest = current.iter().copied().min();
+        let mut out = Vec::new();
+        while let Some(entry) = self.pending.first_entry() {
+            let index = *entry.key();
+            let complete = oldest.is_none_or(|o| o > index);
+            let stale = newest.is_some_and(|n| n - index >= MAX_LAG_WINDOWS);
+            if !(all || complete || stale) {
+                break;
+            }
+            let mut frame = entry.remove();
+            frame.sort_by_key(|w| w.gpu);
+            self.counts.windows += frame.len() as u64;
+            out.extend(self.diagnoser.diagnose_frame(frame));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Metric;
+
+    #[test]
+    fn memory_stays_bounded_however_long_the_run() {
+        let mut pipeline = Pipeline::new(1.0, Diagnoser::default());
+        let mut reports = 0;
+        let mut most_pending = 0;
+        // Eight GPUs at 2.5 Hz for six simulated hours; GPU 7 falls off the bus after an hour.
+        for tick in 0..(21_600 * 5 / 2) {
+            let t = 1.0e9 + f64::from(tick) * 0.4;
+            for gpu in 0..8 {
+                if gpu == 7 && t > 1.0e9 + 3600.0 {
+                    continue;
+                }
+                let s = Sample::new(t, gpu).with(Metric::PowerMw, 100_000.0);
+                reports += pipeline.push(&s).expect("in order").len();
+                most_pending = most_pending.max(pipeline.pending_windows());
+            }
+        }
+        reports += pipeline.finish().len();
+        assert!(most_pending <= 8 * 3, "pending grew to {most_pending}");
+        assert_eq!(pipeline.pending_windows(), 0);
+        assert_eq!(reports as u64, pipeline.counts().windows);
+        assert!(reports > 7 * 21_000, "{reports} windows");
+    }
+
+    #[test]
+    fn duplicates_and_empty_rows_are_counted_and_skipped() {
+        let mut pipeline = Pipeline::new(2.0, Diagnoser::default());
+        let a = Sample::new(10.0, 0).with(Metric::PowerMw, 1.0);
+        pipeline.push(&a).expect("first");
+        pipeline.push(&a).expect("duplicate");
+        pipeline.push(&Sample::new(10.5, 0)).expect("empty");
+        let counts = pipeline.counts();
+        assert_eq!((counts.samples, counts.duplicates, counts.empty), (1, 1, 1));
+    }
+
+    #[test]
+    fn an_old_sample_is_refused_with_its_gpu_and_time() {
+        let mut pipeline = Pipeline::new(2.0, Diagnoser::default());
+        pipeline
+            .push(&Sample::new(20.0, 3).with(Metric::PowerMw, 1.0))
+            .expect("first");
+        let err = pipeline
+            .push(&Sample::new(12.0, 3).with(Metric::PowerMw, 1.0))
+            .expect_err("older than the open window");
+        assert_eq!((err.gpu, err.t, err.window_start), (3, 12.0, 20.0));
+    }
+}

@@ -1,0 +1,12 @@
+//! Ways to show window reports to people and programs: JSON lines (a stable contract), a
+//! compact table, and the human diagnosis report of `gpuslack diagnose`.
+
+mod human;
+mod jsonl;
+mod table;
+mod time;
+
+pub use human::{HumanReport, SourceLabel};
+pub use jsonl::{WindowRecord, JSONL_SCHEMA};
+pub use table::TableWriter;
+pub use time::utc_hms;

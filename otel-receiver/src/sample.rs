@@ -1,0 +1,205 @@
+//! One reading of one GPU at one instant: the unit every source produces and every later stage
+//! consumes. Every metric is optional because a trace may carry any subset of columns and a live
+//! driver may lack a field; stages downstream must say what they could not see rather than guess.
+
+/// The metrics a [`Sample`] can carry. The order is the trace format's column order when
+/// `record` writes a file; each variant's [`Metric::column`] is its CSV header name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    /// GPU-Util (%): share of the sample period in which any kernel was resident.
+    UtilGpu,
+    /// Memory-controller utilisation (%), NVML's coarse figure.
+    UtilMem,
+    /// `nvmlDeviceGetPowerUsage` (mW): a one-second average on Hopper.
+    PowerMw,
+    /// Instantaneous power field value (mW).
+    PowerInstMw,
+    /// Averaged power field value (mW).
+    PowerAvgMw,
+    /// NVML total energy counter (mJ since driver load); its deltas give a window's true mean power.
+    EnergyMj,
+    SmMhz,
+    MemMhz,
+    TempC,
+    /// Performance state, 0 (P0, fastest) to 15.
+    Pstate,
+    MemUsedBytes,
+    MemTotalBytes,
+    /// Number of processes holding a compute context on the GPU.
+    Nprocs,
+    /// Enforced power limit (mW).
+    PowerLimitMw,
+    /// Default power limit (mW): the board's TDP as shipped.
+    PowerDefaultLimitMw,
+    /// Temperature at which the GPU starts to slow down (°C).
+    TempSlowdownC,
+    /// GPM graphics-engine activity (%).
+    GpmGr,
+    /// GPM SM activity (%): share of SM cycles with at least one warp resident.
+    GpmSm,
+    /// GPM SM occupancy (%).
+    GpmOcc,
+    /// GPM tensor-pipe activity (%).
+    GpmTensor,
+    /// GPM DRAM bandwidth utilisation (%).
+    GpmDram,
+    GpmFp32,
+    GpmFp16,
+    GpmFp64,
+    /// GPM PCIe transmit rate (MiB/s).
+    GpmPcieTx,
+    /// GPM PCIe receive rate (MiB/s).
+    GpmPcieRx,
+    /// GPM NVLink transmit rate (MiB/s), summed over links.
+    GpmNvlinkTx,
+    /// GPM NVLink receive rate (MiB/s), summed over links.
+    GpmNvlinkRx,
+}
+
+impl Metric {
+    pub const COUNT: usize = 28;
+
+    pub const ALL: [Metric; Metric::COUNT] = [
+        Metric::UtilGpu,
+        Metric::UtilMem,
+        Metric::PowerMw,
+        Metric::PowerInstMw,
+        Metric::PowerAvgMw,
+        Metric::EnergyMj,
+        Metric::SmMhz,
+        Metric::MemMhz,
+        Metric::TempC,
+        Metric::Pstate,
+        Metric::MemUsedBytes,
+        Metric::MemTotalBytes,
+        Metric::Nprocs,
+        Metric::PowerLimitMw,
+        Metric::PowerDefaultLimitMw,
+        Metric::TempSlowdownC,
+        Metric::GpmGr,
+        Metric::GpmSm,
+        Metric::GpmOcc,
+        Metric::GpmTensor,
+        Metric::GpmDram,
+        Metric::GpmFp32,
+        Metric::GpmFp16,
+        Metric::GpmFp64,
+        Metric::GpmPcieTx,
+        Metric::GpmPcieRx,
+        Metric::GpmNvlinkTx,
+        Metric::GpmNvlinkRx,
+    ];
+
+    /// The CSV column name in the trace format.
+    pub fn column(self) -> &'static str {
+        match self {
+            Metric::UtilGpu => "util_gpu",
+            Metric::UtilMem => "util_mem",
+            Metric::PowerMw => "power_mw",
+            Metric::PowerInstMw => "power_inst_mw",
+            Metric::PowerAvgMw => "power_avg_mw",
+            Metric::EnergyMj => "energy_mj",
+            Metric::SmMhz => "sm_mhz",
+            Metric::MemMhz => "mem_mhz",
+            Metric::TempC => "temp_c",
+            Metric::Pstate => "pstate",
+            Metric::MemUsedBytes => "mem_used",
+            Metric::MemTotalBytes => "mem_total",
+            Metric::Nprocs => "nprocs",
+            Metric::PowerLimitMw => "power_limit_mw",
+            Metric::PowerDefaultLimitMw => "power_default_limit_mw",
+            Metric::TempSlowdownC => "temp_slowdown_c",
+            Metric::GpmGr => "gpm_gr",
+            Metric::GpmSm => "gpm_sm",
+            Metric::GpmOcc => "gpm_occ",
+            Metric::GpmTensor => "gpm_tensor",
+            Metric::GpmDram => "gpm_dram",
+            Metric::GpmFp32 => "gpm_fp32",
+            Metric::GpmFp16 => "gpm_fp16",
+            Metric::GpmFp64 => "gpm_fp64",
+            Metric::GpmPcieTx => "gpm_pcie_tx",
+            Metric::GpmPcieRx => "gpm_pcie_rx",
+            Metric::GpmNvlinkTx => "gpm_nvlink_tx",
+            Metric::GpmNvlinkRx => "gpm_nvlink_rx",
+        }
+    }
+
+    pub fn from_column(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.column() == name)
+    }
+
+    /// Percentages are bounded; the reader rejects values far outside 0–100 for these.
+    pub fn is_percent(self) -> bool {
+        matches!(
+            self,
+            Metric::UtilGpu
+                | Metric::UtilMem
+                | Metric::GpmGr
+                | Metric::GpmSm
+                | Metric::GpmOcc
+                | Metric::GpmTensor
+                | Metric::GpmDram
+                | Metric::GpmFp32
+                | Metric::GpmFp16
+                | Metric::GpmFp64
+        )
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One reading of one GPU. `t` is unix seconds; `clk_reasons` is NVML's clock-event (throttle)
+/// bitmask, kept apart from the numeric metrics because it is a set of flags, not a quantity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub t: f64,
+    pub gpu: u32,
+    pub clk_reasons: Option<u64>,
+    values: [Option<f64>; Metric::COUNT],
+}
+
+impl Sample {
+    pub fn new(t: f64, gpu: u32) -> Sample {
+        Sample {
+            t,
+            gpu,
+            clk_reasons: None,
+            values: [None; Metric::COUNT],
+        }
+    }
+
+    pub fn get(&self, metric: Metric) -> Option<f64> {
+        self.values[metric.index()]
+    }
+
+    pub fn set(&mut self, metric: Metric, value: f64) {
+        self.values[metric.index()] = Some(value);
+    }
+
+    /// Builder form of [`Sample::set`], handy in tests and sources.
+    pub fn with(mut self, metric: Metric, value: f64) -> Sample {
+        self.set(metric, value);
+        self
+    }
+
+    /// True when no metric and no clock-event mask was read: such a row carries no information.
+    pub fn is_empty(&self) -> bool {
+        self.clk_reasons.is_none() && self.values.iter().all(Option::is_none)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_round_trips_through_its_column_name() {
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            assert_eq!(m.index(), i, "{m:?} is out of order in ALL");
+            assert_eq!(Metric::from_column(m.column()), Some(m));
+        }
+        assert_eq!(Metric::from_column("call_us"), None);
+    }
+}

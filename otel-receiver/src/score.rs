@@ -1,0 +1,170 @@
+//! Scores verdicts against a labelled recording (`labels.json`): each labelled segment counts
+//! the windows whose midpoint it holds and whose class is one it accepts. This is how the rules
+//! are held to recorded ground truth, and how users can check them on their own recordings.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::diagnosis::{Class, WindowReport};
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Labels {
+    #[serde(default)]
+    pub tdp_w: Option<f64>,
+    pub segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Segment {
+    pub gpu: u32,
+    pub start: f64,
+    pub end: f64,
+    pub scenario: String,
+    pub accept: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabelsError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("{path}: segment {index} ({scenario}): accepts unknown class `{class}`")]
+    UnknownClass {
+        path: String,
+        index: usize,
+        scenario: String,
+        class: String,
+    },
+}
+
+impl Labels {
+    pub fn load(path: &Path) -> Result<Labels, LabelsError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| LabelsError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let labels: Labels = serde_json::from_str(&text).map_err(|source| LabelsError::Parse {
+            path: shown.clone(),
+            source,
+        })?;
+        for (index, seg) in labels.segments.iter().enumerate() {
+            if let Some(bad) = seg.accept.iter().find(|c| Class::from_name(c).is_none()) {
+                return Err(LabelsError::UnknownClass {
+                    path: shown,
+                    index,
+                    scenario: seg.scenario.clone(),
+                    class: bad.clone(),
+                });
+            }
+        }
+        Ok(labels)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentScore {
+    pub gpu: u32,
+    pub scenario: String,
+    pub accept: Vec<String>,
+    pub windows: usize,
+    pub correct: usize,
+    /// Classes given to the windows of this segment, with counts.
+    pub got: BTreeMap<String, usize>,
+}
+
+impl SegmentScore {
+    pub fn share(&self) -> f64 {
+        if self.windows == 0 {
+            0.0
+        } else {
+            self.correct as f64 / self.windows as f64
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Score {
+    pub segments: Vec<SegmentScore>,
+}
+
+impl Score {
+    pub fn windows(&self) -> usize {
+        self.segments.iter().map(|s| s.windows).sum()
+    }
+    pub fn correct(&self) -> usize {
+        self.segments.iter().map(|s| s.correct).sum()
+    }
+    pub fn overall(&self) -> f64 {
+        let n = self.windows();
+        if n == 0 {
+            0.0
+        } else {
+            self.correct() as f64 / n as f64
+        }
+    }
+    /// The lowest-scoring segment that holds any window.
+    pub fn worst(&self) -> Option<&SegmentScore> {
+        self.segments
+            .iter()
+            .filter(|s| s.windows > 0)
+            .min_by(|a, b| a.share().total_cmp(&b.share()))
+    }
+}
+
+/// Incremental scorer: feed it reports as they stream out of the pipeline.
+#[derive(Debug)]
+pub struct Scorer {
+    labels: Labels,
+    scores: Vec<SegmentScore>,
+}
+
+impl Scorer {
+    pub fn new(labels: Labels) -> Self {
+        let scores = labels
+            .segments
+            .iter()
+            .map(|s| SegmentScore {
+                gpu: s.gpu,
+                scenario: s.scenario.clone(),
+                accept: s.accept.clone(),
+                windows: 0,
+                correct: 0,
+                got: BTreeMap::new(),
+            })
+            .collect();
+        Scorer { labels, scores }
+    }
+
+    pub fn add(&mut self, r: &WindowReport) {
+        let mid = r.stats.midpoint();
+        let held = self
+            .labels
+            .segments
+            .iter()
+            .position(|s| s.gpu == r.stats.gpu && s.start <= mid && mid < s.end);
+        if let Some(i) = held {
+            let score = &mut self.scores[i];
+            score.windows += 1;
+            *score.got.entry(r.class.as_str().to_string()).or_default() += 1;
+            if score.accept.iter().any(|c| c == r.class.as_str()) {
+                score.correct += 1;
+            }
+        }
+    }
+
+    pub fn finish(self) -> Score {
+        Score {
+            segments: self.scores,
+        }
+    }
+}

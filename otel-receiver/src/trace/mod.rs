@@ -1,0 +1,9 @@
+//! The CSV trace format (DESIGN.md): a header row naming any subset of columns in any order,
+//! one sample a row, empty cells for "not sampled at this tick". `record` writes it, `replay`
+//! reads it, so a trace taken on a GPU box can be diagnosed anywhere.
+
+mod reader;
+mod writer;
+
+pub use reader::{TraceError, TraceReader};
+pub use writer::TraceWriter;

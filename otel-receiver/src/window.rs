@@ -1,0 +1,485 @@
+//! Fixed windows per GPU. A window summarises every metric (mean, min, max, spread), derives the
+//! mean power from the energy counter, and measures how steady the activity was: the shape of
+//! activity inside a window is what separates tiny kernels from starved input.
+//!
+//! Windows are aligned to multiples of the window length in unix time, so windows of different
+//! GPUs and hosts line up and a fleet dashboard can compare them.
+
+use crate::sample::{Metric, Sample};
+
+/// Running summary of one metric in one window (Welford's mean and variance).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Summary {
+    pub count: u32,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    m2: f64,
+}
+
+impl Summary {
+    fn add(&mut self, v: f64) {
+        if self.count == 0 {
+            self.min = v;
+            self.max = v;
+        } else {
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+        }
+        self.count += 1;
+        let delta = v - self.mean;
+        self.mean += delta / f64::from(self.count);
+        self.m2 += delta * (v - self.mean);
+    }
+
+    /// Population standard deviation; zero for fewer than two values.
+    pub fn std(&self) -> f64 {
+        if self.count < 2 {
+            0.0
+        } else {
+            (self.m2 / f64::from(self.count)).sqrt()
+        }
+    }
+}
+
+/// Where a window's mean power came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerSource {
+    /// Difference of the total-energy counter over the window: exact, whatever the sample rate.
+    EnergyCounter,
+    /// Mean of the power readings: NVML's power is a one-second average on Hopper and changes
+    /// only every ~100 ms, so this lags and smooths.
+    PowerSamples,
+}
+
+/// NVML clock-event reasons, as in `nvmlClocksEventReasons`.
+pub const CLOCK_REASON_BITS: [(u64, &str); 9] = [
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+];
+
+/// Everything the diagnosis and the exporters need about one GPU over one window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowStats {
+    pub gpu: u32,
+    /// Window bounds, unix seconds.
+    pub start: f64,
+    pub end: f64,
+    /// First and last sample times inside the window.
+    pub first_t: f64,
+    pub last_t: f64,
+    pub samples: u32,
+    metrics: [Summary; Metric::COUNT],
+    /// Mean power over the window (W), from the energy counter where it was sampled.
+    pub power_w: Option<f64>,
+    pub power_source: Option<PowerSource>,
+    /// Energy used in the window (J), when the energy counter was sampled.
+    pub energy_j: Option<f64>,
+    /// Latest energy counter reading (mJ) at or before the end of this window.
+    pub energy_total_mj: Option<f64>,
+    /// Share of samples with GPU-Util above zero (0–1).
+    pub util_duty: Option<f64>,
+    /// Largest rate of change of memory used between consecutive samples (bytes/s).
+    pub mem_swing_bytes_per_s: Option<f64>,
+    /// For each bit of [`CLOCK_REASON_BITS`], the share of samples (0–1) with it set.
+    pub clock_reason_share: [f64; CLOCK_REASON_BITS.len()],
+    pub clock_reason_samples: u32,
+}
+
+impl WindowStats {
+    pub fn summary(&self, metric: Metric) -> Option<&Summary> {
+        let s = &self.metrics[metric as usize];
+        (s.count > 0).then_some(s)
+    }
+
+    pub fn mean(&self, metric: Metric) -> Option<f64> {
+        self.summary(metric).map(|s| s.mean)
+    }
+
+    pub fn max(&self, metric: Metric) -> Option<f64> {
+        self.summary(metric).map(|s| s.max)
+    }
+
+    pub fn midpoint(&self) -> f64 {
+        (self.start + self.end) / 2.0
+    }
+
+    pub fn duration_s(&self) -> f64 {
+        self.end - self.start
+    }
+
+    /// Clock-event reasons active in at least `min_share` of the window's samples.
+    pub fn clock_reasons(&self, min_share: f64) -> Vec<&'static str> {
+        CLOCK_REASON_BITS
+            .iter()
+            .zip(self.clock_reason_share)
+            .filter(|(_, share)| *share >= min_share && *share > 0.0)
+            .map(|((_, name), _)| *name)
+            .collect()
+    }
+}
+
+/// The energy reading a window's power is measured from.
+#[derive(Debug, Clone, Copy)]
+struct EnergyReading {
+    t: f64,
+    mj: f64,
+}
+
+/// Accumulates the samples of the window in progress.
+#[derive(Debug, Clone)]
+struct Accumulator {
+    index: i64,
+    first_t: f64,
+    last_t: f64,
+    samples: u32,
+    metrics: [Summary; Metric::COUNT],
+    energy_first: Option<EnergyReading>,
+    energy_last: Option<EnergyReading>,
+    util_busy: u32,
+    util_count: u32,
+    last_mem: Option<(f64, f64)>,
+    mem_swing: Option<f64>,
+    clock_reason_counts: [u32; CLOCK_REASON_BITS.len()],
+    clock_reason_samples: u32,
+}
+
+impl Accumulator {
+    fn new(index: i64, t: f64, last_mem: Option<(f64, f64)>) -> Self {
+        Accumulator {
+            index,
+            first_t: t,
+            last_t: t,
+            samples: 0,
+            metrics: [Summary::default(); Metric::COUNT],
+            energy_first: None,
+            energy_last: None,
+            util_busy: 0,
+            util_count: 0,
+            last_mem,
+            mem_swing: None,
+            clock_reason_counts: [0; CLOCK_REASON_BITS.len()],
+            clock_reason_samples: 0,
+        }
+    }
+
+    fn add(&mut self, s: &Sample) {
+        self.samples += 1;
+        self.first_t = self.first_t.min(s.t);
+        self.last_t = self.last_t.max(s.t);
+        for metric in Metric::ALL {
+            if let Some(v) = s.get(metric) {
+                self.metrics[metric as usize].add(v);
+            }
+        }
+        if let Some(mj) = s.get(Metric::EnergyMj) {
+            let reading = EnergyReading { t: s.t, mj };
+            if self.energy_first.is_none_or(|r| s.t < r.t) {
+                self.energy_first = Some(reading);
+            }
+            if self.energy_last.is_none_or(|r| s.t >= r.t) {
+                self.energy_last = Some(reading);
+            }
+        }
+        if let Some(util) = s.get(Metric::UtilGpu) {
+            self.util_count += 1;
+            if util > 0.0 {
+                self.util_busy += 1;
+            }
+        }
+        if let Some(used) = s.get(Metric::MemUsedBytes) {
+            if let Some((t0, used0)) = self.last_mem {
+                let dt = s.t - t0;
+                if dt > 0.0 {
+                    let rate = (used - used0).abs() / dt;
+                    self.mem_swing = Some(self.mem_swing.map_or(rate, |m: f64| m.max(rate)));
+                }
+            }
+            self.last_mem = Some((s.t, used));
+        }
+        if let Some(mask) = s.clk_reasons {
+            self.clock_reason_samples += 1;
+            for (count, (bit, _)) in self.clock_reason_counts.iter_mut().zip(CLOCK_REASON_BITS) {
+                if mask & bit != 0 {
+                    *count += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Turns one GPU's samples into windows. Samples may arrive slightly out of order inside the
+/// window in progress; a sample older than that window is refused ([`LateSample`]).
+#[derive(Debug, Clone)]
+pub struct GpuWindower {
+    gpu: u32,
+    window_s: f64,
+    current: Option<Accumulator>,
+    /// Last energy reading of the previous window: the start of this window's energy interval,
+    /// so consecutive windows' intervals tile time with no gap.
+    energy_anchor: Option<EnergyReading>,
+}
+
+/// A sample that belongs to a window already closed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LateSample {
+    pub t: f64,
+    pub window_start: f64,
+}
+
+impl GpuWindower {
+    pub fn new(gpu: u32, window_s: f64) -> Self {
+        GpuWindower {
+            gpu,
+            window_s,
+            current: None,
+            energy_anchor: None,
+        }
+    }
+
+    pub fn window_index(&self, t: f64) -> i64 {
+        (t / self.window_s).floor() as i64
+    }
+
+    /// Index of the window in progress, if any.
+    pub fn current_index(&self) -> Option<i64> {
+        self.current.as_ref().map(|a| a.index)
+    }
+
+    /// Adds a sample; returns the window it closed, if it started a new one.
+    pub fn push(&mut self, sample: &Sample) -> Result<Option<WindowStats>, LateSample> {
+        let index = self.window_index(sample.t);
+        let mut closed = None;
+        match &self.current {
+            Some(acc) if index < acc.index => {
+                return Err(LateSample {
+                    t: sample.t,
+                    window_start: acc.index as f64 * self.window_s,
+                })
+            }
+            Some(acc) if index > acc.index => {
+                let last_mem = acc.last_mem;
+                closed = self.close();
+                self.current = Some(Accumulator::new(index, sample.t, last_mem));
+            }
+            Some(_) => {}
+            None => self.current = Some(Accumulator::new(index, sample.t, None)),
+        }
+        if let Some(acc) = self.current.as_mut() {
+            acc.add(sample);
+        }
+        Ok(closed)
+    }
+
+    /// Closes the window in progress (at the end of a trace or of a live run).
+    pub fn finish(&mut self) -> Option<WindowStats> {
+        self.close()
+    }
+
+    fn close(&mut self) -> Option<WindowStats> {
+        let acc = self.current.take()?;
+        let start = acc.index as f64 * self.window_s;
+        let end = start + self.window_s;
+
+        let from_energy = self.energy_power(&acc, start);
+        if let Some(last) = acc.energy_last {
+            self.energy_anchor = Some(last);
+        }
+        let (power_w, power_source, energy_j) = match from_energy {
+            Some((w, j)) => (Some(w), Some(PowerSource::EnergyCounter), Some(j)),
+            None => {
+                // Prefer the instantaneous field: the plain reading is a trailing 1 s average.
+                let mean = [Metric::PowerInstMw, Metric::PowerMw, Metric::PowerAvgMw]
+                    .into_iter()
+                    .find_map(|m| {
+                        let s = &acc.metrics[m as usize];
+                        (s.count > 0).then_some(s.mean)
+                    });
+                (
+                    mean.map(|mw| mw / 1000.0),
+                    mean.map(|_| PowerSource::PowerSamples),
+                    None,
+                )
+            }
+        };
+
+        let samples = acc.clock_reason_samples.max(1) as f64;
+        let mut clock_reason_share = [0.0; CLOCK_REASON_BITS.len()];
+        for (share, count) in clock_reason_share.iter_mut().zip(acc.clock_reason_counts) {
+            *share = f64::from(count) / samples;
+        }
+        Some(WindowStats {
+            gpu: self.gpu,
+            start,
+            end,
+            first_t: acc.first_t,
+            last_t: acc.last_t,
+            samples: acc.samples,
+            metrics: acc.metrics,
+            power_w,
+            power_source,
+            energy_j,
+            energy_total_mj: self.energy_anchor.map(|r| r.mj),
+            util_duty: (acc.util_count > 0)
+                .then(|| f64::from(acc.util_busy) / f64::from(acc.util_count)),
+            mem_swing_bytes_per_s: acc.mem_swing,
+            clock_reason_share,
+            clock_reason_samples: acc.clock_reason_samples,
+        })
+    }
+
+    /// Mean power (W) and energy (J) from the energy counter, measured from the previous
+    /// window's last reading when it is recent, else from this window's first. `None` when the
+    /// interval is too short to trust or the counter went backwards (driver reload).
+    fn energy_power(&self, acc: &Accumulator, start: f64) -> Option<(f64, f64)> {
+        let last = acc.energy_last?;
+        let first = match self.energy_anchor {
+            Some(anchor) if anchor.t < last.t && start - anchor.t <= self.window_s => anchor,
+            _ => acc.energy_first?,
+        };
+        let dt = last.t - first.t;
+        let de_mj = last.mj - first.mj;
+        if dt < (self.window_s * 0.25).min(0.5) || de_mj < 0.0 {
+            return None;
+        }
+        Some((de_mj / dt / 1000.0, de_mj / dt * self.window_s / 1000.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t: f64) -> Sample {
+        Sample::new(t, 0)
+    }
+
+    #[test]
+    fn windows_align_to_unix_time_and_close_when_a_later_sample_arrives() {
+        let mut w = GpuWindower::new(0, 2.0);
+        assert_eq!(w.push(&sample(101.0).with(Metric::GpmSm, 10.0)), Ok(None));
+        assert_eq!(w.push(&sample(101.5).with(Metric::GpmSm, 30.0)), Ok(None));
+        let closed = w
+            .push(&sample(102.2).with(Metric::GpmSm, 50.0))
+            .expect("in order")
+            .expect("closes [100, 102)");
+        assert_eq!(
+            (closed.start, closed.end, closed.samples),
+            (100.0, 102.0, 2)
+        );
+        let sm = closed.summary(Metric::GpmSm).expect("sm");
+        assert_eq!(
+            (sm.mean, sm.min, sm.max, sm.std()),
+            (20.0, 10.0, 30.0, 10.0)
+        );
+        let last = w.finish().expect("last window");
+        assert_eq!((last.start, last.mean(Metric::GpmSm)), (102.0, Some(50.0)));
+        assert_eq!(w.finish(), None);
+    }
+
+    #[test]
+    fn a_sample_older_than_the_open_window_is_late() {
+        let mut w = GpuWindower::new(0, 2.0);
+        w.push(&sample(104.5)).expect("first");
+        assert_eq!(
+            w.push(&sample(104.1)),
+            Ok(None),
+            "reordering inside a window is fine"
+        );
+        assert_eq!(
+            w.push(&sample(101.0)),
+            Err(LateSample {
+                t: 101.0,
+                window_start: 104.0
+            })
+        );
+    }
+
+    #[test]
+    fn power_comes_from_the_energy_counter_across_window_boundaries() {
+        let mut w = GpuWindower::new(0, 2.0);
+        // 500 W for 1 s steps, but the power readings claim 100 W: energy must win.
+        let mut energy = 1_000_000.0;
+        let mut windows = Vec::new();
+        for step in 0..6 {
+            let t = 100.0 + f64::from(step);
+            let s = sample(t)
+                .with(Metric::EnergyMj, energy)
+                .with(Metric::PowerMw, 100_000.0);
+            energy += 500_000.0;
+            windows.extend(w.push(&s).expect("in order"));
+        }
+        windows.extend(w.finish());
+        assert_eq!(windows.len(), 3);
+        // The first window only has its own two readings, 1 s apart.
+        assert_eq!(windows[0].power_w, Some(500.0));
+        assert_eq!(windows[0].power_source, Some(PowerSource::EnergyCounter));
+        // Later windows measure from the previous window's last reading: 2 s, 2000 J... per 2 s.
+        assert_eq!(windows[1].power_w, Some(500.0));
+        assert_eq!(windows[1].energy_j, Some(1000.0));
+        assert_eq!(windows[2].energy_total_mj, Some(3_500_000.0));
+    }
+
+    #[test]
+    fn without_energy_power_is_the_mean_of_the_readings_preferring_instant() {
+        let mut w = GpuWindower::new(0, 2.0);
+        w.push(
+            &sample(100.0)
+                .with(Metric::PowerMw, 100_000.0)
+                .with(Metric::PowerInstMw, 150_000.0),
+        )
+        .expect("first");
+        w.push(
+            &sample(100.5)
+                .with(Metric::PowerMw, 200_000.0)
+                .with(Metric::PowerInstMw, 250_000.0),
+        )
+        .expect("second");
+        let win = w.finish().expect("window");
+        assert_eq!(win.power_w, Some(200.0));
+        assert_eq!(win.power_source, Some(PowerSource::PowerSamples));
+        assert_eq!(win.energy_j, None);
+    }
+
+    #[test]
+    fn an_energy_counter_that_goes_backwards_is_not_trusted() {
+        let mut w = GpuWindower::new(0, 2.0);
+        w.push(
+            &sample(100.0)
+                .with(Metric::EnergyMj, 9e6)
+                .with(Metric::PowerMw, 90_000.0),
+        )
+        .expect("first");
+        w.push(
+            &sample(101.0)
+                .with(Metric::EnergyMj, 1e3)
+                .with(Metric::PowerMw, 90_000.0),
+        )
+        .expect("second");
+        assert_eq!(w.finish().expect("window").power_w, Some(90.0));
+    }
+
+    #[test]
+    fn duty_memory_swing_and_clock_reasons_are_measured() {
+        let mut w = GpuWindower::new(0, 2.0);
+        for (i, util) in [0.0, 30.0, 0.0, 0.0].into_iter().enumerate() {
+            let t = 100.0 + 0.5 * i as f64;
+            let mut s = sample(t)
+                .with(Metric::UtilGpu, util)
+                .with(Metric::MemUsedBytes, 1e9 * i as f64);
+            s.clk_reasons = Some(if i < 2 { 0x4 } else { 0x1 });
+            w.push(&s).expect("in order");
+        }
+        let win = w.finish().expect("window");
+        assert_eq!(win.util_duty, Some(0.25));
+        assert_eq!(win.mem_swing_bytes_per_s, Some(2e9));
+        assert_eq!(win.clock_reasons(0.5), vec!["gpu_idle", "sw_power_cap"]);
+    }
+}

@@ -1,0 +1,73 @@
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::report::{HumanReport, SourceLabel};
+use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::trace::TraceReader;
+
+use super::bundled;
+use super::input::{facts_beside, PipelineArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// How long to watch the GPUs.
+    #[arg(long, value_name = "N", default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Diagnose a recorded trace instead of the live GPUs.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    args.pipeline.validate()?;
+    match &args.trace {
+        Some(path) => {
+            let facts = facts_beside(path)?;
+            let reader = TraceReader::open(path)?;
+            let label = SourceLabel::Recorded {
+                name: path.display().to_string(),
+                note: "recorded earlier; the verdicts describe the GPUs of that recording".into(),
+            };
+            report_trace(&args, reader, facts, label)
+        }
+        None => {
+            // Live sampling arrives with the NVML source; until then every machine takes the
+            // recorded path, and says so.
+            let why =
+                "no NVIDIA GPU or driver was found on this machine (NVML could not be loaded)";
+            eprintln!("gpuslack: {why}; showing the bundled recorded trace instead.");
+            let facts = DeviceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
+            let reader = TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
+            let label = SourceLabel::Recorded {
+                name: bundled::NAME.into(),
+                note: format!("{why}. This is a recording from a real H200, shipped inside gpuslack, so you can see what a report looks like."),
+            };
+            report_trace(&args, reader, facts, label)
+        }
+    }
+}
+
+fn report_trace<R: io::Read>(
+    args: &Args,
+    reader: TraceReader<R>,
+    facts: DeviceFacts,
+    label: SourceLabel,
+) -> Result<ExitCode> {
+    let mut pipeline = args.pipeline.pipeline(facts);
+    let mut report = HumanReport::default();
+    replay(reader, &mut pipeline, |r| {
+        report.add(r);
+        Ok(())
+    })?;
+    let mut out = io::stdout().lock();
+    report.render(&mut out, &label, |gpu| {
+        pipeline.diagnoser().facts(gpu).clone()
+    })?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

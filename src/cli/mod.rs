@@ -1,0 +1,77 @@
+//! Command-line edge: argument parsing, logging set-up, and the mapping from errors to exit
+//! codes. Library errors are typed; here they become `anyhow` messages for people.
+
+mod bundled;
+mod diagnose;
+mod input;
+mod replay;
+mod score;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "gpuslack",
+    version,
+    about = "Tells whether a GPU is really working: GPU-Util lies, power and SM activity do not."
+)]
+struct Cli {
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Watch the GPUs and print a report: the diagnostic matrix, verdict, evidence and remedy per GPU.
+    Diagnose(diagnose::Args),
+    /// Run the pipeline over a recorded trace and print one verdict per GPU and window.
+    Replay(replay::Args),
+    /// Score the verdicts on a recorded trace against its labels (labels.json).
+    Score(score::Args),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Diagnose(args) => diagnose::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::Score(args) => score::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        // A reader that stops early (`| head`) is not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,77 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use gpuslack_receiver::score::{Labels, Scorer};
+use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::trace::TraceReader;
+
+use super::input::{facts_beside, PipelineArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Trace file (CSV).
+    pub trace: PathBuf,
+    /// Labels: time segments per GPU with the classes that count as right (labels.json).
+    pub labels: PathBuf,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Fail (exit 1) when the overall share of right windows is below this.
+    #[arg(long, default_value_t = 0.95)]
+    pub min_overall: f64,
+    /// Fail (exit 1) when any segment's share of right windows is below this.
+    #[arg(long, default_value_t = 0.80)]
+    pub min_segment: f64,
+    /// Print the score as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(mut args: Args) -> Result<ExitCode> {
+    args.pipeline.validate()?;
+    let labels = Labels::load(&args.labels)?;
+    if args.pipeline.tdp_w.is_none() {
+        args.pipeline.tdp_w = labels.tdp_w;
+    }
+    let mut pipeline = args.pipeline.pipeline(facts_beside(&args.trace)?);
+    let mut scorer = Scorer::new(labels);
+    replay(TraceReader::open(&args.trace)?, &mut pipeline, |r| {
+        scorer.add(&r);
+        Ok(())
+    })?;
+    let score = scorer.finish();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&score)?);
+    } else {
+        println!(
+            "{:>3} {:<36} {:>7} {:>6}  {:<28} got",
+            "gpu", "scenario", "windows", "right", "accept"
+        );
+        for s in &score.segments {
+            let got: Vec<String> = s.got.iter().map(|(c, n)| format!("{c}×{n}")).collect();
+            println!(
+                "{:>3} {:<36} {:>7} {:>5.0}%  {:<28} {}",
+                s.gpu,
+                s.scenario,
+                s.windows,
+                100.0 * s.share(),
+                s.accept.join("|"),
+                got.join(" ")
+            );
+        }
+        println!(
+            "overall: {}/{} windows right ({:.1}%)",
+            score.correct(),
+            score.windows(),
+            100.0 * score.overall()
+        );
+    }
+    let worst = score.worst().map_or(0.0, |s| s.share());
+    Ok(
+        if score.overall() >= args.min_overall && worst >= args.min_segment {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
+}

@@ -1,0 +1,273 @@
+//! The command line as users and other tools meet it: the JSON-lines contract of `replay`, the
+//! errors for bad traces, and `diagnose` on a machine without a GPU.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn gpuslack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(args)
+        .output()
+        .expect("gpuslack runs")
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .join("samples.csv")
+        .display()
+        .to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes `text` into a fresh temporary file and returns its path.
+fn temp_trace(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuslack-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("samples.csv");
+    std::fs::write(&path, text).expect("write trace");
+    path
+}
+
+const CLASSES: [&str; 9] = [
+    "idle",
+    "idle_held",
+    "compute_bound",
+    "memory_bound",
+    "launch_bound",
+    "transfer_bound",
+    "input_starved",
+    "sync_wait",
+    "hung",
+];
+
+#[test]
+fn replay_jsonl_keeps_its_contract() {
+    let out = gpuslack(&[
+        "replay",
+        &fixture("h200x2-scenarios"),
+        "--tdp-w",
+        "700",
+        "--format",
+        "jsonl",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect();
+    // 2 GPUs × 78 windows of 2 s: 153 s of samples from 1796025905.08 on.
+    assert_eq!(lines.len(), 156);
+    let mut last_start = 0.0;
+    for v in &lines {
+        assert_eq!(v["schema"], "gpuslack.window.v1");
+        let gpu = v["gpu"].as_u64().expect("gpu is an integer");
+        assert!(gpu <= 1);
+        let (start, end) = (
+            v["start"].as_f64().expect("start"),
+            v["end"].as_f64().expect("end"),
+        );
+        assert_eq!(end - start, 2.0);
+        assert!(start >= last_start, "windows come out in time order");
+        last_start = start;
+        assert!(CLASSES.contains(&v["class"].as_str().expect("class")));
+        let sm = v["sm_active"].as_f64().expect("sm_active is a share");
+        assert!((0.0..=1.0).contains(&sm));
+        let power = v["power_w"].as_f64().expect("power_w");
+        let eff = v["efficiency"].as_f64().expect("efficiency with a TDP");
+        assert!((eff - power / 700.0 * sm).abs() < 0.002, "{v}");
+        let evidence = v["evidence"].as_array().expect("evidence list");
+        assert!(!evidence.is_empty());
+        for e in evidence {
+            assert!(e["signal"].is_string() && e["value"].is_number() && e["text"].is_string());
+        }
+        assert!(v["remedy"].as_str().is_some_and(|r| !r.is_empty()));
+    }
+    let hung = lines.iter().filter(|v| v["class"] == "hung").count();
+    assert!(hung >= 5, "{hung} hung windows");
+}
+
+#[test]
+fn replay_without_tdp_gives_null_efficiency() {
+    let out = gpuslack(&["replay", &fixture("h200x2-scenarios"), "--format", "jsonl"]);
+    assert!(out.status.success());
+    let first: Value =
+        serde_json::from_str(stdout(&out).lines().next().expect("a line")).expect("json");
+    assert!(first["efficiency"].is_null());
+    assert!(first["tdp_w"].is_null());
+}
+
+#[test]
+fn replay_reads_facts_json_beside_the_trace() {
+    let out = gpuslack(&["replay", &fixture("h200-reference"), "--format", "jsonl"]);
+    let first: Value =
+        serde_json::from_str(stdout(&out).lines().next().expect("a line")).expect("json");
+    assert_eq!(first["tdp_w"], 700.0);
+}
+
+#[test]
+fn a_bad_number_fails_naming_file_line_and_column() {
+    let path = temp_trace(
+        "bad-number",
+        "t,gpu,power_mw\n100.0,0,80000\n100.1,0,eighty\n",
+    );
+    let out = gpuslack(&["replay", &path.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "{}:3: column `power_mw`: not a number: \"eighty\"",
+            path.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn unsorted_time_fails_naming_the_line() {
+    let path = temp_trace("unsorted", "t,power_mw\n100.0,1\n104.0,1\n101.0,1\n");
+    let out = gpuslack(&["replay", &path.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(":4: GPU 0: sample at t=101.0000 is older than the window in progress"),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicate_rows_are_skipped_and_change_nothing() {
+    let clean = "t,util_gpu,power_mw\n100.0,50,200000\n100.5,50,200000\n102.5,0,80000\n";
+    let doubled = "t,util_gpu,power_mw\n100.0,50,200000\n100.0,50,200000\n100.5,50,200000\n102.5,0,80000\n102.5,0,80000\n";
+    let a = gpuslack(&[
+        "replay",
+        &temp_trace("clean", clean).display().to_string(),
+        "--format",
+        "jsonl",
+    ]);
+    let b = gpuslack(&[
+        "replay",
+        &temp_trace("dup", doubled).display().to_string(),
+        "--format",
+        "jsonl",
+    ]);
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(stdout(&a), stdout(&b));
+    assert_eq!(stdout(&a).lines().count(), 2);
+}
+
+#[test]
+fn an_empty_file_and_a_missing_file_are_clear_errors() {
+    let empty = temp_trace("empty", "");
+    let out = gpuslack(&["replay", &empty.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the file is empty"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = gpuslack(&["replay", "/nonexistent/trace.csv"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("/nonexistent/trace.csv: cannot open"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_trace_with_few_columns_still_gets_verdicts_and_says_what_is_missing() {
+    // No GPM, no process list: GPU-Util 100% at 120 W of a 700 W TDP reads as tiny kernels.
+    let path = temp_trace(
+        "few-columns",
+        "t,util_gpu,power_mw\n100.0,100,120000\n101.0,100,120000\n102.5,0,80000\n",
+    );
+    let out = gpuslack(&[
+        "replay",
+        &path.display().to_string(),
+        "--tdp-w",
+        "700",
+        "--format",
+        "jsonl",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_str(stdout(&out).lines().next().expect("line")).expect("json");
+    assert_eq!(first["class"], "launch_bound");
+    assert!(first["sm_active"].is_null() && first["efficiency"].is_null());
+    let missing = first["missing"].as_array().expect("missing");
+    assert!(missing
+        .iter()
+        .any(|m| m.as_str().is_some_and(|m| m.starts_with("gpm"))));
+}
+
+#[test]
+fn bad_flags_are_refused() {
+    let out = gpuslack(&["replay", &fixture("h200-reference"), "--window-s", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--window-s must be between"));
+    let out = gpuslack(&["replay", &fixture("h200-reference"), "--tdp-w", "-3"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn diagnose_without_a_gpu_says_so_and_shows_the_bundled_recording() {
+    let out = gpuslack(&["diagnose", "--seconds", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("no NVIDIA GPU or driver was found"), "{err}");
+    let report = stdout(&out);
+    assert!(report.starts_with("gpuslack diagnose — RECORDED TRACE, not this machine's GPUs"));
+    assert!(report.contains("GPU 0 · NVIDIA H200 · TDP 700 W"));
+    for verdict in [
+        "LAUNCH_BOUND",
+        "MEMORY_BOUND",
+        "COMPUTE_BOUND",
+        "INPUT_STARVED",
+        "TRANSFER_BOUND",
+    ] {
+        assert!(report.contains(verdict), "{verdict} missing from\n{report}");
+    }
+    assert!(report.contains("GPU-Util overstates the work"));
+    assert!(report.contains("remedy"));
+}
+
+#[test]
+fn diagnose_a_two_gpu_trace() {
+    let out = gpuslack(&[
+        "diagnose",
+        "--trace",
+        &fixture("h200x2-scenarios"),
+        "--tdp-w",
+        "700",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(report.contains("GPU 0 ·") && report.contains("GPU 1 ·"));
+    assert!(report.contains("HUNG") && report.contains("GPU 1 is the straggler"));
+}
+
+#[test]
+fn score_reports_every_segment_and_passes_on_the_fixtures() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-reference");
+    let out = gpuslack(&[
+        "score",
+        &dir.join("samples.csv").display().to_string(),
+        &dir.join("labels.json").display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("tiny_graph"));
+    assert!(stdout(&out).contains("overall:"));
+}
