@@ -8,8 +8,12 @@ use gpuslack_receiver::report::{HumanReport, SourceLabel};
 use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::TraceReader;
 
+use gpuslack_receiver::source::live::nvml::NvmlDevice;
+use gpuslack_receiver::source::live::LiveSource;
+
 use super::bundled;
 use super::input::{facts_beside, PipelineArgs};
+use super::live::{self, SamplingArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,6 +25,8 @@ pub struct Args {
     pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -35,21 +41,58 @@ pub fn run(args: Args) -> Result<ExitCode> {
             };
             report_trace(&args, reader, facts, label)
         }
-        None => {
-            // Live sampling arrives with the NVML source; until then every machine takes the
-            // recorded path, and says so.
-            let why =
-                "no NVIDIA GPU or driver was found on this machine (NVML could not be loaded)";
-            eprintln!("gpuslack: {why}; showing the bundled recorded trace instead.");
-            let facts = DeviceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
-            let reader = TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
-            let label = SourceLabel::Recorded {
-                name: bundled::NAME.into(),
-                note: format!("{why}. This is a recording from a real H200, shipped inside gpuslack, so you can see what a report looks like."),
-            };
-            report_trace(&args, reader, facts, label)
-        }
+        None => match live::open(args.sampling.cadence()?) {
+            Ok(source) => report_live(&args, source),
+            Err(e) => {
+                let why = format!("no NVIDIA GPU or driver was found on this machine: {e}");
+                eprintln!("gpuslack: {why}; showing the bundled recorded trace instead.");
+                let facts = DeviceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
+                let reader =
+                    TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
+                let label = SourceLabel::Recorded {
+                    name: bundled::NAME.into(),
+                    note: format!("{why}. This is a recording from a real H200, shipped inside gpuslack, so you can see what a report looks like."),
+                };
+                report_trace(&args, reader, facts, label)
+            }
+        },
     }
+}
+
+fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCode> {
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        anyhow::bail!("--seconds must be a positive number, got {}", args.seconds);
+    }
+    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default());
+    for (gpu, facts) in source.facts() {
+        pipeline.diagnoser_mut().set_facts(gpu, facts);
+    }
+    eprintln!(
+        "gpuslack: watching {} GPU(s) for {} s…",
+        source.live_gpus(),
+        args.seconds
+    );
+    let mut report = HumanReport::default();
+    live::run_ticks(&mut source, Some(args.seconds), |samples| {
+        for sample in &samples {
+            for r in pipeline.push(sample)? {
+                report.add(r);
+            }
+        }
+        Ok(())
+    })?;
+    for r in pipeline.finish() {
+        report.add(r);
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "this machine".into());
+    let mut out = io::stdout().lock();
+    report.render(&mut out, &SourceLabel::Live { host }, |gpu| {
+        pipeline.diagnoser().facts(gpu).clone()
+    })?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn report_trace<R: io::Read>(

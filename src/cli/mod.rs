@@ -4,7 +4,10 @@
 mod bundled;
 mod diagnose;
 mod input;
+mod live;
+mod record;
 mod replay;
+mod run;
 mod score;
 
 use std::process::ExitCode;
@@ -29,17 +32,26 @@ struct Cli {
 enum Command {
     /// Watch the GPUs and print a report: the diagnostic matrix, verdict, evidence and remedy per GPU.
     Diagnose(diagnose::Args),
+    /// The agent: sample every GPU, diagnose each window, report verdict changes.
+    Run(run::Args),
+    /// Record raw samples of every GPU to a trace file, to replay anywhere.
+    Record(record::Args),
     /// Run the pipeline over a recorded trace and print one verdict per GPU and window.
     Replay(replay::Args),
     /// Score the verdicts on a recorded trace against its labels (labels.json).
     Score(score::Args),
 }
 
+/// Exit code for a missing GPU, driver or NVML library.
+pub const EXIT_NO_GPU: u8 = 2;
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Diagnose(args) => diagnose::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Score(args) => score::run(args),
     };

@@ -1,0 +1,90 @@
+//! The NVML-shaped seam between the sampler's logic and the driver. The sampler asks a
+//! [`DeviceReader`] for one [`Field`] at a time; the real reader calls NVML, the tests' reader
+//! plays back faults, missing fields and lost GPUs.
+
+use crate::device::DeviceFacts;
+use crate::sample::Sample;
+
+/// A group of values read together, each on its own cadence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    /// GPU-Util and memory-controller utilisation.
+    Utilization,
+    /// `nvmlDeviceGetPowerUsage`.
+    Power,
+    /// Instantaneous and averaged power field values.
+    PowerFields,
+    /// Total energy counter: 4.2 ms a call on an H200, so read on a slower cadence.
+    Energy,
+    /// SM and memory clocks.
+    Clocks,
+    Temperature,
+    PerformanceState,
+    /// Clock-event (throttle) reasons.
+    ClockReasons,
+    /// Memory used and total.
+    Memory,
+    /// Number of processes holding a compute context.
+    Processes,
+    /// Enforced and default power limits, slowdown temperature: they rarely change.
+    Limits,
+    /// GPM metrics from the pair (previous sample, this sample).
+    Gpm,
+}
+
+impl Field {
+    pub const ALL: [Field; 12] = [
+        Field::Utilization,
+        Field::Power,
+        Field::PowerFields,
+        Field::Energy,
+        Field::Clocks,
+        Field::Temperature,
+        Field::PerformanceState,
+        Field::ClockReasons,
+        Field::Memory,
+        Field::Processes,
+        Field::Limits,
+        Field::Gpm,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Utilization => "utilization",
+            Field::Power => "power",
+            Field::PowerFields => "power field values",
+            Field::Energy => "total energy",
+            Field::Clocks => "clocks",
+            Field::Temperature => "temperature",
+            Field::PerformanceState => "performance state",
+            Field::ClockReasons => "clock-event reasons",
+            Field::Memory => "memory",
+            Field::Processes => "running processes",
+            Field::Limits => "power limits",
+            Field::Gpm => "GPM metrics",
+        }
+    }
+}
+
+/// Why a read failed, as far as the sampler cares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// This GPU or driver does not have it: skip the field from now on.
+    #[error("not supported")]
+    NotSupported,
+    /// The GPU fell off the bus or stopped answering: stop sampling it.
+    #[error("GPU lost: {0}")]
+    GpuLost(String),
+    /// Anything else: leave the value out of this sample and try again next time.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// One GPU as the sampler sees it.
+pub trait DeviceReader {
+    /// Static facts, read once when sampling starts; fields the driver lacks are `None`.
+    fn facts(&mut self) -> DeviceFacts;
+
+    /// Reads one field into `sample`.
+    fn read(&mut self, field: Field, sample: &mut Sample) -> Result<(), ReadError>;
+}

@@ -1,0 +1,320 @@
+//! Live sampling: every GPU of the machine, each field on its own cadence, feeding the same
+//! pipeline a replayed trace feeds. The scheduling and the graceful degradation live here and
+//! are tested against a scripted reader; NVML itself lives in [`nvml`] only.
+//!
+//! Degradation rules: a field a driver lacks is skipped from then on and reported once; a field
+//! that fails for another reason is left out of that sample and reported on the first failure
+//! and every 100th after; a GPU that is lost is reported and dropped while the others go on.
+
+mod backend;
+pub mod nvml;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+pub use backend::{DeviceReader, Field, ReadError};
+
+use crate::device::DeviceFacts;
+use crate::sample::Sample;
+
+/// How often each kind of field is read. The tick is the base cadence: cheap fields (a few µs
+/// each) are read every tick; the energy counter (4.2 ms a call on an H200), process lists and
+/// limits less often. `nvmlDeviceGetPcieThroughput` (21 ms) is never called: GPM's PCIe rates
+/// replace it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cadence {
+    pub tick: Duration,
+    pub energy: Duration,
+    pub processes: Duration,
+    pub limits: Duration,
+}
+
+impl Cadence {
+    pub fn every(tick: Duration) -> Cadence {
+        Cadence {
+            tick,
+            energy: tick.max(Duration::from_secs(1)),
+            processes: tick.max(Duration::from_secs(1)),
+            limits: tick.max(Duration::from_secs(10)),
+        }
+    }
+
+    fn period(&self, field: Field) -> Duration {
+        match field {
+            Field::Energy => self.energy,
+            Field::Processes => self.processes,
+            Field::Limits => self.limits,
+            _ => self.tick,
+        }
+    }
+}
+
+/// Something the operator should hear about once, not on every tick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceEvent {
+    FieldUnsupported { gpu: u32, field: Field },
+    ReadFailed { gpu: u32, field: Field, error: String, times: u64 },
+    GpuLost { gpu: u32, error: String },
+}
+
+struct Slot<D> {
+    index: u32,
+    reader: D,
+    facts: DeviceFacts,
+    lost: bool,
+    unsupported: BTreeSet<Field>,
+    last_read: [Option<f64>; Field::ALL.len()],
+    failures: [u64; Field::ALL.len()],
+}
+
+/// Samples a set of GPUs. Call [`LiveSource::sample`] once per tick.
+pub struct LiveSource<D: DeviceReader> {
+    slots: Vec<Slot<D>>,
+    cadence: Cadence,
+    events: Vec<SourceEvent>,
+}
+
+impl<D: DeviceReader> LiveSource<D> {
+    pub fn new(devices: Vec<(u32, D)>, cadence: Cadence) -> Self {
+        let slots = devices
+            .into_iter()
+            .map(|(index, mut reader)| Slot {
+                index,
+                facts: reader.facts(),
+                reader,
+                lost: false,
+                unsupported: BTreeSet::new(),
+                last_read: [None; Field::ALL.len()],
+                failures: [0; Field::ALL.len()],
+            })
+            .collect();
+        LiveSource {
+            slots,
+            cadence,
+            events: Vec::new(),
+        }
+    }
+
+    pub fn cadence(&self) -> Cadence {
+        self.cadence
+    }
+
+    /// Facts of every GPU, as read when sampling started.
+    pub fn facts(&self) -> Vec<(u32, DeviceFacts)> {
+        self.slots.iter().map(|s| (s.index, s.facts.clone())).collect()
+    }
+
+    /// GPUs still being sampled.
+    pub fn live_gpus(&self) -> usize {
+        self.slots.iter().filter(|s| !s.lost).count()
+    }
+
+    /// Events since the last call, in order.
+    pub fn drain_events(&mut self) -> Vec<SourceEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Reads every field that is due on every live GPU. `now` is unix seconds; `clock` gives
+    /// the time for each GPU's sample, taken just before its reads.
+    pub fn sample(&mut self, mut clock: impl FnMut() -> f64) -> Vec<Sample> {
+        let mut out = Vec::with_capacity(self.slots.len());
+        let slack = self.cadence.tick.as_secs_f64() / 2.0;
+        for slot in self.slots.iter_mut().filter(|s| !s.lost) {
+            let t = clock();
+            let mut sample = Sample::new(t, slot.index);
+            for (i, field) in Field::ALL.into_iter().enumerate() {
+                if slot.unsupported.contains(&field) {
+                    continue;
+                }
+                let period = self.cadence.period(field).as_secs_f64();
+                if slot.last_read[i].is_some_and(|last| t - last + slack < period) {
+                    continue;
+                }
+                match slot.reader.read(field, &mut sample) {
+                    Ok(()) => {
+                        slot.last_read[i] = Some(t);
+                        slot.failures[i] = 0;
+                    }
+                    Err(ReadError::NotSupported) => {
+                        slot.unsupported.insert(field);
+                        self.events.push(SourceEvent::FieldUnsupported {
+                            gpu: slot.index,
+                            field,
+                        });
+                    }
+                    Err(ReadError::GpuLost(error)) => {
+                        slot.lost = true;
+                        self.events.push(SourceEvent::GpuLost {
+                            gpu: slot.index,
+                            error,
+                        });
+                        break;
+                    }
+                    Err(ReadError::Failed(error)) => {
+                        // Try again next tick, but do not wait a whole slow period.
+                        slot.failures[i] += 1;
+                        let times = slot.failures[i];
+                        if times == 1 || times % 100 == 0 {
+                            self.events.push(SourceEvent::ReadFailed {
+                                gpu: slot.index,
+                                field,
+                                error,
+                                times,
+                            });
+                        }
+                    }
+                }
+            }
+            if !slot.lost && !sample.is_empty() {
+                out.push(sample);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::sample::Metric;
+
+    /// A scripted GPU: each field answers with a fixed value or error; `lose_after` makes every
+    /// read fail as lost after that many reads.
+    #[derive(Default)]
+    struct Scripted {
+        answers: BTreeMap<Field, Result<f64, ReadError>>,
+        reads: BTreeMap<Field, u32>,
+        lose_after: Option<u32>,
+        total_reads: u32,
+    }
+
+    impl Scripted {
+        fn healthy() -> Self {
+            let mut s = Scripted::default();
+            for field in Field::ALL {
+                s.answers.insert(field, Ok(1.0));
+            }
+            s
+        }
+    }
+
+    impl DeviceReader for Scripted {
+        fn facts(&mut self) -> DeviceFacts {
+            DeviceFacts {
+                name: Some("Scripted GPU".into()),
+                ..DeviceFacts::default()
+            }
+        }
+
+        fn read(&mut self, field: Field, sample: &mut Sample) -> Result<(), ReadError> {
+            self.total_reads += 1;
+            *self.reads.entry(field).or_default() += 1;
+            if self.lose_after.is_some_and(|n| self.total_reads > n) {
+                return Err(ReadError::GpuLost("fell off the bus".into()));
+            }
+            let value = self.answers.get(&field).cloned().unwrap_or(Err(ReadError::NotSupported))?;
+            let metric = match field {
+                Field::Power => Metric::PowerMw,
+                Field::Energy => Metric::EnergyMj,
+                Field::Gpm => Metric::GpmSm,
+                Field::Processes => Metric::Nprocs,
+                _ => Metric::UtilGpu,
+            };
+            sample.set(metric, value);
+            Ok(())
+        }
+    }
+
+    fn ticks<D: DeviceReader>(source: &mut LiveSource<D>, n: u32, tick_s: f64) -> Vec<Vec<Sample>> {
+        (0..n)
+            .map(|i| {
+                let t = 1000.0 + f64::from(i) * tick_s;
+                source.sample(|| t)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_field_is_read_on_its_own_cadence() {
+        let mut source = LiveSource::new(vec![(0, Scripted::healthy())], Cadence::every(Duration::from_millis(100)));
+        let samples = ticks(&mut source, 50, 0.1);
+        assert!(samples.iter().all(|s| s.len() == 1));
+        let reads = &source.slots[0].reader.reads;
+        assert_eq!(reads[&Field::Power], 50);
+        assert_eq!(reads[&Field::Gpm], 50);
+        // 5 s at 1 s for energy and processes, 10 s for limits.
+        assert_eq!(reads[&Field::Energy], 5);
+        assert_eq!(reads[&Field::Processes], 5);
+        assert_eq!(reads[&Field::Limits], 1);
+        let with_energy = samples.iter().filter(|s| s[0].get(Metric::EnergyMj).is_some()).count();
+        assert_eq!(with_energy, 5);
+    }
+
+    #[test]
+    fn an_unsupported_field_is_reported_once_and_skipped() {
+        let mut gpu = Scripted::healthy();
+        gpu.answers.insert(Field::Gpm, Err(ReadError::NotSupported));
+        let mut source = LiveSource::new(vec![(3, gpu)], Cadence::every(Duration::from_millis(100)));
+        let samples = ticks(&mut source, 20, 0.1);
+        assert_eq!(source.slots[0].reader.reads[&Field::Gpm], 1);
+        assert_eq!(
+            source.drain_events(),
+            vec![SourceEvent::FieldUnsupported { gpu: 3, field: Field::Gpm }]
+        );
+        assert!(samples.iter().all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
+        assert!(source.drain_events().is_empty());
+    }
+
+    #[test]
+    fn a_failing_field_is_retried_and_reported_without_spam() {
+        let mut gpu = Scripted::healthy();
+        gpu.answers.insert(Field::Energy, Err(ReadError::Failed("Unknown".into())));
+        let mut source = LiveSource::new(vec![(0, gpu)], Cadence::every(Duration::from_millis(100)));
+        ticks(&mut source, 250, 0.1);
+        // Retried every tick after a failure, reported on the 1st, 100th and 200th.
+        assert_eq!(source.slots[0].reader.reads[&Field::Energy], 250);
+        let reported: Vec<u64> = source
+            .drain_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                SourceEvent::ReadFailed { times, .. } => Some(times),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reported, vec![1, 100, 200]);
+    }
+
+    #[test]
+    fn a_lost_gpu_is_reported_and_the_others_go_on() {
+        let mut dying = Scripted::healthy();
+        dying.lose_after = Some(30);
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::healthy()), (1, dying)],
+            Cadence::every(Duration::from_millis(100)),
+        );
+        let samples = ticks(&mut source, 20, 0.1);
+        assert_eq!(samples[0].len(), 2);
+        assert_eq!(samples[19].len(), 1);
+        assert_eq!(samples[19][0].gpu, 0);
+        assert_eq!(source.live_gpus(), 1);
+        let lost: Vec<SourceEvent> = source
+            .drain_events()
+            .into_iter()
+            .filter(|e| matches!(e, SourceEvent::GpuLost { .. }))
+            .collect();
+        assert_eq!(lost, vec![SourceEvent::GpuLost { gpu: 1, error: "fell off the bus".into() }]);
+        let reads_when_lost = source.slots[1].reader.total_reads;
+        ticks(&mut source, 10, 0.1);
+        assert_eq!(source.slots[1].reader.total_reads, reads_when_lost, "a lost GPU is not read again");
+    }
+
+    #[test]
+    fn a_gpu_without_any_field_yields_no_samples_but_no_panic() {
+        let mut source = LiveSource::new(vec![(0, Scripted::default())], Cadence::every(Duration::from_millis(100)));
+        let samples = ticks(&mut source, 3, 0.1);
+        assert!(samples.iter().all(Vec::is_empty));
+        assert_eq!(source.drain_events().len(), Field::ALL.len());
+    }
+}

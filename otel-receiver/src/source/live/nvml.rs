@@ -1,0 +1,249 @@
+//! The only module that talks to NVML. It turns each [`Field`] into the NVML calls that read it
+//! and NVML's errors into the sampler's three kinds: not supported, GPU lost, failed.
+
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor, TemperatureThreshold};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::enums::gpm::GpmMetricId;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::gpm::{gpm_metrics_get, GpmSample};
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::{Device, Nvml};
+
+use super::backend::{DeviceReader, Field, ReadError};
+use crate::device::DeviceFacts;
+use crate::sample::{Metric, Sample};
+
+/// NVML field ids (nvml.h): instantaneous and averaged power, in mW.
+const FI_DEV_POWER_AVERAGE: u32 = 185;
+const FI_DEV_POWER_INSTANT: u32 = 186;
+
+/// GPM metrics we read, and the trace metric each becomes.
+const GPM_METRICS: [(GpmMetricId, Metric); 12] = [
+    (GpmMetricId::GraphicsUtil, Metric::GpmGr),
+    (GpmMetricId::SmUtil, Metric::GpmSm),
+    (GpmMetricId::SmOccupancy, Metric::GpmOcc),
+    (GpmMetricId::AnyTensorUtil, Metric::GpmTensor),
+    (GpmMetricId::DramBwUtil, Metric::GpmDram),
+    (GpmMetricId::Fp32Util, Metric::GpmFp32),
+    (GpmMetricId::Fp16Util, Metric::GpmFp16),
+    (GpmMetricId::Fp64Util, Metric::GpmFp64),
+    (GpmMetricId::PcieTxPerSec, Metric::GpmPcieTx),
+    (GpmMetricId::PcieRxPerSec, Metric::GpmPcieRx),
+    (GpmMetricId::NvlinkTotalTxPerSec, Metric::GpmNvlinkTx),
+    (GpmMetricId::NvlinkTotalRxPerSec, Metric::GpmNvlinkRx),
+];
+
+/// Why NVML could not be opened. Each message names what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("the NVIDIA driver's NVML library (libnvidia-ml.so.1) could not be loaded: {0}; is the NVIDIA driver installed?")]
+    NoLibrary(String),
+    #[error("the NVIDIA driver is not loaded (NVML: {0}); check `nvidia-smi`")]
+    NoDriver(String),
+    #[error("no permission to talk to the NVIDIA driver (NVML: {0}); run as a user with access to /dev/nvidia*")]
+    NoPermission(String),
+    #[error("NVML failed to start: {0}")]
+    Other(String),
+    #[error("NVML found no GPU on this machine")]
+    NoGpu,
+}
+
+/// An opened NVML, for the life of the process (leaked once so that devices and GPM samples,
+/// which borrow it, can live in long-running samplers without self-references).
+pub struct NvmlBackend {
+    nvml: &'static Nvml,
+}
+
+impl NvmlBackend {
+    pub fn open() -> Result<NvmlBackend, OpenError> {
+        let nvml = Nvml::init().map_err(|e| match e {
+            NvmlError::LibloadingError(inner) => OpenError::NoLibrary(inner.to_string()),
+            NvmlError::LibraryNotFound => OpenError::NoLibrary(e.to_string()),
+            NvmlError::DriverNotLoaded => OpenError::NoDriver(e.to_string()),
+            NvmlError::NoPermission => OpenError::NoPermission(e.to_string()),
+            other => OpenError::Other(other.to_string()),
+        })?;
+        Ok(NvmlBackend {
+            nvml: Box::leak(Box::new(nvml)),
+        })
+    }
+
+    pub fn driver_version(&self) -> Option<String> {
+        self.nvml.sys_driver_version().ok()
+    }
+
+    /// Every GPU NVML can open, by index. A GPU that fails to open is logged and left out.
+    pub fn devices(&self) -> Result<Vec<(u32, NvmlDevice)>, OpenError> {
+        let count = self
+            .nvml
+            .device_count()
+            .map_err(|e| OpenError::Other(e.to_string()))?;
+        let driver = self.driver_version();
+        let mut out = Vec::new();
+        for index in 0..count {
+            match self.nvml.device_by_index(index) {
+                Ok(device) => {
+                    if device.mig_mode().is_ok_and(|m| m.current == 1) {
+                        let instances = device.mig_device_count().unwrap_or(0);
+                        tracing::info!(gpu = index, instances, "MIG is enabled: sampled as the whole GPU; per-instance sampling is not implemented yet");
+                    }
+                    out.push((
+                        index,
+                        NvmlDevice {
+                            nvml: self.nvml,
+                            device,
+                            driver: driver.clone(),
+                            gpm_previous: None,
+                        },
+                    ));
+                }
+                Err(e) => tracing::warn!(gpu = index, error = %e, "cannot open GPU; skipping it"),
+            }
+        }
+        if out.is_empty() {
+            return Err(OpenError::NoGpu);
+        }
+        Ok(out)
+    }
+}
+
+pub struct NvmlDevice {
+    nvml: &'static Nvml,
+    device: Device<'static>,
+    driver: Option<String>,
+    gpm_previous: Option<GpmSample<'static>>,
+}
+
+fn classify(e: NvmlError) -> ReadError {
+    match e {
+        NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_) => {
+            ReadError::NotSupported
+        }
+        NvmlError::GpuLost => ReadError::GpuLost(e.to_string()),
+        other => ReadError::Failed(other.to_string()),
+    }
+}
+
+fn sample_value(v: &SampleValue) -> f64 {
+    match *v {
+        SampleValue::F64(v) => v,
+        SampleValue::U32(v) => f64::from(v),
+        SampleValue::U64(v) => v as f64,
+        SampleValue::I64(v) => v as f64,
+    }
+}
+
+impl DeviceReader for NvmlDevice {
+    fn facts(&mut self) -> DeviceFacts {
+        let d = &self.device;
+        DeviceFacts {
+            name: d.name().ok(),
+            uuid: d.uuid().ok(),
+            driver: self.driver.clone(),
+            tdp_w: d.power_management_limit_default().ok().map(|mw| f64::from(mw) / 1000.0),
+            power_limit_w: d.enforced_power_limit().ok().map(|mw| f64::from(mw) / 1000.0),
+            temp_slowdown_c: d
+                .temperature_threshold(TemperatureThreshold::Slowdown)
+                .ok()
+                .map(f64::from),
+            mem_total_bytes: d.memory_info().ok().map(|m| m.total as f64),
+        }
+    }
+
+    fn read(&mut self, field: Field, s: &mut Sample) -> Result<(), ReadError> {
+        let d = &self.device;
+        match field {
+            Field::Utilization => {
+                let u = d.utilization_rates().map_err(classify)?;
+                s.set(Metric::UtilGpu, f64::from(u.gpu));
+                s.set(Metric::UtilMem, f64::from(u.memory));
+            }
+            Field::Power => s.set(Metric::PowerMw, f64::from(d.power_usage().map_err(classify)?)),
+            Field::PowerFields => {
+                let ids = [FieldId(FI_DEV_POWER_INSTANT), FieldId(FI_DEV_POWER_AVERAGE)];
+                let values = d.field_values_for(&ids).map_err(classify)?;
+                let mut any = false;
+                for (value, metric) in values.iter().zip([Metric::PowerInstMw, Metric::PowerAvgMw]) {
+                    if let Ok(sample) = value {
+                        if let Ok(v) = &sample.value {
+                            s.set(metric, sample_value(v));
+                            any = true;
+                        }
+                    }
+                }
+                if !any {
+                    return Err(ReadError::NotSupported);
+                }
+            }
+            Field::Energy => {
+                s.set(Metric::EnergyMj, d.total_energy_consumption().map_err(classify)? as f64)
+            }
+            Field::Clocks => {
+                s.set(Metric::SmMhz, f64::from(d.clock_info(Clock::SM).map_err(classify)?));
+                if let Ok(mhz) = d.clock_info(Clock::Memory) {
+                    s.set(Metric::MemMhz, f64::from(mhz));
+                }
+            }
+            Field::Temperature => s.set(
+                Metric::TempC,
+                f64::from(d.temperature(TemperatureSensor::Gpu).map_err(classify)?),
+            ),
+            Field::PerformanceState => {
+                let state = d.performance_state().map_err(classify)?;
+                let index = state.as_c();
+                // NVML_PSTATE_UNKNOWN is 32: not a state to report.
+                if index > 15 {
+                    return Err(ReadError::Failed("performance state unknown".into()));
+                }
+                s.set(Metric::Pstate, f64::from(index));
+            }
+            Field::ClockReasons => {
+                s.clk_reasons = Some(d.current_throttle_reasons().map_err(classify)?.bits());
+            }
+            Field::Memory => {
+                let m = d.memory_info().map_err(classify)?;
+                s.set(Metric::MemUsedBytes, m.used as f64);
+                s.set(Metric::MemTotalBytes, m.total as f64);
+            }
+            Field::Processes => s.set(
+                Metric::Nprocs,
+                f64::from(d.running_compute_processes_count().map_err(classify)?),
+            ),
+            Field::Limits => {
+                let enforced = d.enforced_power_limit().map_err(classify)?;
+                s.set(Metric::PowerLimitMw, f64::from(enforced));
+                if let Ok(default) = d.power_management_limit_default() {
+                    s.set(Metric::PowerDefaultLimitMw, f64::from(default));
+                }
+                if let Ok(c) = d.temperature_threshold(TemperatureThreshold::Slowdown) {
+                    s.set(Metric::TempSlowdownC, f64::from(c));
+                }
+            }
+            Field::Gpm => self.read_gpm(s)?,
+        }
+        Ok(())
+    }
+}
+
+impl NvmlDevice {
+    /// GPM metrics are rates between two samples: take one now, compare it with the last.
+    fn read_gpm(&mut self, s: &mut Sample) -> Result<(), ReadError> {
+        if self.gpm_previous.is_none() && !self.device.gpm_support().map_err(classify)? {
+            return Err(ReadError::NotSupported);
+        }
+        let current = self.device.gpm_sample().map_err(classify)?;
+        if let Some(previous) = self.gpm_previous.take() {
+            let ids = GPM_METRICS.map(|(id, _)| id);
+            let results = gpm_metrics_get(self.nvml, &previous, &current, &ids).map_err(classify)?;
+            for (result, (_, metric)) in results.iter().zip(GPM_METRICS) {
+                if let Ok(r) = result {
+                    if r.value.is_finite() && r.value >= 0.0 {
+                        s.set(metric, r.value);
+                    }
+                }
+            }
+        }
+        self.gpm_previous = Some(current);
+        Ok(())
+    }
+}

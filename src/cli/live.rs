@@ -1,0 +1,108 @@
+//! Live GPUs for the commands that sample them: opening NVML with an error a person can act on,
+//! the tick loop, and the process's own CPU and memory cost.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gpuslack_receiver::source::live::nvml::{NvmlBackend, NvmlDevice, OpenError};
+use gpuslack_receiver::source::live::{Cadence, LiveSource, SourceEvent};
+use gpuslack_receiver::Sample;
+
+/// Sampling flags shared by `record`, `run` and `diagnose`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Base sampling interval: cheap fields and GPM are read every interval; energy and process
+    /// lists at most once a second; limits every 10 s.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub interval_ms: u64,
+}
+
+impl SamplingArgs {
+    pub fn cadence(&self) -> anyhow::Result<Cadence> {
+        if !(10..=60_000).contains(&self.interval_ms) {
+            anyhow::bail!("--interval-ms must be between 10 and 60000, got {}", self.interval_ms);
+        }
+        Ok(Cadence::every(Duration::from_millis(self.interval_ms)))
+    }
+}
+
+pub fn open(cadence: Cadence) -> Result<LiveSource<NvmlDevice>, OpenError> {
+    let backend = NvmlBackend::open()?;
+    let devices = backend.devices()?;
+    Ok(LiveSource::new(devices, cadence))
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Samples every tick until `seconds` have passed (forever when `None`), handing each tick's
+/// samples to `on_samples`. Ticks are scheduled on an absolute grid so they do not drift; a
+/// tick that falls behind is skipped, never run in a burst.
+pub fn run_ticks(
+    source: &mut LiveSource<NvmlDevice>,
+    seconds: Option<f64>,
+    mut on_samples: impl FnMut(Vec<Sample>) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let tick = source.cadence().tick;
+    let start = Instant::now();
+    let deadline = seconds.map(|s| start + Duration::from_secs_f64(s));
+    let mut next = start;
+    let mut ticks = 0;
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let samples = source.sample(unix_now);
+        ticks += 1;
+        for event in source.drain_events() {
+            log_event(&event);
+        }
+        if source.live_gpus() == 0 {
+            anyhow::bail!("every GPU was lost; stopping");
+        }
+        on_samples(samples)?;
+        next += tick;
+        let now = Instant::now();
+        while next < now {
+            next += tick;
+        }
+        let wake = deadline.map_or(next, |d| d.min(next));
+        std::thread::sleep(wake.saturating_duration_since(now));
+    }
+    Ok(ticks)
+}
+
+fn log_event(event: &SourceEvent) {
+    match event {
+        SourceEvent::FieldUnsupported { gpu, field } => {
+            tracing::info!(gpu, field = field.name(), "not supported on this GPU or driver; skipped from now on")
+        }
+        SourceEvent::ReadFailed { gpu, field, error, times } => {
+            tracing::warn!(gpu, field = field.name(), error = %error, times, "read failed; left out of this sample")
+        }
+        SourceEvent::GpuLost { gpu, error } => {
+            tracing::error!(gpu, error = %error, "GPU lost; the other GPUs are still sampled")
+        }
+    }
+}
+
+/// CPU time (user + system, all threads) and peak resident memory of this process so far.
+pub struct ResourceUsage {
+    pub cpu: Duration,
+    pub max_rss_kib: u64,
+}
+
+pub fn resource_usage() -> Option<ResourceUsage> {
+    // SAFETY: getrusage only writes into the struct we pass, which is zero-initialised.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return None;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    Some(ResourceUsage {
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss as u64,
+    })
+}

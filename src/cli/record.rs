@@ -1,0 +1,56 @@
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use gpuslack_receiver::trace::TraceWriter;
+
+use super::live::{self, SamplingArgs};
+use super::EXIT_NO_GPU;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Trace file to write (CSV); `-` for standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// How long to record; until interrupted when left out.
+    #[arg(long, value_name = "N")]
+    pub seconds: Option<f64>,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let cadence = args.sampling.cadence()?;
+    let mut source = match live::open(cadence) {
+        Ok(source) => source,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_NO_GPU));
+        }
+    };
+    let out: Box<dyn std::io::Write> = if args.out.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let file = File::create(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+        Box::new(BufWriter::new(file))
+    };
+    let mut writer = TraceWriter::new(out).context("writing the trace header")?;
+    for (gpu, facts) in source.facts() {
+        tracing::info!(gpu, name = facts.name.as_deref().unwrap_or("?"), uuid = facts.uuid.as_deref().unwrap_or("?"), "recording");
+    }
+    let mut rows = 0u64;
+    let ticks = live::run_ticks(&mut source, args.seconds, |samples| {
+        for s in &samples {
+            writer.write(s)?;
+            rows += 1;
+        }
+        // Flushed every tick, so an interrupted recording loses nothing.
+        writer.flush()?;
+        Ok(())
+    })?;
+    eprintln!("recorded {rows} samples over {ticks} ticks to {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
