@@ -158,7 +158,7 @@ def main():
     time.sleep(2)
 
     t0 = time.time()
-    time.sleep(6)
+    time.sleep(PHASE_S)
     phases.append({"name": "idle", "t0": t0, "t1": time.time()})
 
     import torch  # importing and touching CUDA creates the context: from here it is held
@@ -167,7 +167,7 @@ def main():
     torch.cuda.synchronize()
     time.sleep(GAP_S)
     t0 = time.time()
-    time.sleep(6)
+    time.sleep(PHASE_S)
     phases.append({"name": "idle_held", "t0": t0, "t1": time.time()})
 
     for name, fn in workloads(torch):
@@ -204,33 +204,39 @@ def main():
     ref_rows = list(csv.DictReader(open(f"{out}/pynvml.csv")))
 
     lines = []
-    head = "%-15s %9s %9s %9s %7s %7s %7s %7s  %s" % (
-        "phase", "gs_W", "nvE_W", "nvP_W", "dW_%", "gs_sm", "nv_sm", "d_sm", "gpuslack classes")
+    head = "%-15s %9s %9s %9s %7s %7s %7s %7s %7s  %s" % (
+        "phase", "gs_W", "nvP_W", "nvE_W", "dP_%", "dE_%", "gs_sm", "nv_sm", "d_sm", "gpuslack classes")
     lines.append(head)
     ok = True
     for p in phases:
         a, b = p["t0"] + TRIM_S, p["t1"] - TRIM_S
         ws = [w for w in windows if w["start"] >= a and w["end"] <= b]
+        # gpuslack: the pipeline's window power (energy counter) and SM activity.
         gs_w = mean([w["power_w"] for w in ws])
         gs_sm = 100 * mean([w["sm_active"] for w in ws])
         wa = min(w["start"] for w in ws) if ws else a
         wb = max(w["end"] for w in ws) if ws else b
+        # pynvml over the same span: mean power reading, and the energy counter's delta.
         rs = [r for r in ref_rows if wa <= float(r["t"]) <= wb]
         nv_p = mean([float(r["power_mw"]) / 1000 for r in rs])
         e = [(float(r["t"]), float(r["energy_mj"])) for r in rs]
         nv_e = (e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]) / 1000 if len(e) > 1 else float("nan")
         nv_sm = mean([float(r["gpm_sm"]) for r in rs if r["gpm_sm"] not in ("", "nan")])
-        dw = 100 * (gs_w - nv_e) / nv_e
+        dp = 100 * (gs_w - nv_p) / nv_p
+        de = 100 * (gs_w - nv_e) / nv_e
         dsm = gs_sm - nv_sm
         classes = {}
         for w in ws:
             classes[w["class"]] = classes.get(w["class"], 0) + 1
-        good = abs(dw) <= 3 and abs(dsm) <= 3
+        good = abs(dp) <= 3 and abs(dsm) <= 3
         ok &= good
-        lines.append("%-15s %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f %7.2f  %s%s" % (
-            p["name"], gs_w, nv_e, nv_p, dw, gs_sm, nv_sm, dsm,
+        lines.append("%-15s %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f %7.2f %7.2f  %s%s" % (
+            p["name"], gs_w, nv_p, nv_e, dp, de, gs_sm, nv_sm, dsm,
             " ".join(f"{k}x{v}" for k, v in sorted(classes.items())), "" if good else "  <-- off"))
-    lines.append("agreement (power within 3%, SM within 3 points): " + ("PASS" if ok else "FAIL"))
+    lines.append("agreement (power within 3% of pynvml's mean power reading, GPM SM within 3 points): "
+                 + ("PASS" if ok else "FAIL"))
+    lines.append("dE_% compares with pynvml's energy-counter delta over the same span; over a few seconds it")
+    lines.append("carries the counter's ~100 ms update steps, so it is shown, not judged")
     text = "\n".join(lines)
     print(text, flush=True)
     with open(f"{out}/compare.txt", "w") as f:

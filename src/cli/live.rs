@@ -28,7 +28,20 @@ impl SamplingArgs {
 pub fn open(cadence: Cadence) -> Result<LiveSource<NvmlDevice>, OpenError> {
     let backend = NvmlBackend::open()?;
     let devices = backend.devices()?;
-    Ok(LiveSource::new(devices, cadence))
+    Ok(LiveSource::new(devices, cadence).with_cpu_clock(thread_cpu_time))
+}
+
+/// CPU time of the calling thread (user + system).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into the timespec we pass.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 pub fn unix_now() -> f64 {
@@ -105,4 +118,11 @@ pub fn resource_usage() -> Option<ResourceUsage> {
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         max_rss_kib: usage.ru_maxrss as u64,
     })
+}
+
+/// Resident memory right now (VmRSS), in KiB.
+pub fn rss_now_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

@@ -28,6 +28,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
     let cadence = args.sampling.cadence()?;
+    let rss_before_nvml = live::rss_now_kib();
     let mut source = match live::open(cadence) {
         Ok(source) => source,
         Err(e) => {
@@ -39,10 +40,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for (gpu, facts) in source.facts() {
         pipeline.diagnoser_mut().set_facts(gpu, facts);
     }
+    let rss_after_open = live::rss_now_kib();
     let mut verdicts = VerdictLog::default();
     let started = std::time::Instant::now();
     let before = live::resource_usage();
+    let trim = std::env::var_os("GPUSLACK_EXPERIMENT_TRIM").is_some();
+    let mut first = true;
     let ticks = live::run_ticks(&mut source, args.seconds, |samples| {
+        if trim && std::mem::take(&mut first) {
+            unsafe { libc::malloc_trim(0) };
+        }
         for sample in &samples {
             for report in pipeline.push(sample)? {
                 verdicts.observe(&report);
@@ -57,16 +64,48 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let wall = started.elapsed();
         if let (Some(before), Some(after)) = (before, live::resource_usage()) {
             let cpu = after.cpu.saturating_sub(before.cpu);
-            println!("interval_ms gpus ticks wall_s cpu_ms cpu_pct_of_core max_rss_mib");
+            println!("interval_ms gpus ticks wall_s cpu_ms cpu_pct_of_core max_rss_mib rss_now_mib");
             println!(
-                "{} {} {} {:.1} {:.1} {:.3} {:.1}",
+                "{} {} {} {:.1} {:.1} {:.3} {:.1} {:.1}",
                 args.sampling.interval_ms,
                 source.live_gpus(),
                 ticks,
                 wall.as_secs_f64(),
                 cpu.as_secs_f64() * 1000.0,
                 100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
-                after.max_rss_kib as f64 / 1024.0
+                after.max_rss_kib as f64 / 1024.0,
+                live::rss_now_kib().unwrap_or(0) as f64 / 1024.0
+            );
+        }
+        let mib = |kib: Option<u64>| kib.unwrap_or(0) as f64 / 1024.0;
+        println!(
+            "rss_mib before_nvml {:.1} after_open {:.1} at_exit {:.1}",
+            mib(rss_before_nvml),
+            mib(rss_after_open),
+            mib(live::rss_now_kib())
+        );
+        if let Ok(rollup) = std::fs::read_to_string("/proc/self/smaps_rollup") {
+            for line in rollup.lines().filter(|l| {
+                ["Rss:", "Anonymous:", "Shared_Clean:", "Private_Clean:", "Private_Dirty:"]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            }) {
+                println!("memory {line}");
+            }
+        }
+        println!("field reads wall_us_per_read cpu_us_per_read cpu_ms_total");
+        for (field, cost) in source.field_costs() {
+            if cost.reads == 0 {
+                continue;
+            }
+            let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / cost.reads as f64;
+            println!(
+                "{:?} {} {:.1} {:.1} {:.1}",
+                field,
+                cost.reads,
+                per(cost.wall),
+                per(cost.cpu),
+                cost.cpu.as_secs_f64() * 1000.0
             );
         }
     }
