@@ -1,6 +1,7 @@
 //! Command-line edge: argument parsing, logging set-up, and the mapping from errors to exit
 //! codes. Library errors are typed; here they become `anyhow` messages for people.
 
+mod bench;
 mod bundled;
 mod diagnose;
 mod input;
@@ -8,6 +9,7 @@ mod live;
 mod record;
 mod replay;
 mod run;
+mod sampler;
 mod score;
 
 use std::process::ExitCode;
@@ -40,6 +42,8 @@ enum Command {
     Replay(replay::Args),
     /// Score the verdicts on a recorded trace against its labels (labels.json).
     Score(score::Args),
+    /// Reference workloads on a GPU, each figure beside the live readings while it ran.
+    Bench(bench::Args),
 }
 
 /// Exit code for a missing GPU, driver or NVML library.
@@ -54,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Score(args) => score::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,

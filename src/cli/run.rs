@@ -42,18 +42,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let rss_after_open = live::rss_now_kib();
     let mut verdicts = VerdictLog::default();
-    let started = std::time::Instant::now();
-    let before = live::resource_usage();
-    let trim = std::env::var_os("GPUSLACK_EXPERIMENT_TRIM").is_some();
-    let mut first = true;
+    // Measured from the end of the first tick: NVML start-up, the first GPM sample and the
+    // first (cold, ~14 ms) energy read are one-off costs, not the agent's steady overhead.
+    let mut started = std::time::Instant::now();
+    let mut before = None;
     let ticks = live::run_ticks(&mut source, args.seconds, |samples| {
-        if trim && std::mem::take(&mut first) {
-            unsafe { libc::malloc_trim(0) };
-        }
         for sample in &samples {
             for report in pipeline.push(sample)? {
                 verdicts.observe(&report);
             }
+        }
+        if before.is_none() {
+            before = live::resource_usage();
+            started = std::time::Instant::now();
         }
         Ok(())
     })?;
@@ -69,7 +70,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 "{} {} {} {:.1} {:.1} {:.3} {:.1} {:.1}",
                 args.sampling.interval_ms,
                 source.live_gpus(),
-                ticks,
+                ticks.saturating_sub(1),
                 wall.as_secs_f64(),
                 cpu.as_secs_f64() * 1000.0,
                 100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),

@@ -1,0 +1,106 @@
+// Reference kernels for gpuslack's workloads, compiled at run time with NVRTC for the device's
+// own architecture (sm_90 on an H200). Every kernel writes every element it owns, so results
+// can be checked against a CPU reference on random inputs.
+
+extern "C" {
+
+// ---- tiny: the article's anti-pattern and its fixes -------------------------------------------
+
+// One tiny operation over a few elements: the useful work of one eager launch.
+__global__ void tiny_step(float *x, float a, float b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = fmaf(x[i], a, b);
+}
+
+// The same `steps` operations fused into one launch: each thread keeps its element in a
+// register for all of them.
+__global__ void tiny_fused(float *x, float a, float b, int n, int steps) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    for (int s = 0; s < steps; ++s) v = fmaf(v, a, b);
+    x[i] = v;
+}
+
+// ---- memory: BabelStream's five kernels, 16-byte accesses, grid-stride -------------------------
+
+__global__ void stream_copy(const double2 *__restrict__ a, double2 *__restrict__ c, long n2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x)
+        __stcs(&c[i], __ldcs(&a[i]));
+}
+
+__global__ void stream_scale(double2 *__restrict__ b, const double2 *__restrict__ c, double s, long n2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x) {
+        double2 v = __ldcs(&c[i]);
+        __stcs(&b[i], make_double2(s * v.x, s * v.y));
+    }
+}
+
+__global__ void stream_add(const double2 *__restrict__ a, const double2 *__restrict__ b, double2 *__restrict__ c, long n2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x) {
+        double2 x = __ldcs(&a[i]), y = __ldcs(&b[i]);
+        __stcs(&c[i], make_double2(x.x + y.x, x.y + y.y));
+    }
+}
+
+__global__ void stream_triad(double2 *__restrict__ a, const double2 *__restrict__ b, const double2 *__restrict__ c, double s, long n2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x) {
+        double2 x = __ldcs(&b[i]), y = __ldcs(&c[i]);
+        __stcs(&a[i], make_double2(x.x + s * y.x, x.y + s * y.y));
+    }
+}
+
+// Dot product: each block reduces its part; partial sums go to `partial[blockIdx.x]`.
+__global__ void stream_dot(const double2 *__restrict__ a, const double2 *__restrict__ b, double *partial, long n2) {
+    __shared__ double sums[1024];
+    double sum = 0.0;
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x) {
+        double2 x = __ldcs(&a[i]), y = __ldcs(&b[i]);
+        sum += x.x * y.x + x.y * y.y;
+    }
+    sums[threadIdx.x] = sum;
+    __syncthreads();
+    for (int offset = blockDim.x / 2; offset > 0; offset /= 2) {
+        if (threadIdx.x < offset) sums[threadIdx.x] += sums[threadIdx.x + offset];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
+}
+
+// ---- compute: an FP32 FMA chain on the non-tensor pipes ----------------------------------------
+
+// Each thread runs 8 independent chains of `iters` dependent FMAs, seeded from `seed`, and
+// writes their sum: 16 * iters flops per thread, no memory traffic in the loop.
+__global__ void fma_chain(const float *__restrict__ seed, float *__restrict__ out, int iters, float a, float b) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = seed[t];
+    float v0 = s, v1 = s + 1.0f, v2 = s + 2.0f, v3 = s + 3.0f, v4 = s + 4.0f, v5 = s + 5.0f, v6 = s + 6.0f, v7 = s + 7.0f;
+    for (int i = 0; i < iters; ++i) {
+        v0 = fmaf(v0, a, b); v1 = fmaf(v1, a, b); v2 = fmaf(v2, a, b); v3 = fmaf(v3, a, b);
+        v4 = fmaf(v4, a, b); v5 = fmaf(v5, a, b); v6 = fmaf(v6, a, b); v7 = fmaf(v7, a, b);
+    }
+    out[t] = ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7));
+}
+
+}
+
+extern "C" {
+
+// The same values as reference::random_unit on the host: SplitMix64 of (seed ^ i * K), mapped
+// to [0.5, 1.5).
+__device__ unsigned long long splitmix64(unsigned long long x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    unsigned long long z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+__global__ void init_random(double *x, long n, unsigned long long seed) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        unsigned long long bits = splitmix64(seed ^ ((unsigned long long)i * 0xD6E8FEB86659FD93ULL));
+        x[i] = 0.5 + (double)(bits >> 11) / 9007199254740992.0;
+    }
+}
+
+}

@@ -1,0 +1,136 @@
+//! Compute-bound references: an FP32 FMA chain on the non-tensor pipes (peak on an H200: 132
+//! SMs × 128 lanes × 2 flops × 1.98 GHz = 66.9 TFLOP/s) and an 8192³ bf16 GEMM on the tensor
+//! cores through cuBLASLt.
+
+use std::time::Duration;
+
+use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
+use cudarc::driver::PushKernelArg;
+use half::bf16;
+
+use super::{config, median};
+use crate::accounting::{fma_chain_flops, gemm_flops};
+use crate::reference::{fma_chain, gemm_element, random_bf16s, random_f32s, relative_error, splitmix64};
+use crate::{check_cublaslt, verify, BenchError, Gpu, Measurement, Options, Recorder};
+
+const FMA_ITERS: i32 = 20_000;
+const FMA_A: f32 = 0.999_9;
+const FMA_B: f32 = 0.000_1;
+const THREADS: u32 = 256;
+const GEMM: usize = 8192;
+const REPS: u64 = 20;
+
+pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError> {
+    Ok(vec![fma(gpu, options)?, gemm_bf16(gpu, options)?])
+}
+
+fn fma(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
+    let f = gpu.function("fma_chain")?;
+    // Four full waves of 2048 threads per SM.
+    let blocks = gpu.sms * 8 * 4;
+    let threads = (blocks * THREADS) as usize;
+    let seeds = random_f32s(31, threads);
+    let seed_dev = gpu.stream.clone_htod(&seeds)?;
+    // SAFETY: fma_chain writes one float per thread.
+    let mut out = unsafe { gpu.stream.alloc::<f32>(threads)? };
+    let launch = |out: &mut cudarc::driver::CudaSlice<f32>| -> Result<(), BenchError> {
+        let mut builder = gpu.stream.launch_builder(&f);
+        builder.arg(&seed_dev).arg(out).arg(&FMA_ITERS).arg(&FMA_A).arg(&FMA_B);
+        // SAFETY: fma_chain(const float*, float*, int, float, float) with one seed per thread.
+        unsafe { builder.launch(config(blocks, THREADS)) }?;
+        Ok(())
+    };
+    let warm = gpu.time_ms(|| launch(&mut out))?;
+    let mut rec = Recorder::start("compute", gpu.ordinal);
+    let reps = options.reps_for(REPS, Duration::from_secs_f64(warm / 1e3));
+    let mut ms: Vec<f64> = (0..reps)
+        .map(|_| gpu.time_ms(|| launch(&mut out)))
+        .collect::<Result<_, _>>()?;
+    rec.stop();
+    let got = gpu.stream.clone_dtoh(&out)?;
+    let samples = 512;
+    let worst = (0..samples)
+        .map(|s| {
+            let t = (splitmix64(s) % threads as u64) as usize;
+            relative_error(
+                f64::from(got[t]),
+                f64::from(fma_chain(seeds[t], FMA_ITERS as u32, FMA_A, FMA_B)),
+                1e-30,
+            )
+        })
+        .fold(0.0, f64::max);
+    let check = verify("compute", "fma chain outputs", worst, 0.0, samples as usize)?;
+    let flops = fma_chain_flops(threads as u64, FMA_ITERS as u64) as f64;
+    let best = ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let med = median(&mut ms);
+    Ok(rec.measure(
+        "fp32_fma",
+        flops / (med / 1e3) / 1e12,
+        "TFLOP/s",
+        &[("best_tflop_s", flops / (best / 1e3) / 1e12), ("flops_per_run", flops), ("runs", reps as f64)],
+        check,
+    ))
+}
+
+fn gemm_bf16(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
+    check_cublaslt()?;
+    let (m, n, k) = (GEMM, GEMM, GEMM);
+    let a = random_bf16s(41, m * k);
+    let b = random_bf16s(42, k * n);
+    let a_dev = gpu.stream.clone_htod(&a)?;
+    let b_dev = gpu.stream.clone_htod(&b)?;
+    // SAFETY: every element of C is written by the GEMM (beta = 0).
+    let mut c_dev = unsafe { gpu.stream.alloc::<bf16>(m * n)? };
+    let blas = CudaBlasLT::new(gpu.stream.clone())?;
+    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: pass B first, with the dimensions swapped.
+    let cfg = MatmulConfig {
+        transa: false,
+        transb: false,
+        transc: false,
+        m: n as u64,
+        n: m as u64,
+        k: k as u64,
+        alpha: 1.0,
+        lda: n as i64,
+        ldb: k as i64,
+        beta: 0.0,
+        ldc: n as i64,
+        stride_a: None,
+        stride_b: None,
+        stride_c: None,
+        stride_bias: None,
+        batch_size: None,
+    };
+    let launch = |c: &mut cudarc::driver::CudaSlice<bf16>| -> Result<(), BenchError> {
+        // SAFETY: A, B and C hold m·k, k·n and m·n bf16 as the config describes.
+        unsafe { blas.matmul(cfg, &b_dev, &a_dev, c, None, None) }?;
+        Ok(())
+    };
+    for _ in 0..3 {
+        launch(&mut c_dev)?;
+    }
+    let warm = gpu.time_ms(|| launch(&mut c_dev))?;
+    let mut rec = Recorder::start("compute", gpu.ordinal);
+    let reps = options.reps_for(REPS, Duration::from_secs_f64(warm / 1e3));
+    let total_ms = gpu.time_ms(|| (0..reps).try_for_each(|_| launch(&mut c_dev)))?;
+    rec.stop();
+    let c = gpu.stream.clone_dtoh(&c_dev)?;
+    let samples = 64;
+    let worst = (0..samples)
+        .map(|s| {
+            let idx = (splitmix64(1000 + s) % (m * n) as u64) as usize;
+            let (row, col) = (idx / n, idx % n);
+            relative_error(c[idx].to_f64(), gemm_element(&a, &b, k, n, row, col), 1.0)
+        })
+        .fold(0.0, f64::max);
+    // bf16 output: 8 bits of mantissa, so ~0.4% per element.
+    let check = verify("compute", "bf16 GEMM elements", worst, 1e-2, samples as usize)?;
+    let flops = gemm_flops(m as u64, n as u64, k as u64) as f64 * reps as f64;
+    Ok(rec.measure(
+        "bf16_gemm_8192",
+        flops / (total_ms / 1e3) / 1e12,
+        "TFLOP/s",
+        &[("ms_per_gemm", total_ms / reps as f64), ("runs", reps as f64)],
+        check,
+    ))
+}

@@ -1,0 +1,151 @@
+//! `gpuslack bench`: the reference workloads, each figure beside what the live source saw while
+//! it ran, so that "GPU-Util 100%" can be read against SM activity and power.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use gpuslack_bench_kernels::{gpu_count, BenchError, Gpu, Measurement, Options, Workload};
+use serde::Serialize;
+
+use super::sampler::{LiveSummary, Sampler};
+use super::EXIT_NO_GPU;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Workloads to run: tiny, memory, compute, pcie, starved, seesaw; all that fit when left out.
+    pub workloads: Vec<String>,
+    /// Run each measured part at least this long, so power and GPM readings settle.
+    #[arg(long, value_name = "N", default_value_t = 3.0)]
+    pub seconds: f64,
+    /// GPU to run on (seesaw uses it and the next one).
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// starved: share of time the GPU gets work (0–1).
+    #[arg(long, default_value_t = 0.2)]
+    pub duty: f64,
+    /// seesaw: host wait between hand-offs, ms.
+    #[arg(long, default_value_t = 20.0)]
+    pub bubble_ms: f64,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    #[serde(flatten)]
+    measurement: &'a Measurement,
+    live: Option<LiveSummary>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let mut workloads = Vec::new();
+    for name in &args.workloads {
+        match Workload::from_name(name) {
+            Some(w) => workloads.push(w),
+            None => bail!("unknown workload `{name}`: choose from tiny, memory, compute, pcie, starved, seesaw"),
+        }
+    }
+    if !(args.seconds.is_finite() && args.seconds > 0.0) || !(0.0..=1.0).contains(&args.duty) {
+        bail!("--seconds must be positive and --duty between 0 and 1");
+    }
+    let count = match gpu_count() {
+        Ok(n) if n > 0 => n,
+        Ok(_) => {
+            eprintln!("error: {}", BenchError::NoGpu);
+            return Ok(ExitCode::from(EXIT_NO_GPU));
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_NO_GPU));
+        }
+    };
+    if workloads.is_empty() {
+        workloads = Workload::ALL
+            .into_iter()
+            .filter(|w| args.gpu + w.gpus_needed() <= count)
+            .collect();
+    }
+    let needed = workloads.iter().map(|w| w.gpus_needed()).max().unwrap_or(1);
+    let gpus = (args.gpu..(args.gpu + needed).min(count))
+        .map(Gpu::open)
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = Options {
+        seconds: Some(args.seconds),
+        duty: args.duty,
+        bubble_ms: args.bubble_ms,
+    };
+    let sampler = Sampler::start();
+    let mut rows: Vec<(Measurement, Option<LiveSummary>)> = Vec::new();
+    for workload in workloads {
+        eprintln!("running {} on GPU {}…", workload.name(), gpus[0].ordinal);
+        for m in workload.run(&gpus, &options)? {
+            let live = sampler
+                .as_ref()
+                .map(|s| s.summary(m.gpu as u32, m.started, m.ended, 0.5));
+            rows.push((m, live));
+        }
+    }
+    match args.format {
+        Format::Json => {
+            let out: Vec<Row> = rows
+                .iter()
+                .map(|(m, live)| Row {
+                    measurement: m,
+                    live: live.clone(),
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Format::Table => print_table(&gpus[0], &rows),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
+}
+
+fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
+    println!(
+        "GPU {} · {} · {} SMs · sm_{}{}",
+        gpu.ordinal, gpu.name, gpu.sms, gpu.compute_capability.0, gpu.compute_capability.1
+    );
+    println!(
+        "{:<8} {:<22} {:>14} {:<11} {:>4} {:>8} {:>7} {:>6} {:>8}  {:<14} check",
+        "workload", "variant", "figure", "unit", "gpu", "GPU-Util", "power", "SM", "SM MHz", "throttle"
+    );
+    for (m, live) in rows {
+        let live = live.clone().unwrap_or_default();
+        let value = if m.value >= 1e5 {
+            format!("{:.3e}", m.value)
+        } else {
+            format!("{:.2}", m.value)
+        };
+        println!(
+            "{:<8} {:<22} {:>14} {:<11} {:>4} {:>7}% {:>6}W {:>5}% {:>8}  {:<14} {}",
+            m.workload,
+            m.variant,
+            value,
+            m.unit,
+            m.gpu,
+            opt(live.util_gpu_pct, 0),
+            opt(live.power_w, 0),
+            opt(live.sm_active_pct, 1),
+            opt(live.sm_mhz, 0),
+            if live.throttle.is_empty() { "-".to_string() } else { live.throttle.join(",") },
+            m.check
+        );
+        let details: Vec<String> = m
+            .details
+            .iter()
+            .map(|(k, v)| if v.abs() >= 1e5 { format!("{k}={v:.3e}") } else { format!("{k}={v:.3}") })
+            .collect();
+        println!("{:<8} {:<22} {}", "", "", details.join(" "));
+    }
+}
