@@ -104,3 +104,27 @@ __global__ void init_random(double *x, long n, unsigned long long seed) {
 }
 
 }
+
+extern "C" {
+
+// The same four kernels with four independent 16-byte accesses in flight per thread per
+// iteration: more bytes in flight per SM, which HBM3e needs to approach its peak.
+#define U4_LOOP(BODY)                                                                          \
+    long stride = (long)gridDim.x * blockDim.x;                                                \
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;                                      \
+    for (; i + 3 * stride < n2; i += 4 * stride) {                                             \
+        BODY(i) BODY(i + stride) BODY(i + 2 * stride) BODY(i + 3 * stride)                     \
+    }                                                                                          \
+    for (; i < n2; i += stride) { BODY(i) }
+
+#define COPY(j) c[j] = a[j];
+#define SCALE(j) { double2 v = c[j]; b[j] = make_double2(s * v.x, s * v.y); }
+#define ADD(j) { double2 x = a[j], y = b[j]; c[j] = make_double2(x.x + y.x, x.y + y.y); }
+#define TRIAD(j) { double2 x = b[j], y = c[j]; a[j] = make_double2(x.x + s * y.x, x.y + s * y.y); }
+
+__global__ void stream_copy_u4(const double2 *__restrict__ a, double2 *__restrict__ c, long n2) { U4_LOOP(COPY) }
+__global__ void stream_scale_u4(double2 *__restrict__ b, const double2 *__restrict__ c, double s, long n2) { U4_LOOP(SCALE) }
+__global__ void stream_add_u4(const double2 *__restrict__ a, const double2 *__restrict__ b, double2 *__restrict__ c, long n2) { U4_LOOP(ADD) }
+__global__ void stream_triad_u4(double2 *__restrict__ a, const double2 *__restrict__ b, const double2 *__restrict__ c, double s, long n2) { U4_LOOP(TRIAD) }
+
+}
