@@ -271,3 +271,41 @@ fn score_reports_every_segment_and_passes_on_the_fixtures() {
     assert!(stdout(&out).contains("tiny_graph"));
     assert!(stdout(&out).contains("overall:"));
 }
+
+#[test]
+fn commands_that_need_a_gpu_fail_clearly_without_one() {
+    // CI has no GPU and no driver: each says what is missing and exits 2, never panics.
+    let record = gpuslack(&[
+        "record",
+        "--out",
+        "/tmp/gpuslack-never-written.csv",
+        "--seconds",
+        "1",
+    ]);
+    assert_eq!(record.status.code(), Some(2));
+    assert!(
+        stderr(&record).contains("libnvidia-ml.so.1"),
+        "{}",
+        stderr(&record)
+    );
+    let run = gpuslack(&["run", "--seconds", "1"]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(stderr(&run).contains("is the NVIDIA driver installed?"));
+    let bench = gpuslack(&["bench", "tiny"]);
+    assert_eq!(bench.status.code(), Some(2));
+    assert!(
+        stderr(&bench).contains("no CUDA driver on this machine"),
+        "{}",
+        stderr(&bench)
+    );
+    for out in [&record, &run, &bench] {
+        assert!(!stderr(out).contains("panicked"));
+    }
+}
+
+#[test]
+fn bench_refuses_an_unknown_workload() {
+    let out = gpuslack(&["bench", "warp-drive"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("unknown workload `warp-drive`"));
+}

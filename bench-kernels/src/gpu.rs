@@ -34,7 +34,10 @@ pub enum BenchError {
     #[error("cuBLASLt: {0}")]
     Cublas(#[from] cudarc::cublaslt::result::CublasError),
     #[error("{workload}: result check failed: {detail}")]
-    WrongResult { workload: &'static str, detail: String },
+    WrongResult {
+        workload: &'static str,
+        detail: String,
+    },
 }
 
 /// Number of CUDA GPUs, after checking that the driver library exists (cudarc panics on a
@@ -121,7 +124,10 @@ impl Gpu {
     }
 
     /// Device time of `work` in milliseconds, measured with CUDA events on this GPU's stream.
-    pub fn time_ms(&self, work: impl FnOnce() -> Result<(), BenchError>) -> Result<f64, BenchError> {
+    pub fn time_ms(
+        &self,
+        work: impl FnOnce() -> Result<(), BenchError>,
+    ) -> Result<f64, BenchError> {
         let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.ctx.new_event(flags)?;
         let end = self.ctx.new_event(flags)?;

@@ -208,7 +208,9 @@ pub(crate) fn verify(
             detail: format!("{what}: worst relative error {worst:.3e} over {samples} values, allowed {tolerance:.1e}"),
         });
     }
-    Ok(format!("{what}: max rel err {worst:.1e} over {samples} values vs CPU"))
+    Ok(format!(
+        "{what}: max rel err {worst:.1e} over {samples} values vs CPU"
+    ))
 }
 
 #[cfg(test)]

@@ -55,7 +55,13 @@ pub fn fma_chain(seed: f32, iters: u32, a: f32, b: f32) -> f32 {
 }
 
 /// The BabelStream sequence copy, scale, add, triad applied `reps` times to one element.
-pub fn stream_element(mut a: f64, mut b: f64, mut c: f64, scalar: f64, reps: u32) -> (f64, f64, f64) {
+pub fn stream_element(
+    mut a: f64,
+    mut b: f64,
+    mut c: f64,
+    scalar: f64,
+    reps: u32,
+) -> (f64, f64, f64) {
     for _ in 0..reps {
         c = a;
         b = scalar * c;

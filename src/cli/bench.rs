@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             None => bail!("unknown workload `{name}`: choose from tiny, memory, compute, pcie, starved, seesaw"),
         }
     }
-    if !(args.seconds.is_finite() && args.seconds > 0.0) || !(0.0..=1.0).contains(&args.duty) {
+    if !(args.seconds.is_finite() && args.seconds > 0.0 && (0.0..=1.0).contains(&args.duty)) {
         bail!("--seconds must be positive and --duty between 0 and 1");
     }
     let count = match gpu_count() {
@@ -118,7 +118,16 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
     );
     println!(
         "{:<8} {:<22} {:>14} {:<11} {:>4} {:>8} {:>7} {:>6} {:>8}  {:<14} check",
-        "workload", "variant", "figure", "unit", "gpu", "GPU-Util", "power", "SM", "SM MHz", "throttle"
+        "workload",
+        "variant",
+        "figure",
+        "unit",
+        "gpu",
+        "GPU-Util",
+        "power",
+        "SM",
+        "SM MHz",
+        "throttle"
     );
     for (m, live) in rows {
         let live = live.clone().unwrap_or_default();
@@ -138,13 +147,23 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
             opt(live.power_w, 0),
             opt(live.sm_active_pct, 1),
             opt(live.sm_mhz, 0),
-            if live.throttle.is_empty() { "-".to_string() } else { live.throttle.join(",") },
+            if live.throttle.is_empty() {
+                "-".to_string()
+            } else {
+                live.throttle.join(",")
+            },
             m.check
         );
         let details: Vec<String> = m
             .details
             .iter()
-            .map(|(k, v)| if v.abs() >= 1e5 { format!("{k}={v:.3e}") } else { format!("{k}={v:.3}") })
+            .map(|(k, v)| {
+                if v.abs() >= 1e5 {
+                    format!("{k}={v:.3e}")
+                } else {
+                    format!("{k}={v:.3}")
+                }
+            })
             .collect();
         println!("{:<8} {:<22} {}", "", "", details.join(" "));
     }

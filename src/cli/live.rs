@@ -19,7 +19,10 @@ pub struct SamplingArgs {
 impl SamplingArgs {
     pub fn cadence(&self) -> anyhow::Result<Cadence> {
         if !(10..=60_000).contains(&self.interval_ms) {
-            anyhow::bail!("--interval-ms must be between 10 and 60000, got {}", self.interval_ms);
+            anyhow::bail!(
+                "--interval-ms must be between 10 and 60000, got {}",
+                self.interval_ms
+            );
         }
         Ok(Cadence::every(Duration::from_millis(self.interval_ms)))
     }
@@ -90,9 +93,18 @@ pub fn run_ticks(
 fn log_event(event: &SourceEvent) {
     match event {
         SourceEvent::FieldUnsupported { gpu, field } => {
-            tracing::info!(gpu, field = field.name(), "not supported on this GPU or driver; skipped from now on")
+            tracing::info!(
+                gpu,
+                field = field.name(),
+                "not supported on this GPU or driver; skipped from now on"
+            )
         }
-        SourceEvent::ReadFailed { gpu, field, error, times } => {
+        SourceEvent::ReadFailed {
+            gpu,
+            field,
+            error,
+            times,
+        } => {
             tracing::warn!(gpu, field = field.name(), error = %error, times, "read failed; left out of this sample")
         }
         SourceEvent::GpuLost { gpu, error } => {

@@ -33,13 +33,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let out: Box<dyn std::io::Write> = if args.out.as_os_str() == "-" {
         Box::new(std::io::stdout().lock())
     } else {
-        let file = File::create(&args.out)
-            .with_context(|| format!("creating {}", args.out.display()))?;
+        let file =
+            File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
         Box::new(BufWriter::new(file))
     };
     let mut writer = TraceWriter::new(out).context("writing the trace header")?;
     for (gpu, facts) in source.facts() {
-        tracing::info!(gpu, name = facts.name.as_deref().unwrap_or("?"), uuid = facts.uuid.as_deref().unwrap_or("?"), "recording");
+        tracing::info!(
+            gpu,
+            name = facts.name.as_deref().unwrap_or("?"),
+            uuid = facts.uuid.as_deref().unwrap_or("?"),
+            "recording"
+        );
     }
     let mut rows = 0u64;
     let ticks = live::run_ticks(&mut source, args.seconds, |samples| {
@@ -51,6 +56,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         writer.flush()?;
         Ok(())
     })?;
-    eprintln!("recorded {rows} samples over {ticks} ticks to {}", args.out.display());
+    eprintln!(
+        "recorded {rows} samples over {ticks} ticks to {}",
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -65,7 +65,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let wall = started.elapsed();
         if let (Some(before), Some(after)) = (before, live::resource_usage()) {
             let cpu = after.cpu.saturating_sub(before.cpu);
-            println!("interval_ms gpus ticks wall_s cpu_ms cpu_pct_of_core max_rss_mib rss_now_mib");
+            println!(
+                "interval_ms gpus ticks wall_s cpu_ms cpu_pct_of_core max_rss_mib rss_now_mib"
+            );
             println!(
                 "{} {} {} {:.1} {:.1} {:.3} {:.1} {:.1}",
                 args.sampling.interval_ms,
@@ -87,9 +89,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         if let Ok(rollup) = std::fs::read_to_string("/proc/self/smaps_rollup") {
             for line in rollup.lines().filter(|l| {
-                ["Rss:", "Anonymous:", "Shared_Clean:", "Private_Clean:", "Private_Dirty:"]
-                    .iter()
-                    .any(|p| l.starts_with(p))
+                [
+                    "Rss:",
+                    "Anonymous:",
+                    "Shared_Clean:",
+                    "Private_Clean:",
+                    "Private_Dirty:",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
             }) {
                 println!("memory {line}");
             }

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::source::live::Cadence;
 use gpuslack_receiver::window::CLOCK_REASON_BITS;
 use gpuslack_receiver::{Metric, Sample};
@@ -17,7 +16,6 @@ use super::live;
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<Sample>>>,
-    facts: Vec<(u32, DeviceFacts)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -47,7 +45,6 @@ impl Sampler {
                 return None;
             }
         };
-        let facts = source.facts();
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
         let thread = {
@@ -66,13 +63,8 @@ impl Sampler {
         Some(Sampler {
             stop,
             samples,
-            facts,
             thread: Some(thread),
         })
-    }
-
-    pub fn facts(&self) -> &[(u32, DeviceFacts)] {
-        &self.facts
     }
 
     /// What GPU `gpu` looked like between `start` and `end` (unix seconds), leaving out the first
@@ -109,14 +101,12 @@ impl Sampler {
             dram_pct: mean(Metric::GpmDram),
             pcie_rx_mib_s: mean(Metric::GpmPcieRx),
             sm_mhz: mean(Metric::SmMhz),
-            temp_c_max: span.iter().filter_map(|s| s.get(Metric::TempC)).reduce(f64::max),
+            temp_c_max: span
+                .iter()
+                .filter_map(|s| s.get(Metric::TempC))
+                .reduce(f64::max),
             throttle,
         }
-    }
-
-    /// Every sample so far, for a caller that keeps the raw trace.
-    pub fn samples(&self) -> Vec<Sample> {
-        self.samples.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 

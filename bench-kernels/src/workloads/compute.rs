@@ -10,7 +10,9 @@ use half::bf16;
 
 use super::{config, median};
 use crate::accounting::{fma_chain_flops, gemm_flops};
-use crate::reference::{fma_chain, gemm_element, random_bf16s, random_f32s, relative_error, splitmix64};
+use crate::reference::{
+    fma_chain, gemm_element, random_bf16s, random_f32s, relative_error, splitmix64,
+};
 use crate::{check_cublaslt, verify, BenchError, Gpu, Measurement, Options, Recorder};
 
 const FMA_ITERS: i32 = 20_000;
@@ -35,7 +37,12 @@ fn fma(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
     let mut out = unsafe { gpu.stream.alloc::<f32>(threads)? };
     let launch = |out: &mut cudarc::driver::CudaSlice<f32>| -> Result<(), BenchError> {
         let mut builder = gpu.stream.launch_builder(&f);
-        builder.arg(&seed_dev).arg(out).arg(&FMA_ITERS).arg(&FMA_A).arg(&FMA_B);
+        builder
+            .arg(&seed_dev)
+            .arg(out)
+            .arg(&FMA_ITERS)
+            .arg(&FMA_A)
+            .arg(&FMA_B);
         // SAFETY: fma_chain(const float*, float*, int, float, float) with one seed per thread.
         unsafe { builder.launch(config(blocks, THREADS)) }?;
         Ok(())
@@ -67,7 +74,11 @@ fn fma(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
         "fp32_fma",
         flops / (med / 1e3) / 1e12,
         "TFLOP/s",
-        &[("best_tflop_s", flops / (best / 1e3) / 1e12), ("flops_per_run", flops), ("runs", reps as f64)],
+        &[
+            ("best_tflop_s", flops / (best / 1e3) / 1e12),
+            ("flops_per_run", flops),
+            ("runs", reps as f64),
+        ],
         check,
     ))
 }
@@ -124,13 +135,22 @@ fn gemm_bf16(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
         })
         .fold(0.0, f64::max);
     // bf16 output: 8 bits of mantissa, so ~0.4% per element.
-    let check = verify("compute", "bf16 GEMM elements", worst, 1e-2, samples as usize)?;
+    let check = verify(
+        "compute",
+        "bf16 GEMM elements",
+        worst,
+        1e-2,
+        samples as usize,
+    )?;
     let flops = gemm_flops(m as u64, n as u64, k as u64) as f64 * reps as f64;
     Ok(rec.measure(
         "bf16_gemm_8192",
         flops / (total_ms / 1e3) / 1e12,
         "TFLOP/s",
-        &[("ms_per_gemm", total_ms / reps as f64), ("runs", reps as f64)],
+        &[
+            ("ms_per_gemm", total_ms / reps as f64),
+            ("runs", reps as f64),
+        ],
         check,
     ))
 }

@@ -39,7 +39,10 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
             partial: gpu.stream.alloc::<f64>(max_blocks as usize)?,
         }
     };
-    for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c].into_iter().zip(SEEDS) {
+    for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c]
+        .into_iter()
+        .zip(SEEDS)
+    {
         let mut builder = gpu.stream.launch_builder(&init);
         builder.arg(buf).arg(&n).arg(&seed);
         // SAFETY: init_random(double*, long, unsigned long long) over N doubles.
@@ -54,12 +57,20 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     for style in styles {
         let mut set = Vec::new();
         for kernel in StreamKernel::ALL {
-            let suffix = if kernel == StreamKernel::Dot { "" } else { style };
+            let suffix = if kernel == StreamKernel::Dot {
+                ""
+            } else {
+                style
+            };
             set.push(gpu.function(&format!("stream_{}{suffix}", kernel.name()))?);
         }
         funcs.push(set);
     }
-    let launch = |kernel: StreamKernel, style: usize, blocks: u32, arrays: &mut Arrays| -> Result<(), BenchError> {
+    let launch = |kernel: StreamKernel,
+                  style: usize,
+                  blocks: u32,
+                  arrays: &mut Arrays|
+     -> Result<(), BenchError> {
         let cfg = config(blocks, THREADS);
         let Arrays { a, b, c, partial } = arrays;
         let f = &funcs[style][kernel as usize];
@@ -80,7 +91,13 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     // afterwards, so the check below is unaffected.
     let mut best = (f64::INFINITY, 0, gpu.sms * 8);
     for style in 0..styles.len() {
-        for blocks in [gpu.sms * 4, gpu.sms * 8, gpu.sms * 16, gpu.sms * 32, gpu.sms * 64] {
+        for blocks in [
+            gpu.sms * 4,
+            gpu.sms * 8,
+            gpu.sms * 16,
+            gpu.sms * 32,
+            gpu.sms * 64,
+        ] {
             let mut ms = [StreamKernel::Copy, StreamKernel::Triad, StreamKernel::Copy]
                 .into_iter()
                 .map(|k| gpu.time_ms(|| launch(k, style, blocks, &mut arrays)))
@@ -93,7 +110,10 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     }
     let (style, blocks) = (best.1, best.2);
     // The sweep changed a and c: restart the sequence from the initial values.
-    for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c].into_iter().zip(SEEDS) {
+    for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c]
+        .into_iter()
+        .zip(SEEDS)
+    {
         let mut builder = gpu.stream.launch_builder(&init);
         builder.arg(buf).arg(&n).arg(&seed);
         // SAFETY: as above.
@@ -106,7 +126,8 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); 5];
     for _ in 0..reps {
         for kernel in StreamKernel::ALL {
-            times[kernel as usize].push(gpu.time_ms(|| launch(kernel, style, blocks, &mut arrays))?);
+            times[kernel as usize]
+                .push(gpu.time_ms(|| launch(kernel, style, blocks, &mut arrays))?);
         }
     }
     rec.stop();
@@ -125,7 +146,10 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
                 ("median_tb_s", bytes / (med / 1e3) / 1e12),
                 ("bytes_per_run", bytes),
                 ("blocks", f64::from(blocks)),
-                ("accesses_per_thread_iteration", if style == 1 { 4.0 } else { 1.0 }),
+                (
+                    "accesses_per_thread_iteration",
+                    if style == 1 { 4.0 } else { 1.0 },
+                ),
                 ("runs", reps as f64),
             ],
             check.clone(),
@@ -151,7 +175,13 @@ fn check_results(gpu: &Gpu, arrays: &Arrays, reps: u32, blocks: u32) -> Result<S
             worst = worst.max(relative_error(got, want, 1e-300));
         }
     }
-    let arrays_check = verify("memory", "a, b, c after every kernel", worst, 1e-12, samples as usize * 3)?;
+    let arrays_check = verify(
+        "memory",
+        "a, b, c after every kernel",
+        worst,
+        1e-12,
+        samples as usize * 3,
+    )?;
     let partial = gpu.stream.clone_dtoh(&arrays.partial)?;
     let got: f64 = partial[..blocks as usize].iter().sum();
     let want: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();

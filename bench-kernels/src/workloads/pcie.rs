@@ -39,44 +39,77 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
 
     // Pinned (write-combined for host→device, like a DataLoader's pinned buffers).
     // SAFETY: filled from `data` before use.
-    let mut pinned = unsafe { gpu.ctx.alloc_pinned_with_flags::<f32>(N, CU_MEMHOSTALLOC_WRITECOMBINED)? };
+    let mut pinned = unsafe {
+        gpu.ctx
+            .alloc_pinned_with_flags::<f32>(N, CU_MEMHOSTALLOC_WRITECOMBINED)?
+    };
     pinned.as_mut_slice()?.copy_from_slice(&data);
     let mut rec = Recorder::start("pcie", gpu.ordinal);
     let one = gpu.time_ms(|| Ok(gpu.stream.memcpy_htod(&pinned, &mut dev)?))?;
     let reps = options.reps_for(REPS, Duration::from_secs_f64(one / 1e3));
-    let ms = gpu.time_ms(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_htod(&pinned, &mut dev)?)))?;
+    let ms = gpu
+        .time_ms(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_htod(&pinned, &mut dev)?)))?;
     rec.stop();
     let back = gpu.stream.clone_dtoh(&dev)?;
     let check = sampled_check(&back, &data, "device copy of the pinned buffer")?;
-    out.push(rec.measure("h2d_pinned", bytes * reps as f64 / (ms / 1e3) / 1e9, "GB/s", &[("bytes", bytes)], check));
+    out.push(rec.measure(
+        "h2d_pinned",
+        bytes * reps as f64 / (ms / 1e3) / 1e9,
+        "GB/s",
+        &[("bytes", bytes)],
+        check,
+    ));
 
     // SAFETY: fully written by the copies below before any read.
     let mut pinned_back = unsafe { gpu.ctx.alloc_pinned_with_flags::<f32>(N, 0)? };
     let mut rec = Recorder::start("pcie", gpu.ordinal);
     let one = gpu.time_ms(|| Ok(gpu.stream.memcpy_dtoh(&dev, &mut pinned_back)?))?;
     let reps = options.reps_for(REPS, Duration::from_secs_f64(one / 1e3));
-    let ms = gpu.time_ms(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_dtoh(&dev, &mut pinned_back)?)))?;
+    let ms = gpu.time_ms(|| {
+        (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_dtoh(&dev, &mut pinned_back)?))
+    })?;
     rec.stop();
     let check = sampled_check(pinned_back.as_slice()?, &data, "pinned host copy")?;
-    out.push(rec.measure("d2h_pinned", bytes * reps as f64 / (ms / 1e3) / 1e9, "GB/s", &[("bytes", bytes)], check));
+    out.push(rec.measure(
+        "d2h_pinned",
+        bytes * reps as f64 / (ms / 1e3) / 1e9,
+        "GB/s",
+        &[("bytes", bytes)],
+        check,
+    ));
 
     // Pageable: plain Vec memory, staged by the driver.
     let mut rec = Recorder::start("pcie", gpu.ordinal);
     let one = gpu.wall_s(|| Ok(gpu.stream.memcpy_htod(&data, &mut dev)?))?;
     let reps = options.reps_for(REPS, Duration::from_secs_f64(one));
-    let t = gpu.wall_s(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_htod(&data, &mut dev)?)))?;
+    let t =
+        gpu.wall_s(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_htod(&data, &mut dev)?)))?;
     rec.stop();
     let back = gpu.stream.clone_dtoh(&dev)?;
     let check = sampled_check(&back, &data, "device copy of the pageable buffer")?;
-    out.push(rec.measure("h2d_pageable", bytes * reps as f64 / t / 1e9, "GB/s", &[("bytes", bytes)], check));
+    out.push(rec.measure(
+        "h2d_pageable",
+        bytes * reps as f64 / t / 1e9,
+        "GB/s",
+        &[("bytes", bytes)],
+        check,
+    ));
 
     let mut host_back = vec![0f32; N];
     let mut rec = Recorder::start("pcie", gpu.ordinal);
     let one = gpu.wall_s(|| Ok(gpu.stream.memcpy_dtoh(&dev, &mut host_back)?))?;
     let reps = options.reps_for(REPS, Duration::from_secs_f64(one));
-    let t = gpu.wall_s(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_dtoh(&dev, &mut host_back)?)))?;
+    let t = gpu.wall_s(|| {
+        (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_dtoh(&dev, &mut host_back)?))
+    })?;
     rec.stop();
     let check = sampled_check(&host_back, &data, "pageable host copy")?;
-    out.push(rec.measure("d2h_pageable", bytes * reps as f64 / t / 1e9, "GB/s", &[("bytes", bytes)], check));
+    out.push(rec.measure(
+        "d2h_pageable",
+        bytes * reps as f64 / t / 1e9,
+        "GB/s",
+        &[("bytes", bytes)],
+        check,
+    ));
     Ok(out)
 }

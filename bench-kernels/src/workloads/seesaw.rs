@@ -36,7 +36,12 @@ pub fn run(first: &Gpu, second: &Gpu, options: &Options) -> Result<Vec<Measureme
     let work = |i: usize, iters: i32, outs: &mut [CudaSlice<f32>]| -> Result<f64, BenchError> {
         gpus[i].time_ms(|| {
             let mut builder = gpus[i].stream.launch_builder(&funcs[i]);
-            builder.arg(&seed_bufs[i]).arg(&mut outs[i]).arg(&iters).arg(&a).arg(&b);
+            builder
+                .arg(&seed_bufs[i])
+                .arg(&mut outs[i])
+                .arg(&iters)
+                .arg(&a)
+                .arg(&b);
             // SAFETY: as in compute::fma.
             unsafe { builder.launch(config(blocks, 256)) }?;
             Ok(())
@@ -47,13 +52,16 @@ pub fn run(first: &Gpu, second: &Gpu, options: &Options) -> Result<Vec<Measureme
     let bubble = std::time::Duration::from_secs_f64(options.bubble_ms.max(0.0) / 1e3);
 
     let seconds = options.seconds.unwrap_or(DEFAULT_SECONDS);
-    let mut rec = [Recorder::start("seesaw", first.ordinal), Recorder::start("seesaw", second.ordinal)];
+    let mut rec = [
+        Recorder::start("seesaw", first.ordinal),
+        Recorder::start("seesaw", second.ordinal),
+    ];
     let started = Instant::now();
     let mut busy = [0.0f64; 2];
     let (mut handoffs, mut copy_s) = (0u64, 0.0f64);
     while started.elapsed().as_secs_f64() < seconds {
-        for stage in 0..2 {
-            busy[stage] += work(stage, iters, &mut outs)?;
+        for (stage, busy_ms) in busy.iter_mut().enumerate() {
+            *busy_ms += work(stage, iters, &mut outs)?;
             let next = 1 - stage;
             let copy_started = Instant::now();
             let (src, dst) = if stage == 0 {
@@ -78,10 +86,20 @@ pub fn run(first: &Gpu, second: &Gpu, options: &Options) -> Result<Vec<Measureme
         let got = g.stream.clone_dtoh(buf)?;
         for s in 0..1024u64 {
             let i = (splitmix64(s) % BUFFER as u64) as usize;
-            worst = worst.max(relative_error(f64::from(got[i]), f64::from(payload[i]), 1e-30));
+            worst = worst.max(relative_error(
+                f64::from(got[i]),
+                f64::from(payload[i]),
+                1e-30,
+            ));
         }
     }
-    let check = verify("seesaw", "payload after every peer hand-off", worst, 0.0, 2048)?;
+    let check = verify(
+        "seesaw",
+        "payload after every peer hand-off",
+        worst,
+        0.0,
+        2048,
+    )?;
     let gb_s = (BUFFER * 4) as f64 * handoffs as f64 / copy_s / 1e9;
     Ok((0..2)
         .map(|i| {
@@ -89,7 +107,11 @@ pub fn run(first: &Gpu, second: &Gpu, options: &Options) -> Result<Vec<Measureme
                 format!("stage_{i}_bubble_{:.0}ms", options.bubble_ms),
                 busy[i] / 1e3 / wall,
                 "busy share",
-                &[("handoffs", handoffs as f64), ("peer_copy_gb_s", gb_s), ("stage_ms", busy[i] / (handoffs as f64 / 2.0).max(1.0))],
+                &[
+                    ("handoffs", handoffs as f64),
+                    ("peer_copy_gb_s", gb_s),
+                    ("stage_ms", busy[i] / (handoffs as f64 / 2.0).max(1.0)),
+                ],
                 check.clone(),
             )
         })

@@ -50,14 +50,30 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     let got = gpu.stream.clone_dtoh(&out)?;
     let worst = (0..threads)
         .step_by(4999)
-        .map(|t| relative_error(f64::from(got[t]), f64::from(fma_chain(seeds[t], iters as u32, a, b)), 1e-30))
+        .map(|t| {
+            relative_error(
+                f64::from(got[t]),
+                f64::from(fma_chain(seeds[t], iters as u32, a, b)),
+                1e-30,
+            )
+        })
         .fold(0.0, f64::max);
-    let check = verify("starved", "last burst's outputs", worst, 0.0, threads.div_ceil(4999))?;
+    let check = verify(
+        "starved",
+        "last burst's outputs",
+        worst,
+        0.0,
+        threads.div_ceil(4999),
+    )?;
     Ok(vec![rec.measure(
         format!("bursts_duty_{duty:.2}"),
         busy_ms / 1e3 / wall,
         "busy share",
-        &[("bursts", bursts as f64), ("burst_ms", busy_ms / bursts.max(1) as f64), ("wait_ms", idle.as_secs_f64() * 1e3)],
+        &[
+            ("bursts", bursts as f64),
+            ("burst_ms", busy_ms / bursts.max(1) as f64),
+            ("wait_ms", idle.as_secs_f64() * 1e3),
+        ],
         check,
     )])
 }

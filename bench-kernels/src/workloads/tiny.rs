@@ -28,7 +28,13 @@ const FUSED_LAUNCHES: u64 = 10;
 /// of them replay on the CPU in about a second however long the run was.
 const CHECKED: usize = 16;
 
-fn check(gpu: &Gpu, x: &CudaSlice<f32>, start: &[f32], steps: u64, what: &str) -> Result<String, BenchError> {
+fn check(
+    gpu: &Gpu,
+    x: &CudaSlice<f32>,
+    start: &[f32],
+    steps: u64,
+    what: &str,
+) -> Result<String, BenchError> {
     let got = gpu.stream.clone_dtoh(x)?;
     let got = &got[..CHECKED];
     let worst = got
@@ -71,7 +77,10 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
         "eager",
         launches as f64 / t,
         "kernels/s",
-        &[("us_per_kernel", t * 1e6 / launches as f64), ("useful_updates_per_s", eager_work)],
+        &[
+            ("us_per_kernel", t * 1e6 / launches as f64),
+            ("useful_updates_per_s", eager_work),
+        ],
         checked,
     ));
 
@@ -102,13 +111,17 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
         "alloc_copy_per_step",
         iters as f64 / t,
         "kernels/s",
-        &[("us_per_iteration", t * 1e6 / iters as f64), ("useful_updates_per_s", N as f64 * iters as f64 / t)],
+        &[
+            ("us_per_iteration", t * 1e6 / iters as f64),
+            ("useful_updates_per_s", N as f64 * iters as f64 / t),
+        ],
         checked,
     ));
 
     // (c) a CUDA graph of GRAPH_KERNELS launches, captured once and replayed.
     let mut x = gpu.stream.clone_htod(&start)?;
-    gpu.stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    gpu.stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     let captured = (0..GRAPH_KERNELS).try_for_each(|_| launch(&mut x));
     let graph = gpu.stream.end_capture(CUgraphInstantiate_flags(0))?;
     captured?;
@@ -125,12 +138,21 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     let t = gpu.wall_s(|| (0..replays).try_for_each(|_| Ok(graph.launch()?)))?;
     rec.stop();
     let kernels = GRAPH_KERNELS * replays;
-    let checked = check(gpu, &x, &start, GRAPH_KERNELS * (replays + 11), "x after every replay")?;
+    let checked = check(
+        gpu,
+        &x,
+        &start,
+        GRAPH_KERNELS * (replays + 11),
+        "x after every replay",
+    )?;
     out.push(rec.measure(
         "graph",
         kernels as f64 / t,
         "kernels/s",
-        &[("us_per_kernel", t * 1e6 / kernels as f64), ("useful_updates_per_s", N as f64 * kernels as f64 / t)],
+        &[
+            ("us_per_kernel", t * 1e6 / kernels as f64),
+            ("useful_updates_per_s", N as f64 * kernels as f64 / t),
+        ],
         checked,
     ));
 

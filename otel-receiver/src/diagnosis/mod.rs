@@ -92,11 +92,31 @@ impl Diagnoser {
         self.facts.get(&gpu).unwrap_or(&self.default_facts)
     }
 
-    /// TDP for a window: the flag, else the default limit sampled in the trace, else the facts.
+    /// TDP for a window: the flag, else the default limit last sampled for this GPU, else the
+    /// facts.
     fn tdp_w(&self, w: &WindowStats) -> Option<f64> {
-        self.tdp_override_w
-            .or_else(|| w.mean(Metric::PowerDefaultLimitMw).map(|mw| mw / 1000.0))
-            .or(self.facts(w.gpu).tdp_w)
+        self.tdp_override_w.or(self.facts(w.gpu).tdp_w)
+    }
+
+    /// Limits and totals are sampled rarely (every 10 s live): what a window carries is kept as
+    /// this GPU's facts until the next reading.
+    fn learn_facts(&mut self, w: &WindowStats) {
+        let sampled = [
+            w.mean(Metric::PowerDefaultLimitMw).map(|mw| mw / 1000.0),
+            w.mean(Metric::PowerLimitMw).map(|mw| mw / 1000.0),
+            w.mean(Metric::TempSlowdownC),
+            w.mean(Metric::MemTotalBytes),
+        ];
+        if sampled.iter().all(Option::is_none) {
+            return;
+        }
+        let default = self.default_facts.clone();
+        let facts = self.facts.entry(w.gpu).or_insert(default);
+        let [tdp, limit, slowdown, mem_total] = sampled;
+        facts.tdp_w = tdp.or(facts.tdp_w);
+        facts.power_limit_w = limit.or(facts.power_limit_w);
+        facts.temp_slowdown_c = slowdown.or(facts.temp_slowdown_c);
+        facts.mem_total_bytes = mem_total.or(facts.mem_total_bytes);
     }
 
     /// Diagnoses every GPU's window of one time slot, then explains them against each other.
@@ -108,6 +128,7 @@ impl Diagnoser {
     }
 
     fn diagnose_window(&mut self, stats: WindowStats) -> WindowReport {
+        self.learn_facts(&stats);
         let signals = Signals::of(&stats);
         let tdp_w = self.tdp_w(&stats);
         let baselines: Option<PowerBaselines> = tdp_w.map(PowerBaselines::from_tdp);
@@ -161,10 +182,7 @@ impl Diagnoser {
             .map(str::to_string)
             .collect();
         let facts = self.facts(w.gpu);
-        let limit_w = w
-            .mean(Metric::PowerLimitMw)
-            .map(|mw| mw / 1000.0)
-            .or(facts.power_limit_w);
+        let limit_w = facts.power_limit_w;
         if let (Some(limit), Some(tdp)) = (limit_w, self.tdp_w(w)) {
             if limit < tdp * 0.99 {
                 out.push(format!(
@@ -177,7 +195,7 @@ impl Diagnoser {
                 out.push(format!("pstate: P{pstate:.0} under load (P0 expected)"));
             }
         }
-        let slowdown = w.mean(Metric::TempSlowdownC).or(facts.temp_slowdown_c);
+        let slowdown = facts.temp_slowdown_c;
         if let (Some(temp), Some(slowdown)) = (w.max(Metric::TempC), slowdown) {
             if temp >= slowdown - 5.0 {
                 out.push(format!(

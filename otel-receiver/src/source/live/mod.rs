@@ -55,9 +55,20 @@ impl Cadence {
 /// Something the operator should hear about once, not on every tick.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
-    FieldUnsupported { gpu: u32, field: Field },
-    ReadFailed { gpu: u32, field: Field, error: String, times: u64 },
-    GpuLost { gpu: u32, error: String },
+    FieldUnsupported {
+        gpu: u32,
+        field: Field,
+    },
+    ReadFailed {
+        gpu: u32,
+        field: Field,
+        error: String,
+        times: u64,
+    },
+    GpuLost {
+        gpu: u32,
+        error: String,
+    },
 }
 
 /// What reading one field has cost so far, summed over every GPU.
@@ -131,7 +142,10 @@ impl<D: DeviceReader> LiveSource<D> {
 
     /// Facts of every GPU, as read when sampling started.
     pub fn facts(&self) -> Vec<(u32, DeviceFacts)> {
-        self.slots.iter().map(|s| (s.index, s.facts.clone())).collect()
+        self.slots
+            .iter()
+            .map(|s| (s.index, s.facts.clone()))
+            .collect()
     }
 
     /// GPUs still being sampled.
@@ -253,7 +267,11 @@ mod tests {
             if self.lose_after.is_some_and(|n| self.total_reads > n) {
                 return Err(ReadError::GpuLost("fell off the bus".into()));
             }
-            let value = self.answers.get(&field).cloned().unwrap_or(Err(ReadError::NotSupported))?;
+            let value = self
+                .answers
+                .get(&field)
+                .cloned()
+                .unwrap_or(Err(ReadError::NotSupported))?;
             let metric = match field {
                 Field::Power => Metric::PowerMw,
                 Field::Energy => Metric::EnergyMj,
@@ -277,7 +295,10 @@ mod tests {
 
     #[test]
     fn each_field_is_read_on_its_own_cadence() {
-        let mut source = LiveSource::new(vec![(0, Scripted::healthy())], Cadence::every(Duration::from_millis(100)));
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::healthy())],
+            Cadence::every(Duration::from_millis(100)),
+        );
         let samples = ticks(&mut source, 50, 0.1);
         assert!(samples.iter().all(|s| s.len() == 1));
         let reads = &source.slots[0].reader.reads;
@@ -287,7 +308,10 @@ mod tests {
         assert_eq!(reads[&Field::Energy], 1);
         assert_eq!(reads[&Field::Processes], 5);
         assert_eq!(reads[&Field::Limits], 1);
-        let with_energy = samples.iter().filter(|s| s[0].get(Metric::EnergyMj).is_some()).count();
+        let with_energy = samples
+            .iter()
+            .filter(|s| s[0].get(Metric::EnergyMj).is_some())
+            .count();
         assert_eq!(with_energy, 1);
         let costs: BTreeMap<Field, FieldCost> = source.field_costs().into_iter().collect();
         assert_eq!(costs[&Field::Power].reads, 50);
@@ -298,22 +322,30 @@ mod tests {
     fn an_unsupported_field_is_reported_once_and_skipped() {
         let mut gpu = Scripted::healthy();
         gpu.answers.insert(Field::Gpm, Err(ReadError::NotSupported));
-        let mut source = LiveSource::new(vec![(3, gpu)], Cadence::every(Duration::from_millis(100)));
+        let mut source =
+            LiveSource::new(vec![(3, gpu)], Cadence::every(Duration::from_millis(100)));
         let samples = ticks(&mut source, 20, 0.1);
         assert_eq!(source.slots[0].reader.reads[&Field::Gpm], 1);
         assert_eq!(
             source.drain_events(),
-            vec![SourceEvent::FieldUnsupported { gpu: 3, field: Field::Gpm }]
+            vec![SourceEvent::FieldUnsupported {
+                gpu: 3,
+                field: Field::Gpm
+            }]
         );
-        assert!(samples.iter().all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
+        assert!(samples
+            .iter()
+            .all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
         assert!(source.drain_events().is_empty());
     }
 
     #[test]
     fn a_failing_field_is_retried_and_reported_without_spam() {
         let mut gpu = Scripted::healthy();
-        gpu.answers.insert(Field::Energy, Err(ReadError::Failed("Unknown".into())));
-        let mut source = LiveSource::new(vec![(0, gpu)], Cadence::every(Duration::from_millis(100)));
+        gpu.answers
+            .insert(Field::Energy, Err(ReadError::Failed("Unknown".into())));
+        let mut source =
+            LiveSource::new(vec![(0, gpu)], Cadence::every(Duration::from_millis(100)));
         ticks(&mut source, 250, 0.1);
         // Retried every tick after a failure, reported on the 1st, 100th and 200th.
         assert_eq!(source.slots[0].reader.reads[&Field::Energy], 250);
@@ -346,15 +378,27 @@ mod tests {
             .into_iter()
             .filter(|e| matches!(e, SourceEvent::GpuLost { .. }))
             .collect();
-        assert_eq!(lost, vec![SourceEvent::GpuLost { gpu: 1, error: "fell off the bus".into() }]);
+        assert_eq!(
+            lost,
+            vec![SourceEvent::GpuLost {
+                gpu: 1,
+                error: "fell off the bus".into()
+            }]
+        );
         let reads_when_lost = source.slots[1].reader.total_reads;
         ticks(&mut source, 10, 0.1);
-        assert_eq!(source.slots[1].reader.total_reads, reads_when_lost, "a lost GPU is not read again");
+        assert_eq!(
+            source.slots[1].reader.total_reads, reads_when_lost,
+            "a lost GPU is not read again"
+        );
     }
 
     #[test]
     fn a_gpu_without_any_field_yields_no_samples_but_no_panic() {
-        let mut source = LiveSource::new(vec![(0, Scripted::default())], Cadence::every(Duration::from_millis(100)));
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::default())],
+            Cadence::every(Duration::from_millis(100)),
+        );
         let samples = ticks(&mut source, 3, 0.1);
         assert!(samples.iter().all(Vec::is_empty));
         assert_eq!(source.drain_events().len(), Field::ALL.len());

@@ -163,9 +163,9 @@ pub struct NvmlDevice {
 
 fn classify(e: NvmlError) -> ReadError {
     match e {
-        NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_) => {
-            ReadError::NotSupported
-        }
+        NvmlError::NotSupported
+        | NvmlError::FunctionNotFound
+        | NvmlError::FailedToLoadSymbol(_) => ReadError::NotSupported,
         NvmlError::GpuLost => ReadError::GpuLost(e.to_string()),
         other => ReadError::Failed(other.to_string()),
     }
@@ -187,8 +187,14 @@ impl DeviceReader for NvmlDevice {
             name: d.name().ok(),
             uuid: d.uuid().ok(),
             driver: self.driver.clone(),
-            tdp_w: d.power_management_limit_default().ok().map(|mw| f64::from(mw) / 1000.0),
-            power_limit_w: d.enforced_power_limit().ok().map(|mw| f64::from(mw) / 1000.0),
+            tdp_w: d
+                .power_management_limit_default()
+                .ok()
+                .map(|mw| f64::from(mw) / 1000.0),
+            power_limit_w: d
+                .enforced_power_limit()
+                .ok()
+                .map(|mw| f64::from(mw) / 1000.0),
             temp_slowdown_c: d
                 .temperature_threshold(TemperatureThreshold::Slowdown)
                 .ok()
@@ -205,12 +211,16 @@ impl DeviceReader for NvmlDevice {
                 s.set(Metric::UtilGpu, f64::from(u.gpu));
                 s.set(Metric::UtilMem, f64::from(u.memory));
             }
-            Field::Power => s.set(Metric::PowerMw, f64::from(d.power_usage().map_err(classify)?)),
+            Field::Power => s.set(
+                Metric::PowerMw,
+                f64::from(d.power_usage().map_err(classify)?),
+            ),
             Field::PowerFields => {
                 let ids = [FieldId(FI_DEV_POWER_INSTANT), FieldId(FI_DEV_POWER_AVERAGE)];
                 let values = d.field_values_for(&ids).map_err(classify)?;
                 let mut any = false;
-                for (value, metric) in values.iter().zip([Metric::PowerInstMw, Metric::PowerAvgMw]) {
+                for (value, metric) in values.iter().zip([Metric::PowerInstMw, Metric::PowerAvgMw])
+                {
                     if let Ok(sample) = value {
                         if let Ok(v) = &sample.value {
                             s.set(metric, sample_value(v));
@@ -222,11 +232,15 @@ impl DeviceReader for NvmlDevice {
                     return Err(ReadError::NotSupported);
                 }
             }
-            Field::Energy => {
-                s.set(Metric::EnergyMj, d.total_energy_consumption().map_err(classify)? as f64)
-            }
+            Field::Energy => s.set(
+                Metric::EnergyMj,
+                d.total_energy_consumption().map_err(classify)? as f64,
+            ),
             Field::Clocks => {
-                s.set(Metric::SmMhz, f64::from(d.clock_info(Clock::SM).map_err(classify)?));
+                s.set(
+                    Metric::SmMhz,
+                    f64::from(d.clock_info(Clock::SM).map_err(classify)?),
+                );
                 if let Ok(mhz) = d.clock_info(Clock::Memory) {
                     s.set(Metric::MemMhz, f64::from(mhz));
                 }
@@ -250,7 +264,11 @@ impl DeviceReader for NvmlDevice {
             Field::Memory => {
                 let (used, total) = match self.hot.memory_info_v1 {
                     Some(get) => {
-                        let mut m = nvmlMemory_t { total: 0, free: 0, used: 0 };
+                        let mut m = nvmlMemory_t {
+                            total: 0,
+                            free: 0,
+                            used: 0,
+                        };
                         // SAFETY: a valid device handle and a struct of the v1 layout.
                         nvml_try(unsafe { get(d.handle(), &mut m) }).map_err(classify)?;
                         (m.used, m.total)
