@@ -4,6 +4,7 @@
 mod bench;
 mod bundled;
 mod diagnose;
+mod export_args;
 mod input;
 mod live;
 mod record;
@@ -80,6 +81,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn init_logging(verbose: u8) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -87,8 +92,49 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .init();
+        .with_filter(filter)
+        .with_filter(QuietRepeats);
+    tracing_subscriber::registry().with(layer).init();
+}
+
+/// The OpenTelemetry SDK reports every failed export: with a collector down that is a line per
+/// interval, forever. Each of its call sites may speak once a minute; ours are not limited.
+struct QuietRepeats;
+
+impl<S> tracing_subscriber::layer::Filter<S> for QuietRepeats {
+    fn enabled(&self, meta: &tracing::Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        quiet_repeats(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        // Decided event by event for the SDK's call sites, so the limit can apply.
+        if meta.target().starts_with("opentelemetry") {
+            tracing::subscriber::Interest::sometimes()
+        } else {
+            tracing::subscriber::Interest::always()
+        }
+    }
+}
+
+fn quiet_repeats(meta: &tracing::Metadata<'_>) -> bool {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    static LAST: Mutex<Option<HashMap<tracing::callsite::Identifier, Instant>>> = Mutex::new(None);
+    if !meta.is_event() || !meta.target().starts_with("opentelemetry") {
+        return true;
+    }
+    let Ok(mut last) = LAST.lock() else { return true };
+    let seen = last.get_or_insert_with(HashMap::new);
+    let now = Instant::now();
+    match seen.get(&meta.callsite()) {
+        Some(t) if now.duration_since(*t) < Duration::from_secs(60) => false,
+        _ => {
+            seen.insert(meta.callsite(), now);
+            true
+        }
+    }
 }

@@ -22,6 +22,8 @@ pub struct WindowRecord<'a> {
     pub power_w: Option<f64>,
     pub power_source: Option<&'static str>,
     pub energy_j: Option<f64>,
+    /// NVML's total energy counter (J) as last read at or before the window's end.
+    pub energy_counter_j: Option<f64>,
     pub tdp_w: Option<f64>,
     /// Shares 0–1.
     pub sm_active: Option<f64>,
@@ -70,6 +72,7 @@ impl<'a> WindowRecord<'a> {
                 PowerSource::PowerSamples => "power_samples",
             }),
             energy_j: r3(r.stats.energy_j),
+            energy_counter_j: r.stats.energy_total_mj.map(|mj| mj / 1000.0),
             tdp_w: r.tdp_w,
             sm_active: share(s.sm_pct),
             util_gpu: share(s.util_pct),

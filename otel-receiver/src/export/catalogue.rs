@@ -1,0 +1,161 @@
+//! Every exported metric: its name (OpenTelemetry hardware semantic conventions where they
+//! exist, the `gpu.*` namespace for the rest), unit, kind and attributes, and how its value
+//! comes out of a GPU's view. OTLP and Prometheus both read this one table; docs/EXPORT.md
+//! lists it for people.
+
+use super::state::GpuView;
+use crate::diagnosis::Class;
+use crate::window::CLOCK_REASON_BITS;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    /// Monotonic sum.
+    Counter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub kind: Kind,
+    pub description: &'static str,
+}
+
+const fn gauge(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
+    MetricDef { name, unit, kind: Kind::Gauge, description }
+}
+
+const fn counter(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
+    MetricDef { name, unit, kind: Kind::Counter, description }
+}
+
+pub const HW_POWER: MetricDef = gauge("hw.power", "W", "Mean power of the GPU over the last window (from the energy counter where sampled)");
+pub const HW_ENERGY: MetricDef = counter("hw.energy", "J", "Energy used by the GPU: NVML's total energy counter");
+pub const HW_GPU_UTILIZATION: MetricDef = gauge("hw.gpu.utilization", "1", "GPU-Util: share of time any kernel was resident (not a measure of work)");
+pub const HW_GPU_MEMORY_USAGE: MetricDef = gauge("hw.gpu.memory.usage", "By", "Device memory in use");
+pub const HW_GPU_MEMORY_LIMIT: MetricDef = gauge("hw.gpu.memory.limit", "By", "Device memory size");
+pub const HW_GPU_MEMORY_UTILIZATION: MetricDef = gauge("hw.gpu.memory.utilization", "1", "Share of device memory in use");
+pub const HW_GPU_IO: MetricDef = counter("hw.gpu.io", "By", "Bytes over PCIe, by direction (from GPM rates)");
+pub const GPU_SM_ACTIVITY: MetricDef = gauge("gpu.sm.activity", "1", "GPM SM activity: share of SM cycles with a warp resident");
+pub const GPU_SM_OCCUPANCY: MetricDef = gauge("gpu.sm.occupancy", "1", "GPM SM occupancy");
+pub const GPU_PIPE_ACTIVITY: MetricDef = gauge("gpu.pipe.activity", "1", "GPM activity of each arithmetic pipe (tensor, fp32, fp16)");
+pub const GPU_DRAM_ACTIVITY: MetricDef = gauge("gpu.dram.activity", "1", "GPM DRAM bandwidth utilisation");
+pub const GPU_NVLINK_IO: MetricDef = counter("gpu.nvlink.io", "By", "Bytes over NVLink, by direction (from GPM rates)");
+pub const GPU_CLOCK_SM: MetricDef = gauge("gpu.clock.sm", "MHz", "SM clock");
+pub const GPU_CLOCK_MEMORY: MetricDef = gauge("gpu.clock.memory", "MHz", "Memory clock");
+pub const GPU_TEMPERATURE: MetricDef = gauge("gpu.temperature", "Cel", "Highest GPU temperature in the window");
+pub const GPU_POWER_LIMIT: MetricDef = gauge("gpu.power.limit", "W", "Enforced power limit");
+pub const GPU_POWER_TDP: MetricDef = gauge("gpu.power.tdp", "W", "Default power limit (TDP) the efficiency divides by");
+pub const GPU_THROTTLE: MetricDef = gauge("gpu.throttle", "1", "Share of the window's samples with each clock-event reason");
+pub const GPU_EFFICIENCY: MetricDef = gauge("gpu.efficiency", "1", "Effective efficiency: (power / TDP) × SM activity; under 0.6 the GPU is likely slacking");
+pub const GPU_DIAGNOSIS: MetricDef = gauge("gpu.diagnosis", "1", "1 for the GPU's current verdict (attribute gpu.diagnosis.class), 0 for the others");
+
+pub const ALL: [MetricDef; 20] = [
+    HW_POWER,
+    HW_ENERGY,
+    HW_GPU_UTILIZATION,
+    HW_GPU_MEMORY_USAGE,
+    HW_GPU_MEMORY_LIMIT,
+    HW_GPU_MEMORY_UTILIZATION,
+    HW_GPU_IO,
+    GPU_SM_ACTIVITY,
+    GPU_SM_OCCUPANCY,
+    GPU_PIPE_ACTIVITY,
+    GPU_DRAM_ACTIVITY,
+    GPU_NVLINK_IO,
+    GPU_CLOCK_SM,
+    GPU_CLOCK_MEMORY,
+    GPU_TEMPERATURE,
+    GPU_POWER_LIMIT,
+    GPU_POWER_TDP,
+    GPU_THROTTLE,
+    GPU_EFFICIENCY,
+    GPU_DIAGNOSIS,
+];
+
+/// One value of one metric for one GPU, with the attributes beyond the GPU's own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub def: MetricDef,
+    pub value: f64,
+    pub attributes: Vec<(&'static str, String)>,
+}
+
+/// The attributes that identify a GPU on every point (hardware semantic conventions).
+pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
+    let f = &view.facts;
+    let mut attrs = vec![
+        ("hw.type", "gpu".to_string()),
+        ("hw.id", f.uuid.clone().unwrap_or_else(|| format!("gpu-{}", view.gpu))),
+        ("hw.vendor", "NVIDIA".to_string()),
+        ("gpu.index", view.gpu.to_string()),
+    ];
+    if let Some(name) = &f.name {
+        attrs.push(("hw.name", name.clone()));
+        attrs.push(("hw.model", name.clone()));
+    }
+    if let Some(driver) = &f.driver {
+        attrs.push(("hw.driver_version", driver.clone()));
+    }
+    attrs
+}
+
+fn share(pct: Option<f64>) -> Option<f64> {
+    pct.map(|p| p / 100.0)
+}
+
+/// Every point of every metric for one GPU. A metric the source did not sample has no point.
+pub fn points(view: &GpuView) -> Vec<Point> {
+    use crate::sample::Metric;
+    let r = &view.report;
+    let s = &r.signals;
+    let w = &r.stats;
+    let mut out = Vec::with_capacity(48);
+    let mut push = |def: MetricDef, value: Option<f64>, attributes: Vec<(&'static str, String)>| {
+        if let Some(value) = value.filter(|v| v.is_finite()) {
+            out.push(Point { def, value, attributes });
+        }
+    };
+    push(HW_POWER, s.power_w, vec![]);
+    push(HW_ENERGY, Some(view.energy_j), vec![]);
+    push(HW_GPU_UTILIZATION, share(s.util_pct), vec![("hw.gpu.task", "general".into())]);
+    let total = w.mean(Metric::MemTotalBytes).or(view.facts.mem_total_bytes);
+    push(HW_GPU_MEMORY_USAGE, s.mem_used_bytes, vec![]);
+    push(HW_GPU_MEMORY_LIMIT, total, vec![]);
+    push(
+        HW_GPU_MEMORY_UTILIZATION,
+        s.mem_used_bytes.zip(total).filter(|(_, t)| *t > 0.0).map(|(u, t)| u / t),
+        vec![],
+    );
+    if s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some() {
+        push(HW_GPU_IO, Some(view.pcie_rx_bytes), vec![("network.io.direction", "receive".into())]);
+        push(HW_GPU_IO, Some(view.pcie_tx_bytes), vec![("network.io.direction", "transmit".into())]);
+    }
+    push(GPU_SM_ACTIVITY, share(s.sm_pct), vec![]);
+    push(GPU_SM_OCCUPANCY, share(s.occupancy_pct), vec![]);
+    for (pipe, value) in [("tensor", s.tensor_pct), ("fp32", s.fp32_pct), ("fp16", s.fp16_pct)] {
+        push(GPU_PIPE_ACTIVITY, share(value), vec![("gpu.pipe", pipe.into())]);
+    }
+    push(GPU_DRAM_ACTIVITY, share(s.dram_pct), vec![]);
+    if s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some() {
+        push(GPU_NVLINK_IO, Some(view.nvlink_rx_bytes), vec![("network.io.direction", "receive".into())]);
+        push(GPU_NVLINK_IO, Some(view.nvlink_tx_bytes), vec![("network.io.direction", "transmit".into())]);
+    }
+    push(GPU_CLOCK_SM, w.mean(Metric::SmMhz), vec![]);
+    push(GPU_CLOCK_MEMORY, w.mean(Metric::MemMhz), vec![]);
+    push(GPU_TEMPERATURE, w.max(Metric::TempC), vec![]);
+    push(GPU_POWER_LIMIT, view.facts.power_limit_w, vec![]);
+    push(GPU_POWER_TDP, r.tdp_w, vec![]);
+    if w.clock_reason_samples > 0 {
+        for ((_, reason), share) in CLOCK_REASON_BITS.iter().zip(w.clock_reason_share) {
+            push(GPU_THROTTLE, Some(share), vec![("gpu.throttle.reason", reason.to_string())]);
+        }
+    }
+    push(GPU_EFFICIENCY, r.efficiency, vec![]);
+    for class in Class::ALL {
+        let current = if class == r.class { 1.0 } else { 0.0 };
+        push(GPU_DIAGNOSIS, Some(current), vec![("gpu.diagnosis.class", class.as_str().into())]);
+    }
+    out
+}

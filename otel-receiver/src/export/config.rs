@@ -1,0 +1,522 @@
+//! Export settings from three layers — a TOML file, the standard `OTEL_*` environment variables
+//! and command-line flags — each overriding the one before, plus presets for Datadog and
+//! Honeycomb that fill in what a user would otherwise look up. Header values are secrets: they
+//! never appear in `Debug` output, logs or errors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Temporality {
+    Cumulative,
+    Delta,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// Datadog's agentless OTLP intake: HTTP/protobuf, `dd-api-key`, delta.
+    Datadog,
+    /// A local Datadog Agent's OTLP receiver on 4317, delta.
+    DatadogAgent,
+    /// Honeycomb over gRPC with `x-honeycomb-team` and `x-honeycomb-dataset`.
+    Honeycomb,
+}
+
+/// A value that must not be shown: `Debug` and `Display` print `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Toml { path: String, message: String },
+    #[error("{origin}: `{field}`: {problem}")]
+    Invalid {
+        origin: &'static str,
+        field: &'static str,
+        problem: String,
+    },
+}
+
+/// Everything the exporters need, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportConfig {
+    pub otlp: Option<OtlpConfig>,
+    pub prometheus: Option<SocketAddr>,
+    pub service_name: String,
+    pub resource_attributes: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpConfig {
+    /// gRPC: the collector's address; HTTP: the base URL, `/v1/metrics` and `/v1/logs` added.
+    pub endpoint: String,
+    pub protocol: Protocol,
+    pub headers: Vec<(String, Secret)>,
+    /// A PEM file of extra CA certificates, trusted beside the system roots.
+    pub ca_file: Option<PathBuf>,
+    pub gzip: bool,
+    pub timeout: Duration,
+    pub interval: Duration,
+    pub temporality: Temporality,
+    /// Diagnosis changes as OTLP log records.
+    pub logs: bool,
+}
+
+/// One layer of settings; `None` leaves the value to the layer below.
+#[derive(Clone, Default, PartialEq)]
+pub struct Layer {
+    pub endpoint: Option<String>,
+    pub protocol: Option<Protocol>,
+    pub headers: BTreeMap<String, Secret>,
+    pub ca_file: Option<PathBuf>,
+    pub gzip: Option<bool>,
+    pub timeout: Option<Duration>,
+    pub interval: Option<Duration>,
+    pub temporality: Option<Temporality>,
+    pub logs: Option<bool>,
+    pub preset: Option<Preset>,
+    pub prometheus: Option<SocketAddr>,
+    pub service_name: Option<String>,
+    pub resource_attributes: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for Layer {
+    // Derived Debug would be fine (Secret redacts) — kept explicit so a new field cannot leak.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Layer")
+            .field("endpoint", &self.endpoint)
+            .field("protocol", &self.protocol)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("preset", &self.preset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Layer {
+    /// `over` wins wherever it says something.
+    pub fn merge(mut self, over: Layer) -> Layer {
+        self.endpoint = over.endpoint.or(self.endpoint);
+        self.protocol = over.protocol.or(self.protocol);
+        self.headers.extend(over.headers);
+        self.ca_file = over.ca_file.or(self.ca_file);
+        self.gzip = over.gzip.or(self.gzip);
+        self.timeout = over.timeout.or(self.timeout);
+        self.interval = over.interval.or(self.interval);
+        self.temporality = over.temporality.or(self.temporality);
+        self.logs = over.logs.or(self.logs);
+        self.preset = over.preset.or(self.preset);
+        self.prometheus = over.prometheus.or(self.prometheus);
+        self.service_name = over.service_name.or(self.service_name);
+        self.resource_attributes.extend(over.resource_attributes);
+        self
+    }
+}
+
+pub fn parse_protocol(s: &str) -> Option<Protocol> {
+    match s {
+        "grpc" => Some(Protocol::Grpc),
+        "http/protobuf" | "http" => Some(Protocol::HttpProtobuf),
+        _ => None,
+    }
+}
+
+pub fn parse_temporality(s: &str) -> Option<Temporality> {
+    match s.to_ascii_lowercase().as_str() {
+        "cumulative" => Some(Temporality::Cumulative),
+        // The SDK's "lowmemory" preference is delta for counters, which is all we export as sums.
+        "delta" | "lowmemory" => Some(Temporality::Delta),
+        _ => None,
+    }
+}
+
+pub fn parse_preset(s: &str) -> Option<Preset> {
+    match s {
+        "datadog" => Some(Preset::Datadog),
+        "datadog-agent" => Some(Preset::DatadogAgent),
+        "honeycomb" => Some(Preset::Honeycomb),
+        _ => None,
+    }
+}
+
+pub fn parse_compression(s: &str) -> Option<bool> {
+    match s {
+        "gzip" => Some(true),
+        "none" | "" => Some(false),
+        _ => None,
+    }
+}
+
+/// `key=value,key2=value2` (OTEL_EXPORTER_OTLP_HEADERS, OTEL_RESOURCE_ATTRIBUTES), values
+/// percent-decoded.
+pub fn parse_pairs(s: &str) -> Option<Vec<(String, String)>> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_string(), percent_decode(v.trim())))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn invalid(origin: &'static str, field: &'static str, value: &str, expected: &str) -> ConfigError {
+    ConfigError::Invalid {
+        origin,
+        field,
+        problem: format!("{value:?} is not {expected}"),
+    }
+}
+
+fn millis(origin: &'static str, field: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+        .ok_or_else(|| invalid(origin, field, value, "a positive number of milliseconds"))
+}
+
+/// The standard environment variables. `get` reads one (injected so tests need no process env).
+pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigError> {
+    const ORIGIN: &str = "environment";
+    let mut layer = Layer::default();
+    let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    layer.endpoint = get("OTEL_EXPORTER_OTLP_ENDPOINT");
+    if let Some(v) = get("OTEL_EXPORTER_OTLP_PROTOCOL") {
+        layer.protocol = Some(parse_protocol(&v).ok_or_else(|| invalid(ORIGIN, "OTEL_EXPORTER_OTLP_PROTOCOL", &v, "grpc or http/protobuf"))?);
+    }
+    if let Some(v) = get("OTEL_EXPORTER_OTLP_HEADERS") {
+        let pairs = parse_pairs(&v).ok_or_else(|| ConfigError::Invalid {
+            origin: ORIGIN,
+            field: "OTEL_EXPORTER_OTLP_HEADERS",
+            problem: "expected key=value pairs separated by commas".into(),
+        })?;
+        layer.headers = pairs.into_iter().map(|(k, v)| (k, Secret(v))).collect();
+    }
+    layer.ca_file = get("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
+    if let Some(v) = get("OTEL_EXPORTER_OTLP_COMPRESSION") {
+        layer.gzip = Some(parse_compression(&v).ok_or_else(|| invalid(ORIGIN, "OTEL_EXPORTER_OTLP_COMPRESSION", &v, "gzip or none"))?);
+    }
+    if let Some(v) = get("OTEL_EXPORTER_OTLP_TIMEOUT") {
+        layer.timeout = Some(millis(ORIGIN, "OTEL_EXPORTER_OTLP_TIMEOUT", &v)?);
+    }
+    if let Some(v) = get("OTEL_METRIC_EXPORT_INTERVAL") {
+        layer.interval = Some(millis(ORIGIN, "OTEL_METRIC_EXPORT_INTERVAL", &v)?);
+    }
+    if let Some(v) = get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE") {
+        layer.temporality = Some(parse_temporality(&v).ok_or_else(|| {
+            invalid(ORIGIN, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", &v, "cumulative, delta or lowmemory")
+        })?);
+    }
+    if let Some(v) = get("OTEL_RESOURCE_ATTRIBUTES") {
+        let pairs = parse_pairs(&v).ok_or_else(|| ConfigError::Invalid {
+            origin: ORIGIN,
+            field: "OTEL_RESOURCE_ATTRIBUTES",
+            problem: "expected key=value pairs separated by commas".into(),
+        })?;
+        layer.resource_attributes = pairs.into_iter().collect();
+    }
+    layer.service_name = get("OTEL_SERVICE_NAME");
+    Ok(layer)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    otlp: Option<FileOtlp>,
+    prometheus: Option<FilePrometheus>,
+    resource: Option<FileResource>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileOtlp {
+    endpoint: Option<String>,
+    protocol: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    ca_file: Option<PathBuf>,
+    compression: Option<String>,
+    timeout_ms: Option<u64>,
+    interval_ms: Option<u64>,
+    temporality: Option<String>,
+    logs: Option<bool>,
+    preset: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePrometheus {
+    listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileResource {
+    service_name: Option<String>,
+    attributes: Option<BTreeMap<String, String>>,
+}
+
+/// A TOML config file (format in docs/EXPORT.md). Errors name the file and the field or line.
+pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Toml {
+        path: shown,
+        message: e.to_string().trim().replace('\n', " "),
+    })?;
+    const ORIGIN: &str = "config file";
+    let mut layer = Layer::default();
+    if let Some(o) = file.otlp {
+        layer.endpoint = o.endpoint;
+        if let Some(p) = o.protocol {
+            layer.protocol = Some(parse_protocol(&p).ok_or_else(|| invalid(ORIGIN, "otlp.protocol", &p, "grpc or http/protobuf"))?);
+        }
+        layer.headers = o.headers.unwrap_or_default().into_iter().map(|(k, v)| (k, Secret(v))).collect();
+        layer.ca_file = o.ca_file;
+        if let Some(c) = o.compression {
+            layer.gzip = Some(parse_compression(&c).ok_or_else(|| invalid(ORIGIN, "otlp.compression", &c, "gzip or none"))?);
+        }
+        if let Some(ms) = o.timeout_ms {
+            layer.timeout = Some(millis(ORIGIN, "otlp.timeout_ms", &ms.to_string())?);
+        }
+        if let Some(ms) = o.interval_ms {
+            layer.interval = Some(millis(ORIGIN, "otlp.interval_ms", &ms.to_string())?);
+        }
+        if let Some(t) = o.temporality {
+            layer.temporality = Some(parse_temporality(&t).ok_or_else(|| invalid(ORIGIN, "otlp.temporality", &t, "cumulative or delta"))?);
+        }
+        layer.logs = o.logs;
+        if let Some(p) = o.preset {
+            layer.preset = Some(parse_preset(&p).ok_or_else(|| invalid(ORIGIN, "otlp.preset", &p, "datadog, datadog-agent or honeycomb"))?);
+        }
+    }
+    if let Some(p) = file.prometheus.and_then(|p| p.listen) {
+        layer.prometheus = Some(p.parse().map_err(|_| invalid(ORIGIN, "prometheus.listen", &p, "an address such as 127.0.0.1:9464"))?);
+    }
+    if let Some(r) = file.resource {
+        layer.service_name = r.service_name;
+        layer.resource_attributes = r.attributes.unwrap_or_default();
+    }
+    Ok(layer)
+}
+
+/// What a preset fills in, under whatever the layers say.
+fn preset_layer(preset: Preset, env: &dyn Fn(&str) -> Option<String>) -> Result<Layer, ConfigError> {
+    let mut layer = Layer {
+        temporality: Some(Temporality::Delta),
+        ..Layer::default()
+    };
+    let need = |name: &'static str| {
+        env(name).filter(|v| !v.is_empty()).ok_or(ConfigError::Invalid {
+            origin: "preset",
+            field: name,
+            problem: "must be set in the environment for this preset".into(),
+        })
+    };
+    match preset {
+        Preset::Datadog => {
+            let site = env("DD_SITE").unwrap_or_else(|| "datadoghq.com".into());
+            layer.endpoint = Some(format!("https://otlp.{site}"));
+            layer.protocol = Some(Protocol::HttpProtobuf);
+            layer.headers.insert("dd-api-key".into(), Secret(need("DD_API_KEY")?));
+        }
+        Preset::DatadogAgent => {
+            layer.endpoint = Some("http://localhost:4317".into());
+            layer.protocol = Some(Protocol::Grpc);
+        }
+        Preset::Honeycomb => {
+            layer.endpoint = Some("https://api.honeycomb.io:443".into());
+            layer.protocol = Some(Protocol::Grpc);
+            layer.temporality = Some(Temporality::Cumulative);
+            layer.headers.insert("x-honeycomb-team".into(), Secret(need("HONEYCOMB_API_KEY")?));
+            let dataset = env("HONEYCOMB_DATASET").unwrap_or_else(|| "gpuslack".into());
+            layer.headers.insert("x-honeycomb-dataset".into(), Secret(dataset));
+        }
+    }
+    Ok(layer)
+}
+
+/// Resolves the layers (later ones win) into a configuration.
+pub fn resolve(layers: Vec<Layer>, env: &dyn Fn(&str) -> Option<String>) -> Result<ExportConfig, ConfigError> {
+    let merged = layers.into_iter().fold(Layer::default(), Layer::merge);
+    let merged = match merged.preset {
+        Some(preset) => preset_layer(preset, env)?.merge(merged),
+        None => merged,
+    };
+    let otlp = match merged.endpoint.clone() {
+        None => None,
+        Some(endpoint) => {
+            let protocol = merged.protocol.unwrap_or(Protocol::Grpc);
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    origin: "otlp",
+                    field: "endpoint",
+                    problem: format!("{endpoint:?} must start with http:// or https://"),
+                });
+            }
+            Some(OtlpConfig {
+                endpoint,
+                protocol,
+                headers: merged.headers.clone().into_iter().collect(),
+                ca_file: merged.ca_file.clone(),
+                gzip: merged.gzip.unwrap_or(false),
+                timeout: merged.timeout.unwrap_or(Duration::from_secs(10)),
+                interval: merged.interval.unwrap_or(Duration::from_secs(10)),
+                temporality: merged.temporality.unwrap_or(Temporality::Cumulative),
+                logs: merged.logs.unwrap_or(true),
+            })
+        }
+    };
+    Ok(ExportConfig {
+        otlp,
+        prometheus: merged.prometheus,
+        service_name: merged.service_name.unwrap_or_else(|| "gpuslack".into()),
+        resource_attributes: merged.resource_attributes.into_iter().collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| vars.get(k).cloned()
+    }
+
+    #[test]
+    fn flags_override_environment_which_overrides_the_file() {
+        let dir = std::env::temp_dir().join(format!("gpuslack-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("gpuslack.toml");
+        std::fs::write(
+            &path,
+            "[otlp]\nendpoint = \"http://file:4317\"\ninterval_ms = 5000\ntemporality = \"delta\"\nheaders = { \"x-file\" = \"f\" }\n[prometheus]\nlisten = \"127.0.0.1:9464\"\n[resource]\nattributes = { \"deployment.environment\" = \"prod\" }\n",
+        )
+        .expect("write");
+        let file = file_layer(&path).expect("file");
+        let e = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-env=e%3D1,x-file=from-env"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "team=ml,deployment.environment=staging"),
+            ("OTEL_SERVICE_NAME", "gpu-agent"),
+        ]);
+        let env_layer = env_layer(&e).expect("env");
+        let flags = Layer {
+            interval: Some(Duration::from_millis(250)),
+            ..Layer::default()
+        };
+        let c = resolve(vec![file, env_layer, flags], &e).expect("resolve");
+        let o = c.otlp.expect("otlp on");
+        assert_eq!(o.endpoint, "http://env:4318");
+        assert_eq!(o.protocol, Protocol::HttpProtobuf);
+        assert_eq!(o.interval, Duration::from_millis(250));
+        assert_eq!(o.temporality, Temporality::Delta);
+        let headers: BTreeMap<&str, &str> = o.headers.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        assert_eq!(headers.get("x-env"), Some(&"e=1"));
+        assert_eq!(headers.get("x-file"), Some(&"from-env"));
+        assert_eq!(c.prometheus, Some("127.0.0.1:9464".parse().expect("addr")));
+        assert_eq!(c.service_name, "gpu-agent");
+        assert!(c.resource_attributes.contains(&("deployment.environment".into(), "staging".into())));
+        assert!(c.resource_attributes.contains(&("team".into(), "ml".into())));
+    }
+
+    #[test]
+    fn presets_fill_in_endpoint_headers_and_temporality() {
+        let e = env(&[("DD_API_KEY", "sekrit"), ("DD_SITE", "datadoghq.eu")]);
+        let c = resolve(vec![Layer { preset: Some(Preset::Datadog), ..Layer::default() }], &e).expect("resolve");
+        let o = c.otlp.expect("otlp");
+        assert_eq!(o.endpoint, "https://otlp.datadoghq.eu");
+        assert_eq!((o.protocol, o.temporality), (Protocol::HttpProtobuf, Temporality::Delta));
+        assert_eq!(o.headers[0].0, "dd-api-key");
+        assert_eq!(o.headers[0].1.expose(), "sekrit");
+        let missing = resolve(vec![Layer { preset: Some(Preset::Honeycomb), ..Layer::default() }], &env(&[]));
+        assert!(missing.expect_err("no key").to_string().contains("HONEYCOMB_API_KEY"));
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let e = env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4317"), ("OTEL_EXPORTER_OTLP_HEADERS", "dd-api-key=topsecret")]);
+        let c = resolve(vec![env_layer(&e).expect("env")], &e).expect("resolve");
+        let shown = format!("{c:?} {:?}", env_layer(&e).expect("env"));
+        assert!(!shown.contains("topsecret"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn bad_values_name_their_origin_and_field() {
+        let e = env(&[("OTEL_METRIC_EXPORT_INTERVAL", "soon")]);
+        let err = env_layer(&e).expect_err("bad interval").to_string();
+        assert_eq!(err, "environment: `OTEL_METRIC_EXPORT_INTERVAL`: \"soon\" is not a positive number of milliseconds");
+        let dir = std::env::temp_dir().join(format!("gpuslack-config-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "[otlp]\nendpont = \"http://x\"\n").expect("write");
+        let err = file_layer(&path).expect_err("typo").to_string();
+        assert!(err.contains("bad.toml") && err.contains("endpont"), "{err}");
+        let err = resolve(vec![Layer { endpoint: Some("collector:4317".into()), ..Layer::default() }], &env(&[]));
+        assert!(err.expect_err("no scheme").to_string().contains("must start with http"));
+    }
+
+    #[test]
+    fn nothing_configured_means_no_otlp() {
+        let c = resolve(vec![Layer::default()], &env(&[])).expect("resolve");
+        assert!(c.otlp.is_none() && c.prometheus.is_none());
+        assert_eq!(c.service_name, "gpuslack");
+    }
+}

@@ -1,0 +1,11 @@
+//! Exporters: OTLP (metrics and diagnosis-change logs) and a Prometheus text endpoint, both
+//! fed from one [`ExportState`] that the pipeline updates window by window. What is exported,
+//! with names and units, lives in [`catalogue`].
+
+pub mod catalogue;
+pub mod config;
+pub mod otlp;
+pub mod prometheus;
+pub mod state;
+
+pub use state::{ClassChange, ExportState, GpuView};

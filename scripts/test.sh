@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test suite, from a fresh Debian machine with Rust: installs what the export tests talk to
+# (the Rotel OpenTelemetry collector and grpcio in a Python 3.11 venv, Prometheus from Debian),
+# then runs every test of the workspace. Idempotent: a second run reuses what is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=target/test-venv
+if ! command -v prometheus >/dev/null || ! command -v curl >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
+  "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends prometheus curl >/dev/null
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  python=$(command -v python3.11 || command -v python3)
+  "$python" -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check rotel==0.0.1a15 grpcio==1.85.3
+
+export GPUSLACK_PYTHON="$PWD/$venv/bin/python"
+export GPUSLACK_ROTEL
+GPUSLACK_ROTEL=$("$GPUSLACK_PYTHON" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')
+export GPUSLACK_PROMETHEUS
+GPUSLACK_PROMETHEUS=$(command -v prometheus)
+
+cargo test --workspace --locked

@@ -1,0 +1,110 @@
+//! Export flags of `gpuslack run`. They form the top layer over the environment and the config
+//! file (docs/EXPORT.md).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use gpuslack_receiver::export::config::{
+    env_layer, file_layer, parse_compression, parse_pairs, parse_preset, parse_protocol, parse_temporality, resolve,
+    ExportConfig, Layer, Secret,
+};
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ExportArgs {
+    /// TOML config file (the environment and flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// OTLP endpoint, e.g. http://localhost:4317 (gRPC) or http://localhost:4318 (HTTP).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// grpc or http/protobuf.
+    #[arg(long, value_name = "PROTOCOL")]
+    pub otlp_protocol: Option<String>,
+    /// A header to send, KEY=VALUE; repeat for more. Values are never logged.
+    #[arg(long = "otlp-header", value_name = "KEY=VALUE")]
+    pub otlp_headers: Vec<String>,
+    /// PEM file with CA certificates to trust beside the system roots.
+    #[arg(long, value_name = "FILE")]
+    pub otlp_ca: Option<PathBuf>,
+    /// gzip or none.
+    #[arg(long, value_name = "C")]
+    pub otlp_compression: Option<String>,
+    #[arg(long, value_name = "MS")]
+    pub otlp_timeout_ms: Option<u64>,
+    /// How often metrics are exported.
+    #[arg(long, value_name = "MS")]
+    pub export_interval_ms: Option<u64>,
+    /// cumulative or delta (Datadog wants delta).
+    #[arg(long)]
+    pub temporality: Option<String>,
+    /// datadog, datadog-agent or honeycomb.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Do not send diagnosis changes as OTLP log records.
+    #[arg(long)]
+    pub no_otlp_logs: bool,
+    /// Serve Prometheus text at ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus: Option<String>,
+    #[arg(long)]
+    pub service_name: Option<String>,
+}
+
+fn bad(flag: &str, value: &str, expected: &str) -> anyhow::Error {
+    anyhow!("--{flag}: {value:?} is not {expected}")
+}
+
+impl ExportArgs {
+    fn layer(&self) -> Result<Layer> {
+        let mut layer = Layer {
+            endpoint: self.otlp_endpoint.clone(),
+            ca_file: self.otlp_ca.clone(),
+            service_name: self.service_name.clone(),
+            ..Layer::default()
+        };
+        if let Some(p) = &self.otlp_protocol {
+            layer.protocol = Some(parse_protocol(p).ok_or_else(|| bad("otlp-protocol", p, "grpc or http/protobuf"))?);
+        }
+        for h in &self.otlp_headers {
+            let pairs = parse_pairs(h).filter(|p| p.len() == 1).ok_or_else(|| anyhow!("--otlp-header: expected KEY=VALUE"))?;
+            for (k, v) in pairs {
+                layer.headers.insert(k, Secret::new(v));
+            }
+        }
+        if let Some(c) = &self.otlp_compression {
+            layer.gzip = Some(parse_compression(c).ok_or_else(|| bad("otlp-compression", c, "gzip or none"))?);
+        }
+        if let Some(ms) = self.otlp_timeout_ms.filter(|ms| *ms > 0) {
+            layer.timeout = Some(Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.export_interval_ms.filter(|ms| *ms > 0) {
+            layer.interval = Some(Duration::from_millis(ms));
+        }
+        if let Some(t) = &self.temporality {
+            layer.temporality = Some(parse_temporality(t).ok_or_else(|| bad("temporality", t, "cumulative or delta"))?);
+        }
+        if let Some(p) = &self.preset {
+            layer.preset = Some(parse_preset(p).ok_or_else(|| bad("preset", p, "datadog, datadog-agent or honeycomb"))?);
+        }
+        if self.no_otlp_logs {
+            layer.logs = Some(false);
+        }
+        if let Some(a) = &self.prometheus {
+            layer.prometheus = Some(a.parse().map_err(|_| bad("prometheus", a, "an address such as 127.0.0.1:9464"))?);
+        }
+        Ok(layer)
+    }
+
+    /// File, then environment, then flags.
+    pub fn resolve(&self) -> Result<ExportConfig> {
+        let env = |k: &str| std::env::var(k).ok();
+        let mut layers = Vec::new();
+        if let Some(path) = &self.config {
+            layers.push(file_layer(path)?);
+        }
+        layers.push(env_layer(env)?);
+        layers.push(self.layer()?);
+        Ok(resolve(layers, &env)?)
+    }
+}

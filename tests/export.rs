@@ -1,0 +1,385 @@
+//! Export end to end, against real third-party servers the test starts: the Rotel OpenTelemetry
+//! collector (PyPI `rotel`, with a processor that writes down what arrived), a grpcio/http.server
+//! stand-in that records request headers, and Prometheus (Debian `prometheus`). A fixture trace
+//! is replayed through `gpuslack run`, and what arrived is compared with `gpuslack replay`.
+//!
+//! `scripts/test.sh` installs the servers and sets GPUSLACK_ROTEL, GPUSLACK_PYTHON and
+//! GPUSLACK_PROMETHEUS; without them these tests fail and say so.
+
+use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn tool(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the tests through scripts/test.sh, which installs the collector, grpcio and Prometheus")
+    })
+}
+
+fn gpuslack(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuslack"));
+    cmd.args(args);
+    for var in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("gpuslack runs")
+}
+
+fn fixture() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h200x2-scenarios/samples.csv")
+        .display()
+        .to_string()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20), "{what} did not start listening on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuslack-export-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A server process killed when the test ends, pass or fail.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Rotel on two fresh ports with the recording processor; returns (server, grpc, http, output).
+fn start_rotel(dir: &Path) -> (Server, u16, u16, PathBuf) {
+    let (grpc, http) = (free_port(), free_port());
+    let out = dir.join("collected.jsonl");
+    let processor = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/rotel_processor.py");
+    let child = Command::new(tool("GPUSLACK_ROTEL"))
+        .args(["start", "--exporter", "blackhole"])
+        .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
+        .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http}")])
+        .args(["--otlp-with-metrics-processor", &processor.display().to_string()])
+        .args(["--otlp-with-logs-processor", &processor.display().to_string()])
+        .args(["--batch-timeout", "50ms"])
+        .args(["--pid-file", &dir.join("rotel.pid").display().to_string()])
+        .args(["--log-file", &dir.join("rotel.log").display().to_string()])
+        .env("GPUSLACK_COLLECTED", &out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rotel starts");
+    let server = Server(child);
+    wait_for_port(grpc, "rotel (gRPC)");
+    wait_for_port(http, "rotel (HTTP)");
+    (server, grpc, http, out)
+}
+
+fn read_collected(path: &Path, want_logs: bool) -> Vec<Value> {
+    // The collector batches for 50 ms; give it a moment after the agent exits.
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let records: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let has_logs = records.iter().any(|r| r["signal"] == "log");
+        if (!records.is_empty() && (has_logs || !want_logs)) || started.elapsed() > Duration::from_secs(10) {
+            return records;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The last window of each GPU, as `gpuslack replay` computes it.
+fn replay_last_windows() -> (BTreeMap<u64, Value>, Vec<(u64, String)>) {
+    let out = gpuslack(&["replay", &fixture(), "--tdp-w", "700", "--format", "jsonl"], &[]);
+    assert!(out.status.success());
+    let mut last = BTreeMap::new();
+    let mut changes = Vec::new();
+    let mut current: BTreeMap<u64, String> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).expect("json");
+        let gpu = v["gpu"].as_u64().expect("gpu");
+        let class = v["class"].as_str().expect("class").to_string();
+        if current.insert(gpu, class.clone()).as_ref() != Some(&class) {
+            changes.push((gpu, class));
+        }
+        last.insert(gpu, v);
+    }
+    (last, changes)
+}
+
+fn points_of<'a>(records: &'a [Value], name: &str) -> Vec<(&'a Value, &'a Value)> {
+    records
+        .iter()
+        .filter(|r| r["signal"] == "metric" && r["name"] == name)
+        .flat_map(|r| r["points"].as_array().into_iter().flatten().map(move |p| (r, p)))
+        .collect()
+}
+
+/// The last exported value of `name` for GPU `gpu` with the given extra attribute.
+fn last_value(records: &[Value], name: &str, gpu: u64, attr: Option<(&str, &str)>) -> Option<f64> {
+    points_of(records, name)
+        .into_iter()
+        .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string())
+        .filter(|(_, p)| attr.is_none_or(|(k, v)| p["attributes"][k] == v))
+        .next_back()
+        .and_then(|(_, p)| p["value"].as_f64())
+}
+
+fn check_export(records: &[Value], temporality: &str) {
+    let (last, changes) = replay_last_windows();
+    assert!(!records.is_empty(), "nothing reached the collector");
+    // Resource: host, service, and what OTEL_RESOURCE_ATTRIBUTES added.
+    let resource = &records[0]["resource"];
+    assert_eq!(resource["service.name"], "gpuslack-ci");
+    assert_eq!(resource["deployment.environment"], "ci");
+    assert!(resource["host.name"].as_str().is_some_and(|h| !h.is_empty()));
+
+    for (gpu, window) in &last {
+        let power = last_value(records, "hw.power", *gpu, None).expect("hw.power");
+        // replay's JSON rounds to 3 decimals.
+        assert!((power - window["power_w"].as_f64().expect("power")).abs() < 1e-3, "GPU {gpu}: {power} vs {window}");
+        let (rec, point) = points_of(records, "hw.power")[0];
+        assert_eq!((rec["unit"].as_str(), rec["kind"].as_str()), (Some("W"), Some("Gauge")));
+        for key in ["hw.id", "hw.type", "hw.vendor", "gpu.index"] {
+            assert!(point["attributes"][key].is_string(), "{key} missing: {point}");
+        }
+        let class = window["class"].as_str().expect("class");
+        assert_eq!(last_value(records, "gpu.diagnosis", *gpu, Some(("gpu.diagnosis.class", class))), Some(1.0));
+        let others = points_of(records, "gpu.diagnosis")
+            .into_iter()
+            .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string() && p["attributes"]["gpu.diagnosis.class"] != class)
+            .filter(|(_, p)| p["value"].as_f64() == Some(1.0))
+            .count();
+        assert!(others == 0 || temporality == "delta", "other classes at 1");
+
+        // hw.energy: NVML's counter. Cumulative: the last value is the counter; delta: the
+        // exported deltas add up to it.
+        let counter = window["energy_counter_j"].as_f64().expect("energy counter");
+        let energy: Vec<(&Value, &Value)> = points_of(records, "hw.energy")
+            .into_iter()
+            .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string())
+            .collect();
+        let (rec, _) = energy[0];
+        assert_eq!((rec["unit"].as_str(), rec["kind"].as_str(), rec["monotonic"].as_bool()), (Some("J"), Some("Sum"), Some(true)));
+        assert!(rec["temporality"].as_str().expect("temporality").to_lowercase().contains(temporality), "{rec}");
+        let exported = if temporality == "delta" {
+            energy.iter().filter_map(|(_, p)| p["value"].as_f64()).sum::<f64>()
+        } else {
+            energy.last().and_then(|(_, p)| p["value"].as_f64()).expect("value")
+        };
+        assert!((exported - counter).abs() < 1e-3, "GPU {gpu}: hw.energy {exported} vs counter {counter}");
+    }
+    for name in ["hw.gpu.utilization", "hw.gpu.memory.usage", "gpu.sm.activity", "gpu.efficiency", "gpu.nvlink.io", "hw.gpu.io"] {
+        assert!(!points_of(records, name).is_empty(), "{name} never arrived");
+    }
+    // One log record per change of verdict, carrying the class and the remedy.
+    let logs: Vec<&Value> = records.iter().filter(|r| r["signal"] == "log").collect();
+    assert_eq!(logs.len(), changes.len(), "log records vs verdict changes");
+    for ((gpu, class), log) in changes.iter().zip(&logs) {
+        assert_eq!(log["attributes"]["gpu.diagnosis.class"], class.as_str());
+        assert_eq!(log["attributes"]["gpu.index"], gpu.to_string());
+        assert!(log["attributes"]["gpu.diagnosis.remedy"].as_str().is_some_and(|r| !r.is_empty()));
+        assert!(log["body"].as_str().is_some_and(|b| b.contains(&format!("GPU {gpu} became {class}"))));
+    }
+}
+
+#[test]
+fn otlp_grpc_cumulative_reaches_the_collector() {
+    let dir = temp_dir("grpc");
+    let (_rotel, grpc, _, out) = start_rotel(&dir);
+    let endpoint = format!("http://127.0.0.1:{grpc}");
+    let run = gpuslack(
+        &["run", "--replay", &fixture(), "--speed", "0", "--tdp-w", "700", "--otlp-endpoint", &endpoint, "--export-interval-ms", "200"],
+        &[("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci"), ("OTEL_SERVICE_NAME", "gpuslack-ci")],
+    );
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    check_export(&read_collected(&out, true), "cumulative");
+}
+
+#[test]
+fn otlp_http_protobuf_delta_with_gzip_reaches_the_collector() {
+    let dir = temp_dir("http");
+    let (_rotel, _, http, out) = start_rotel(&dir);
+    let config = dir.join("gpuslack.toml");
+    std::fs::write(
+        &config,
+        format!("[otlp]\nendpoint = \"http://127.0.0.1:{http}\"\nprotocol = \"http/protobuf\"\ntemporality = \"delta\"\ncompression = \"gzip\"\ninterval_ms = 100\n[resource]\nservice_name = \"gpuslack-ci\"\nattributes = {{ \"deployment.environment\" = \"ci\" }}\n"),
+    )
+    .expect("config");
+    // 153 s of trace at 100× speed: about 15 exports, whose deltas must add up.
+    let run = gpuslack(&["run", "--replay", &fixture(), "--speed", "100", "--tdp-w", "700", "--config", &config.display().to_string()], &[]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let records = read_collected(&out, true);
+    let exports = records.iter().filter(|r| r["name"] == "hw.power").count();
+    assert!(exports >= 5, "{exports} exports");
+    check_export(&records, "delta");
+}
+
+fn start_stub(dir: &Path, status: u16) -> (Server, u16, u16, PathBuf) {
+    let (http, grpc) = (free_port(), free_port());
+    let out = dir.join("requests.jsonl");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/header_stub.py");
+    let child = Command::new(tool("GPUSLACK_PYTHON"))
+        .arg(script)
+        .arg(&out)
+        .arg(http.to_string())
+        .arg(grpc.to_string())
+        .arg(status.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("stub starts");
+    let server = Server(child);
+    wait_for_port(http, "header stub (HTTP)");
+    wait_for_port(grpc, "header stub (gRPC)");
+    (server, http, grpc, out)
+}
+
+fn requests(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn headers_reach_the_receiver_over_grpc_and_http_and_never_the_logs() {
+    let dir = temp_dir("headers");
+    let (_stub, http, grpc, out) = start_stub(&dir, 200);
+    for (protocol, endpoint, path) in [
+        ("grpc", format!("http://127.0.0.1:{grpc}"), "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"),
+        ("http/protobuf", format!("http://127.0.0.1:{http}"), "/v1/metrics"),
+    ] {
+        let run = gpuslack(
+            &["run", "--replay", &fixture(), "--speed", "0", "--otlp-endpoint", &endpoint, "--otlp-protocol", protocol, "-v"],
+            &[("OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team=hc-s3cr3t,x-honeycomb-dataset=gpus")],
+        );
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let seen = requests(&out);
+        let hit = seen.iter().find(|r| r["path"] == path).unwrap_or_else(|| panic!("{protocol}: no export arrived: {seen:?}"));
+        assert_eq!(hit["headers"]["x-honeycomb-team"], "hc-s3cr3t", "{protocol}");
+        assert_eq!(hit["headers"]["x-honeycomb-dataset"], "gpus", "{protocol}");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(!stderr.contains("hc-s3cr3t"), "{protocol}: the key leaked into the log:\n{stderr}");
+    }
+}
+
+fn failing_run(endpoint: &str, protocol: &str) -> (String, f64) {
+    // 153 s of trace at 25×: ~6 s, an export attempt every 100 ms that fails.
+    let run = gpuslack(
+        &["run", "--replay", &fixture(), "--speed", "25", "--otlp-endpoint", endpoint, "--otlp-protocol", protocol,
+          "--export-interval-ms", "100", "--otlp-timeout-ms", "500", "--otlp-header", "dd-api-key=dd-s3cr3t", "--usage"],
+        &[],
+    );
+    assert!(run.status.success(), "the agent must survive its exporter: {}", String::from_utf8_lossy(&run.stderr));
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let rss = stdout
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("usage line");
+    (String::from_utf8_lossy(&run.stderr).into_owned(), rss)
+}
+
+#[test]
+fn an_unreachable_or_refusing_exporter_is_retried_quietly_with_bounded_memory() {
+    let dir = temp_dir("failing");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let (_stub503, http503, _, seen503) = start_stub(&dir, 503);
+    let dir401 = temp_dir("failing401");
+    let (_stub401, http401, _, _) = start_stub(&dir401, 401);
+    for (endpoint, protocol) in [
+        (closed.clone(), "grpc"),
+        (closed, "http/protobuf"),
+        (format!("http://127.0.0.1:{http503}"), "http/protobuf"),
+        (format!("http://127.0.0.1:{http401}"), "http/protobuf"),
+    ] {
+        let (stderr, rss_mib) = failing_run(&endpoint, protocol);
+        let export_errors = stderr.lines().filter(|l| l.contains("opentelemetry")).count();
+        assert!(export_errors <= 6, "{endpoint} ({protocol}): {export_errors} log lines about exports:\n{stderr}");
+        assert!(!stderr.contains("dd-s3cr3t"), "the key leaked:\n{stderr}");
+        assert!(rss_mib < 64.0, "{endpoint}: {rss_mib} MiB");
+    }
+    // 503 is retryable: the exporter tried again (backoff) beyond one attempt per export.
+    assert!(requests(&seen503).len() > 60, "{} requests", requests(&seen503).len());
+}
+
+#[test]
+fn prometheus_scrapes_the_endpoint_with_translated_names() {
+    let dir = temp_dir("prometheus");
+    let (agent_port, prom_port) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: ['127.0.0.1:{agent_port}']\n"),
+    )
+    .expect("config");
+    let _prometheus = Server(
+        Command::new(tool("GPUSLACK_PROMETHEUS"))
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+    wait_for_port(prom_port, "prometheus");
+    let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["run", "--replay", &fixture(), "--speed", "0", "--tdp-w", "700", "--linger-s", "8"])
+        .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _agent = Server(agent);
+    wait_for_port(agent_port, "gpuslack's Prometheus endpoint");
+    let (last, _) = replay_last_windows();
+    let query = |q: &str| -> Vec<Value> {
+        let out = Command::new("curl")
+            .args(["-s", "--get", "--data-urlencode", &format!("query={q}"), &format!("http://127.0.0.1:{prom_port}/api/v1/query")])
+            .output()
+            .expect("curl");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    };
+    let started = Instant::now();
+    let mut power = Vec::new();
+    while power.len() < 2 && started.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(500));
+        power = query("hw_power_watts");
+    }
+    assert_eq!(power.len(), 2, "both GPUs scraped: {power:?}");
+    for series in &power {
+        let gpu: u64 = series["metric"]["gpu_index"].as_str().and_then(|g| g.parse().ok()).expect("gpu_index label");
+        assert_eq!(series["metric"]["hw_type"], "gpu");
+        let value: f64 = series["value"][1].as_str().and_then(|v| v.parse().ok()).expect("value");
+        assert!((value - last[&gpu]["power_w"].as_f64().expect("power")).abs() < 1e-3, "{value} vs {}", last[&gpu]);
+        let class = last[&gpu]["class"].as_str().expect("class");
+        let diag = query(&format!("gpu_diagnosis_ratio{{gpu_index=\"{gpu}\",gpu_diagnosis_class=\"{class}\"}}"));
+        assert_eq!(diag[0]["value"][1], "1", "GPU {gpu}: {diag:?}");
+    }
+    let energy = query("hw_energy_joules_total");
+    assert_eq!(energy.len(), 2, "{energy:?}");
+    assert_eq!(query("target_info")[0]["metric"]["service_name"], "gpuslack");
+}
