@@ -23,7 +23,12 @@ fn tool(var: &str) -> String {
 fn gpuslack(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuslack"));
     cmd.args(args);
-    for var in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SERVICE_NAME"] {
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "OTEL_SERVICE_NAME",
+    ] {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
@@ -47,7 +52,10 @@ fn free_port() -> u16 {
 fn wait_for_port(port: u16, what: &str) {
     let started = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "{what} did not start listening on {port}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what} did not start listening on {port}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -78,8 +86,14 @@ fn start_rotel(dir: &Path) -> (Server, u16, u16, PathBuf) {
         .args(["start", "--exporter", "blackhole"])
         .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
         .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http}")])
-        .args(["--otlp-with-metrics-processor", &processor.display().to_string()])
-        .args(["--otlp-with-logs-processor", &processor.display().to_string()])
+        .args([
+            "--otlp-with-metrics-processor",
+            &processor.display().to_string(),
+        ])
+        .args([
+            "--otlp-with-logs-processor",
+            &processor.display().to_string(),
+        ])
         .args(["--batch-timeout", "50ms"])
         .args(["--pid-file", &dir.join("rotel.pid").display().to_string()])
         .args(["--log-file", &dir.join("rotel.log").display().to_string()])
@@ -99,9 +113,14 @@ fn read_collected(path: &Path, want_logs: bool) -> Vec<Value> {
     let started = Instant::now();
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let records: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let records: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
         let has_logs = records.iter().any(|r| r["signal"] == "log");
-        if (!records.is_empty() && (has_logs || !want_logs)) || started.elapsed() > Duration::from_secs(10) {
+        if (!records.is_empty() && (has_logs || !want_logs))
+            || started.elapsed() > Duration::from_secs(10)
+        {
             return records;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -110,7 +129,10 @@ fn read_collected(path: &Path, want_logs: bool) -> Vec<Value> {
 
 /// The last window of each GPU, as `gpuslack replay` computes it.
 fn replay_last_windows() -> (BTreeMap<u64, Value>, Vec<(u64, String)>) {
-    let out = gpuslack(&["replay", &fixture(), "--tdp-w", "700", "--format", "jsonl"], &[]);
+    let out = gpuslack(
+        &["replay", &fixture(), "--tdp-w", "700", "--format", "jsonl"],
+        &[],
+    );
     assert!(out.status.success());
     let mut last = BTreeMap::new();
     let mut changes = Vec::new();
@@ -131,7 +153,13 @@ fn points_of<'a>(records: &'a [Value], name: &str) -> Vec<(&'a Value, &'a Value)
     records
         .iter()
         .filter(|r| r["signal"] == "metric" && r["name"] == name)
-        .flat_map(|r| r["points"].as_array().into_iter().flatten().map(move |p| (r, p)))
+        .flat_map(|r| {
+            r["points"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |p| (r, p))
+        })
         .collect()
 }
 
@@ -152,22 +180,44 @@ fn check_export(records: &[Value], temporality: &str) {
     let resource = &records[0]["resource"];
     assert_eq!(resource["service.name"], "gpuslack-ci");
     assert_eq!(resource["deployment.environment"], "ci");
-    assert!(resource["host.name"].as_str().is_some_and(|h| !h.is_empty()));
+    assert!(resource["host.name"]
+        .as_str()
+        .is_some_and(|h| !h.is_empty()));
 
     for (gpu, window) in &last {
         let power = last_value(records, "hw.power", *gpu, None).expect("hw.power");
         // replay's JSON rounds to 3 decimals.
-        assert!((power - window["power_w"].as_f64().expect("power")).abs() < 1e-3, "GPU {gpu}: {power} vs {window}");
+        assert!(
+            (power - window["power_w"].as_f64().expect("power")).abs() < 1e-3,
+            "GPU {gpu}: {power} vs {window}"
+        );
         let (rec, point) = points_of(records, "hw.power")[0];
-        assert_eq!((rec["unit"].as_str(), rec["kind"].as_str()), (Some("W"), Some("Gauge")));
+        assert_eq!(
+            (rec["unit"].as_str(), rec["kind"].as_str()),
+            (Some("W"), Some("Gauge"))
+        );
         for key in ["hw.id", "hw.type", "hw.vendor", "gpu.index"] {
-            assert!(point["attributes"][key].is_string(), "{key} missing: {point}");
+            assert!(
+                point["attributes"][key].is_string(),
+                "{key} missing: {point}"
+            );
         }
         let class = window["class"].as_str().expect("class");
-        assert_eq!(last_value(records, "gpu.diagnosis", *gpu, Some(("gpu.diagnosis.class", class))), Some(1.0));
+        assert_eq!(
+            last_value(
+                records,
+                "gpu.diagnosis",
+                *gpu,
+                Some(("gpu.diagnosis.class", class))
+            ),
+            Some(1.0)
+        );
         let others = points_of(records, "gpu.diagnosis")
             .into_iter()
-            .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string() && p["attributes"]["gpu.diagnosis.class"] != class)
+            .filter(|(_, p)| {
+                p["attributes"]["gpu.index"] == gpu.to_string()
+                    && p["attributes"]["gpu.diagnosis.class"] != class
+            })
             .filter(|(_, p)| p["value"].as_f64() == Some(1.0))
             .count();
         assert!(others == 0 || temporality == "delta", "other classes at 1");
@@ -180,16 +230,46 @@ fn check_export(records: &[Value], temporality: &str) {
             .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string())
             .collect();
         let (rec, _) = energy[0];
-        assert_eq!((rec["unit"].as_str(), rec["kind"].as_str(), rec["monotonic"].as_bool()), (Some("J"), Some("Sum"), Some(true)));
-        assert!(rec["temporality"].as_str().expect("temporality").to_lowercase().contains(temporality), "{rec}");
+        assert_eq!(
+            (
+                rec["unit"].as_str(),
+                rec["kind"].as_str(),
+                rec["monotonic"].as_bool()
+            ),
+            (Some("J"), Some("Sum"), Some(true))
+        );
+        assert!(
+            rec["temporality"]
+                .as_str()
+                .expect("temporality")
+                .to_lowercase()
+                .contains(temporality),
+            "{rec}"
+        );
         let exported = if temporality == "delta" {
-            energy.iter().filter_map(|(_, p)| p["value"].as_f64()).sum::<f64>()
+            energy
+                .iter()
+                .filter_map(|(_, p)| p["value"].as_f64())
+                .sum::<f64>()
         } else {
-            energy.last().and_then(|(_, p)| p["value"].as_f64()).expect("value")
+            energy
+                .last()
+                .and_then(|(_, p)| p["value"].as_f64())
+                .expect("value")
         };
-        assert!((exported - counter).abs() < 1e-3, "GPU {gpu}: hw.energy {exported} vs counter {counter}");
+        assert!(
+            (exported - counter).abs() < 1e-3,
+            "GPU {gpu}: hw.energy {exported} vs counter {counter}"
+        );
     }
-    for name in ["hw.gpu.utilization", "hw.gpu.memory.usage", "gpu.sm.activity", "gpu.efficiency", "gpu.nvlink.io", "hw.gpu.io"] {
+    for name in [
+        "hw.gpu.utilization",
+        "hw.gpu.memory.usage",
+        "gpu.sm.activity",
+        "gpu.efficiency",
+        "gpu.nvlink.io",
+        "hw.gpu.io",
+    ] {
         assert!(!points_of(records, name).is_empty(), "{name} never arrived");
     }
     // One log record per change of verdict, carrying the class and the remedy.
@@ -198,8 +278,12 @@ fn check_export(records: &[Value], temporality: &str) {
     for ((gpu, class), log) in changes.iter().zip(&logs) {
         assert_eq!(log["attributes"]["gpu.diagnosis.class"], class.as_str());
         assert_eq!(log["attributes"]["gpu.index"], gpu.to_string());
-        assert!(log["attributes"]["gpu.diagnosis.remedy"].as_str().is_some_and(|r| !r.is_empty()));
-        assert!(log["body"].as_str().is_some_and(|b| b.contains(&format!("GPU {gpu} became {class}"))));
+        assert!(log["attributes"]["gpu.diagnosis.remedy"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()));
+        assert!(log["body"]
+            .as_str()
+            .is_some_and(|b| b.contains(&format!("GPU {gpu} became {class}"))));
     }
 }
 
@@ -209,10 +293,29 @@ fn otlp_grpc_cumulative_reaches_the_collector() {
     let (_rotel, grpc, _, out) = start_rotel(&dir);
     let endpoint = format!("http://127.0.0.1:{grpc}");
     let run = gpuslack(
-        &["run", "--replay", &fixture(), "--speed", "0", "--tdp-w", "700", "--otlp-endpoint", &endpoint, "--export-interval-ms", "200"],
-        &[("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci"), ("OTEL_SERVICE_NAME", "gpuslack-ci")],
+        &[
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "0",
+            "--tdp-w",
+            "700",
+            "--otlp-endpoint",
+            &endpoint,
+            "--export-interval-ms",
+            "200",
+        ],
+        &[
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci"),
+            ("OTEL_SERVICE_NAME", "gpuslack-ci"),
+        ],
     );
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     check_export(&read_collected(&out, true), "cumulative");
 }
 
@@ -227,8 +330,25 @@ fn otlp_http_protobuf_delta_with_gzip_reaches_the_collector() {
     )
     .expect("config");
     // 153 s of trace at 100× speed: about 15 exports, whose deltas must add up.
-    let run = gpuslack(&["run", "--replay", &fixture(), "--speed", "100", "--tdp-w", "700", "--config", &config.display().to_string()], &[]);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let run = gpuslack(
+        &[
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "100",
+            "--tdp-w",
+            "700",
+            "--config",
+            &config.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let records = read_collected(&out, true);
     let exports = records.iter().filter(|r| r["name"] == "hw.power").count();
     assert!(exports >= 5, "{exports} exports");
@@ -267,31 +387,86 @@ fn headers_reach_the_receiver_over_grpc_and_http_and_never_the_logs() {
     let dir = temp_dir("headers");
     let (_stub, http, grpc, out) = start_stub(&dir, 200);
     for (protocol, endpoint, path) in [
-        ("grpc", format!("http://127.0.0.1:{grpc}"), "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"),
-        ("http/protobuf", format!("http://127.0.0.1:{http}"), "/v1/metrics"),
+        (
+            "grpc",
+            format!("http://127.0.0.1:{grpc}"),
+            "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+        ),
+        (
+            "http/protobuf",
+            format!("http://127.0.0.1:{http}"),
+            "/v1/metrics",
+        ),
     ] {
         let run = gpuslack(
-            &["run", "--replay", &fixture(), "--speed", "0", "--otlp-endpoint", &endpoint, "--otlp-protocol", protocol, "-v"],
-            &[("OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team=hc-s3cr3t,x-honeycomb-dataset=gpus")],
+            &[
+                "run",
+                "--replay",
+                &fixture(),
+                "--speed",
+                "0",
+                "--otlp-endpoint",
+                &endpoint,
+                "--otlp-protocol",
+                protocol,
+                "-v",
+            ],
+            &[(
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "x-honeycomb-team=hc-s3cr3t,x-honeycomb-dataset=gpus",
+            )],
         );
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
         let seen = requests(&out);
-        let hit = seen.iter().find(|r| r["path"] == path).unwrap_or_else(|| panic!("{protocol}: no export arrived: {seen:?}"));
-        assert_eq!(hit["headers"]["x-honeycomb-team"], "hc-s3cr3t", "{protocol}");
+        let hit = seen
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap_or_else(|| panic!("{protocol}: no export arrived: {seen:?}"));
+        assert_eq!(
+            hit["headers"]["x-honeycomb-team"], "hc-s3cr3t",
+            "{protocol}"
+        );
         assert_eq!(hit["headers"]["x-honeycomb-dataset"], "gpus", "{protocol}");
         let stderr = String::from_utf8_lossy(&run.stderr);
-        assert!(!stderr.contains("hc-s3cr3t"), "{protocol}: the key leaked into the log:\n{stderr}");
+        assert!(
+            !stderr.contains("hc-s3cr3t"),
+            "{protocol}: the key leaked into the log:\n{stderr}"
+        );
     }
 }
 
 fn failing_run(endpoint: &str, protocol: &str) -> (String, f64) {
     // 153 s of trace at 25×: ~6 s, an export attempt every 100 ms that fails.
     let run = gpuslack(
-        &["run", "--replay", &fixture(), "--speed", "25", "--otlp-endpoint", endpoint, "--otlp-protocol", protocol,
-          "--export-interval-ms", "100", "--otlp-timeout-ms", "500", "--otlp-header", "dd-api-key=dd-s3cr3t", "--usage"],
+        &[
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "25",
+            "--otlp-endpoint",
+            endpoint,
+            "--otlp-protocol",
+            protocol,
+            "--export-interval-ms",
+            "100",
+            "--otlp-timeout-ms",
+            "500",
+            "--otlp-header",
+            "dd-api-key=dd-s3cr3t",
+            "--usage",
+        ],
         &[],
     );
-    assert!(run.status.success(), "the agent must survive its exporter: {}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "the agent must survive its exporter: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let rss = stdout
         .lines()
@@ -316,13 +491,23 @@ fn an_unreachable_or_refusing_exporter_is_retried_quietly_with_bounded_memory() 
         (format!("http://127.0.0.1:{http401}"), "http/protobuf"),
     ] {
         let (stderr, rss_mib) = failing_run(&endpoint, protocol);
-        let export_errors = stderr.lines().filter(|l| l.contains("opentelemetry")).count();
-        assert!(export_errors <= 6, "{endpoint} ({protocol}): {export_errors} log lines about exports:\n{stderr}");
+        let export_errors = stderr
+            .lines()
+            .filter(|l| l.contains("opentelemetry"))
+            .count();
+        assert!(
+            export_errors <= 6,
+            "{endpoint} ({protocol}): {export_errors} log lines about exports:\n{stderr}"
+        );
         assert!(!stderr.contains("dd-s3cr3t"), "the key leaked:\n{stderr}");
         assert!(rss_mib < 64.0, "{endpoint}: {rss_mib} MiB");
     }
     // 503 is retryable: the exporter tried again (backoff) beyond one attempt per export.
-    assert!(requests(&seen503).len() > 60, "{} requests", requests(&seen503).len());
+    assert!(
+        requests(&seen503).len() > 60,
+        "{} requests",
+        requests(&seen503).len()
+    );
 }
 
 #[test]
@@ -336,8 +521,14 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     .expect("config");
     let _prometheus = Server(
         Command::new(tool("GPUSLACK_PROMETHEUS"))
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -346,7 +537,17 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     );
     wait_for_port(prom_port, "prometheus");
     let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(["run", "--replay", &fixture(), "--speed", "0", "--tdp-w", "700", "--linger-s", "8"])
+        .args([
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "0",
+            "--tdp-w",
+            "700",
+            "--linger-s",
+            "8",
+        ])
         .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -357,7 +558,13 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     let (last, _) = replay_last_windows();
     let query = |q: &str| -> Vec<Value> {
         let out = Command::new("curl")
-            .args(["-s", "--get", "--data-urlencode", &format!("query={q}"), &format!("http://127.0.0.1:{prom_port}/api/v1/query")])
+            .args([
+                "-s",
+                "--get",
+                "--data-urlencode",
+                &format!("query={q}"),
+                &format!("http://127.0.0.1:{prom_port}/api/v1/query"),
+            ])
             .output()
             .expect("curl");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
@@ -371,15 +578,30 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     }
     assert_eq!(power.len(), 2, "both GPUs scraped: {power:?}");
     for series in &power {
-        let gpu: u64 = series["metric"]["gpu_index"].as_str().and_then(|g| g.parse().ok()).expect("gpu_index label");
+        let gpu: u64 = series["metric"]["gpu_index"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .expect("gpu_index label");
         assert_eq!(series["metric"]["hw_type"], "gpu");
-        let value: f64 = series["value"][1].as_str().and_then(|v| v.parse().ok()).expect("value");
-        assert!((value - last[&gpu]["power_w"].as_f64().expect("power")).abs() < 1e-3, "{value} vs {}", last[&gpu]);
+        let value: f64 = series["value"][1]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .expect("value");
+        assert!(
+            (value - last[&gpu]["power_w"].as_f64().expect("power")).abs() < 1e-3,
+            "{value} vs {}",
+            last[&gpu]
+        );
         let class = last[&gpu]["class"].as_str().expect("class");
-        let diag = query(&format!("gpu_diagnosis_ratio{{gpu_index=\"{gpu}\",gpu_diagnosis_class=\"{class}\"}}"));
+        let diag = query(&format!(
+            "gpu_diagnosis_ratio{{gpu_index=\"{gpu}\",gpu_diagnosis_class=\"{class}\"}}"
+        ));
         assert_eq!(diag[0]["value"][1], "1", "GPU {gpu}: {diag:?}");
     }
     let energy = query("hw_energy_joules_total");
     assert_eq!(energy.len(), 2, "{energy:?}");
-    assert_eq!(query("target_info")[0]["metric"]["service_name"], "gpuslack");
+    assert_eq!(
+        query("target_info")[0]["metric"]["service_name"],
+        "gpuslack"
+    );
 }

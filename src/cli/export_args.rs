@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
-    env_layer, file_layer, parse_compression, parse_pairs, parse_preset, parse_protocol, parse_temporality, resolve,
-    ExportConfig, Layer, Secret,
+    env_layer, file_layer, parse_compression, parse_pairs, parse_preset, parse_protocol,
+    parse_temporality, resolve, ExportConfig, Layer, Secret,
 };
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -64,16 +64,23 @@ impl ExportArgs {
             ..Layer::default()
         };
         if let Some(p) = &self.otlp_protocol {
-            layer.protocol = Some(parse_protocol(p).ok_or_else(|| bad("otlp-protocol", p, "grpc or http/protobuf"))?);
+            layer.protocol = Some(
+                parse_protocol(p)
+                    .ok_or_else(|| bad("otlp-protocol", p, "grpc or http/protobuf"))?,
+            );
         }
         for h in &self.otlp_headers {
-            let pairs = parse_pairs(h).filter(|p| p.len() == 1).ok_or_else(|| anyhow!("--otlp-header: expected KEY=VALUE"))?;
+            let pairs = parse_pairs(h)
+                .filter(|p| p.len() == 1)
+                .ok_or_else(|| anyhow!("--otlp-header: expected KEY=VALUE"))?;
             for (k, v) in pairs {
                 layer.headers.insert(k, Secret::new(v));
             }
         }
         if let Some(c) = &self.otlp_compression {
-            layer.gzip = Some(parse_compression(c).ok_or_else(|| bad("otlp-compression", c, "gzip or none"))?);
+            layer.gzip = Some(
+                parse_compression(c).ok_or_else(|| bad("otlp-compression", c, "gzip or none"))?,
+            );
         }
         if let Some(ms) = self.otlp_timeout_ms.filter(|ms| *ms > 0) {
             layer.timeout = Some(Duration::from_millis(ms));
@@ -82,16 +89,24 @@ impl ExportArgs {
             layer.interval = Some(Duration::from_millis(ms));
         }
         if let Some(t) = &self.temporality {
-            layer.temporality = Some(parse_temporality(t).ok_or_else(|| bad("temporality", t, "cumulative or delta"))?);
+            layer.temporality = Some(
+                parse_temporality(t).ok_or_else(|| bad("temporality", t, "cumulative or delta"))?,
+            );
         }
         if let Some(p) = &self.preset {
-            layer.preset = Some(parse_preset(p).ok_or_else(|| bad("preset", p, "datadog, datadog-agent or honeycomb"))?);
+            layer.preset = Some(
+                parse_preset(p)
+                    .ok_or_else(|| bad("preset", p, "datadog, datadog-agent or honeycomb"))?,
+            );
         }
         if self.no_otlp_logs {
             layer.logs = Some(false);
         }
         if let Some(a) = &self.prometheus {
-            layer.prometheus = Some(a.parse().map_err(|_| bad("prometheus", a, "an address such as 127.0.0.1:9464"))?);
+            layer.prometheus = Some(
+                a.parse()
+                    .map_err(|_| bad("prometheus", a, "an address such as 127.0.0.1:9464"))?,
+            );
         }
         Ok(layer)
     }

@@ -104,11 +104,18 @@ fn init_logging(verbose: u8) {
 struct QuietRepeats;
 
 impl<S> tracing_subscriber::layer::Filter<S> for QuietRepeats {
-    fn enabled(&self, meta: &tracing::Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
         quiet_repeats(meta)
     }
 
-    fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+    fn callsite_enabled(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
         // Decided event by event for the SDK's call sites, so the limit can apply.
         if meta.target().starts_with("opentelemetry") {
             tracing::subscriber::Interest::sometimes()
@@ -127,7 +134,9 @@ fn quiet_repeats(meta: &tracing::Metadata<'_>) -> bool {
     if !meta.is_event() || !meta.target().starts_with("opentelemetry") {
         return true;
     }
-    let Ok(mut last) = LAST.lock() else { return true };
+    let Ok(mut last) = LAST.lock() else {
+        return true;
+    };
     let seen = last.get_or_insert_with(HashMap::new);
     let now = Instant::now();
     match seen.get(&meta.callsite()) {

@@ -80,7 +80,10 @@ impl Publisher {
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
     if !(args.speed.is_finite() && args.speed >= 0.0) {
-        bail!("--speed must be 0 (as fast as possible) or a positive factor, got {}", args.speed);
+        bail!(
+            "--speed must be 0 (as fast as possible) or a positive factor, got {}",
+            args.speed
+        );
     }
     let config = args.export.resolve()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -91,7 +94,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .context("starting the export runtime")?;
     let state = Arc::new(RwLock::new(ExportState::default()));
     if let Some(addr) = config.prometheus {
-        let listener = prometheus::bind(addr).with_context(|| format!("--prometheus {addr}: cannot listen"))?;
+        let listener = prometheus::bind(addr)
+            .with_context(|| format!("--prometheus {addr}: cannot listen"))?;
         let (state, config) = (state.clone(), config.clone());
         runtime.spawn(async move {
             if let Err(e) = prometheus::serve(listener, state, config).await {
@@ -148,7 +152,10 @@ fn replay(args: &Args, path: &PathBuf, publisher: &Publisher) -> Result<ExitCode
             .push(&sample)
             .map_err(|e| anyhow::anyhow!("{}:{}: {e}", reader.path(), reader.line()))?;
         deliver(&pipeline, reports);
-        if args.seconds.is_some_and(|s| started.elapsed().as_secs_f64() >= s) {
+        if args
+            .seconds
+            .is_some_and(|s| started.elapsed().as_secs_f64() >= s)
+        {
             break;
         }
     }
@@ -207,14 +214,24 @@ fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
         publisher.publish(&r, pipeline.diagnoser().facts(r.stats.gpu));
     }
     if args.usage {
-        print_usage(args, &source, ticks, started, before, rss_before_nvml, rss_after_open);
+        print_usage(
+            args,
+            &source,
+            ticks,
+            started,
+            before,
+            rss_before_nvml,
+            rss_after_open,
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn print_usage(
     args: &Args,
-    source: &gpuslack_receiver::source::live::LiveSource<gpuslack_receiver::source::live::nvml::NvmlDevice>,
+    source: &gpuslack_receiver::source::live::LiveSource<
+        gpuslack_receiver::source::live::nvml::NvmlDevice,
+    >,
     ticks: u64,
     started: Instant,
     before: Option<live::ResourceUsage>,

@@ -23,33 +23,97 @@ pub struct MetricDef {
 }
 
 const fn gauge(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
-    MetricDef { name, unit, kind: Kind::Gauge, description }
+    MetricDef {
+        name,
+        unit,
+        kind: Kind::Gauge,
+        description,
+    }
 }
 
 const fn counter(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
-    MetricDef { name, unit, kind: Kind::Counter, description }
+    MetricDef {
+        name,
+        unit,
+        kind: Kind::Counter,
+        description,
+    }
 }
 
-pub const HW_POWER: MetricDef = gauge("hw.power", "W", "Mean power of the GPU over the last window (from the energy counter where sampled)");
-pub const HW_ENERGY: MetricDef = counter("hw.energy", "J", "Energy used by the GPU: NVML's total energy counter");
-pub const HW_GPU_UTILIZATION: MetricDef = gauge("hw.gpu.utilization", "1", "GPU-Util: share of time any kernel was resident (not a measure of work)");
-pub const HW_GPU_MEMORY_USAGE: MetricDef = gauge("hw.gpu.memory.usage", "By", "Device memory in use");
+pub const HW_POWER: MetricDef = gauge(
+    "hw.power",
+    "W",
+    "Mean power of the GPU over the last window (from the energy counter where sampled)",
+);
+pub const HW_ENERGY: MetricDef = counter(
+    "hw.energy",
+    "J",
+    "Energy used by the GPU: NVML's total energy counter",
+);
+pub const HW_GPU_UTILIZATION: MetricDef = gauge(
+    "hw.gpu.utilization",
+    "1",
+    "GPU-Util: share of time any kernel was resident (not a measure of work)",
+);
+pub const HW_GPU_MEMORY_USAGE: MetricDef =
+    gauge("hw.gpu.memory.usage", "By", "Device memory in use");
 pub const HW_GPU_MEMORY_LIMIT: MetricDef = gauge("hw.gpu.memory.limit", "By", "Device memory size");
-pub const HW_GPU_MEMORY_UTILIZATION: MetricDef = gauge("hw.gpu.memory.utilization", "1", "Share of device memory in use");
-pub const HW_GPU_IO: MetricDef = counter("hw.gpu.io", "By", "Bytes over PCIe, by direction (from GPM rates)");
-pub const GPU_SM_ACTIVITY: MetricDef = gauge("gpu.sm.activity", "1", "GPM SM activity: share of SM cycles with a warp resident");
+pub const HW_GPU_MEMORY_UTILIZATION: MetricDef = gauge(
+    "hw.gpu.memory.utilization",
+    "1",
+    "Share of device memory in use",
+);
+pub const HW_GPU_IO: MetricDef = counter(
+    "hw.gpu.io",
+    "By",
+    "Bytes over PCIe, by direction (from GPM rates)",
+);
+pub const GPU_SM_ACTIVITY: MetricDef = gauge(
+    "gpu.sm.activity",
+    "1",
+    "GPM SM activity: share of SM cycles with a warp resident",
+);
 pub const GPU_SM_OCCUPANCY: MetricDef = gauge("gpu.sm.occupancy", "1", "GPM SM occupancy");
-pub const GPU_PIPE_ACTIVITY: MetricDef = gauge("gpu.pipe.activity", "1", "GPM activity of each arithmetic pipe (tensor, fp32, fp16)");
-pub const GPU_DRAM_ACTIVITY: MetricDef = gauge("gpu.dram.activity", "1", "GPM DRAM bandwidth utilisation");
-pub const GPU_NVLINK_IO: MetricDef = counter("gpu.nvlink.io", "By", "Bytes over NVLink, by direction (from GPM rates)");
+pub const GPU_PIPE_ACTIVITY: MetricDef = gauge(
+    "gpu.pipe.activity",
+    "1",
+    "GPM activity of each arithmetic pipe (tensor, fp32, fp16)",
+);
+pub const GPU_DRAM_ACTIVITY: MetricDef =
+    gauge("gpu.dram.activity", "1", "GPM DRAM bandwidth utilisation");
+pub const GPU_NVLINK_IO: MetricDef = counter(
+    "gpu.nvlink.io",
+    "By",
+    "Bytes over NVLink, by direction (from GPM rates)",
+);
 pub const GPU_CLOCK_SM: MetricDef = gauge("gpu.clock.sm", "MHz", "SM clock");
 pub const GPU_CLOCK_MEMORY: MetricDef = gauge("gpu.clock.memory", "MHz", "Memory clock");
-pub const GPU_TEMPERATURE: MetricDef = gauge("gpu.temperature", "Cel", "Highest GPU temperature in the window");
+pub const GPU_TEMPERATURE: MetricDef = gauge(
+    "gpu.temperature",
+    "Cel",
+    "Highest GPU temperature in the window",
+);
 pub const GPU_POWER_LIMIT: MetricDef = gauge("gpu.power.limit", "W", "Enforced power limit");
-pub const GPU_POWER_TDP: MetricDef = gauge("gpu.power.tdp", "W", "Default power limit (TDP) the efficiency divides by");
-pub const GPU_THROTTLE: MetricDef = gauge("gpu.throttle", "1", "Share of the window's samples with each clock-event reason");
-pub const GPU_EFFICIENCY: MetricDef = gauge("gpu.efficiency", "1", "Effective efficiency: (power / TDP) × SM activity; under 0.6 the GPU is likely slacking");
-pub const GPU_DIAGNOSIS: MetricDef = gauge("gpu.diagnosis", "1", "1 for the GPU's current verdict (attribute gpu.diagnosis.class), 0 for the others");
+pub const GPU_POWER_TDP: MetricDef = gauge(
+    "gpu.power.tdp",
+    "W",
+    "Default power limit (TDP) the efficiency divides by",
+);
+pub const GPU_THROTTLE: MetricDef = gauge(
+    "gpu.throttle",
+    "1",
+    "Share of the window's samples with each clock-event reason",
+);
+pub const GPU_EFFICIENCY: MetricDef = gauge(
+    "gpu.efficiency",
+    "1",
+    "Effective efficiency: (power / TDP) × SM activity; under 0.6 the GPU is likely slacking",
+);
+pub const GPU_DIAGNOSIS: MetricDef = gauge(
+    "gpu.diagnosis",
+    "1",
+    "1 for the GPU's current verdict (attribute gpu.diagnosis.class), 0 for the others",
+);
 
 pub const ALL: [MetricDef; 20] = [
     HW_POWER,
@@ -87,7 +151,12 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
     let f = &view.facts;
     let mut attrs = vec![
         ("hw.type", "gpu".to_string()),
-        ("hw.id", f.uuid.clone().unwrap_or_else(|| format!("gpu-{}", view.gpu))),
+        (
+            "hw.id",
+            f.uuid
+                .clone()
+                .unwrap_or_else(|| format!("gpu-{}", view.gpu)),
+        ),
         ("hw.vendor", "NVIDIA".to_string()),
         ("gpu.index", view.gpu.to_string()),
     ];
@@ -114,33 +183,68 @@ pub fn points(view: &GpuView) -> Vec<Point> {
     let mut out = Vec::with_capacity(48);
     let mut push = |def: MetricDef, value: Option<f64>, attributes: Vec<(&'static str, String)>| {
         if let Some(value) = value.filter(|v| v.is_finite()) {
-            out.push(Point { def, value, attributes });
+            out.push(Point {
+                def,
+                value,
+                attributes,
+            });
         }
     };
     push(HW_POWER, s.power_w, vec![]);
     push(HW_ENERGY, Some(view.energy_j), vec![]);
-    push(HW_GPU_UTILIZATION, share(s.util_pct), vec![("hw.gpu.task", "general".into())]);
+    push(
+        HW_GPU_UTILIZATION,
+        share(s.util_pct),
+        vec![("hw.gpu.task", "general".into())],
+    );
     let total = w.mean(Metric::MemTotalBytes).or(view.facts.mem_total_bytes);
     push(HW_GPU_MEMORY_USAGE, s.mem_used_bytes, vec![]);
     push(HW_GPU_MEMORY_LIMIT, total, vec![]);
     push(
         HW_GPU_MEMORY_UTILIZATION,
-        s.mem_used_bytes.zip(total).filter(|(_, t)| *t > 0.0).map(|(u, t)| u / t),
+        s.mem_used_bytes
+            .zip(total)
+            .filter(|(_, t)| *t > 0.0)
+            .map(|(u, t)| u / t),
         vec![],
     );
     if s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some() {
-        push(HW_GPU_IO, Some(view.pcie_rx_bytes), vec![("network.io.direction", "receive".into())]);
-        push(HW_GPU_IO, Some(view.pcie_tx_bytes), vec![("network.io.direction", "transmit".into())]);
+        push(
+            HW_GPU_IO,
+            Some(view.pcie_rx_bytes),
+            vec![("network.io.direction", "receive".into())],
+        );
+        push(
+            HW_GPU_IO,
+            Some(view.pcie_tx_bytes),
+            vec![("network.io.direction", "transmit".into())],
+        );
     }
     push(GPU_SM_ACTIVITY, share(s.sm_pct), vec![]);
     push(GPU_SM_OCCUPANCY, share(s.occupancy_pct), vec![]);
-    for (pipe, value) in [("tensor", s.tensor_pct), ("fp32", s.fp32_pct), ("fp16", s.fp16_pct)] {
-        push(GPU_PIPE_ACTIVITY, share(value), vec![("gpu.pipe", pipe.into())]);
+    for (pipe, value) in [
+        ("tensor", s.tensor_pct),
+        ("fp32", s.fp32_pct),
+        ("fp16", s.fp16_pct),
+    ] {
+        push(
+            GPU_PIPE_ACTIVITY,
+            share(value),
+            vec![("gpu.pipe", pipe.into())],
+        );
     }
     push(GPU_DRAM_ACTIVITY, share(s.dram_pct), vec![]);
     if s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some() {
-        push(GPU_NVLINK_IO, Some(view.nvlink_rx_bytes), vec![("network.io.direction", "receive".into())]);
-        push(GPU_NVLINK_IO, Some(view.nvlink_tx_bytes), vec![("network.io.direction", "transmit".into())]);
+        push(
+            GPU_NVLINK_IO,
+            Some(view.nvlink_rx_bytes),
+            vec![("network.io.direction", "receive".into())],
+        );
+        push(
+            GPU_NVLINK_IO,
+            Some(view.nvlink_tx_bytes),
+            vec![("network.io.direction", "transmit".into())],
+        );
     }
     push(GPU_CLOCK_SM, w.mean(Metric::SmMhz), vec![]);
     push(GPU_CLOCK_MEMORY, w.mean(Metric::MemMhz), vec![]);
@@ -149,13 +253,21 @@ pub fn points(view: &GpuView) -> Vec<Point> {
     push(GPU_POWER_TDP, r.tdp_w, vec![]);
     if w.clock_reason_samples > 0 {
         for ((_, reason), share) in CLOCK_REASON_BITS.iter().zip(w.clock_reason_share) {
-            push(GPU_THROTTLE, Some(share), vec![("gpu.throttle.reason", reason.to_string())]);
+            push(
+                GPU_THROTTLE,
+                Some(share),
+                vec![("gpu.throttle.reason", reason.to_string())],
+            );
         }
     }
     push(GPU_EFFICIENCY, r.efficiency, vec![]);
     for class in Class::ALL {
         let current = if class == r.class { 1.0 } else { 0.0 };
-        push(GPU_DIAGNOSIS, Some(current), vec![("gpu.diagnosis.class", class.as_str().into())]);
+        push(
+            GPU_DIAGNOSIS,
+            Some(current),
+            vec![("gpu.diagnosis.class", class.as_str().into())],
+        );
     }
     out
 }

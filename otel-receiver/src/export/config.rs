@@ -234,7 +234,14 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigEr
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
     layer.endpoint = get("OTEL_EXPORTER_OTLP_ENDPOINT");
     if let Some(v) = get("OTEL_EXPORTER_OTLP_PROTOCOL") {
-        layer.protocol = Some(parse_protocol(&v).ok_or_else(|| invalid(ORIGIN, "OTEL_EXPORTER_OTLP_PROTOCOL", &v, "grpc or http/protobuf"))?);
+        layer.protocol = Some(parse_protocol(&v).ok_or_else(|| {
+            invalid(
+                ORIGIN,
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                &v,
+                "grpc or http/protobuf",
+            )
+        })?);
     }
     if let Some(v) = get("OTEL_EXPORTER_OTLP_HEADERS") {
         let pairs = parse_pairs(&v).ok_or_else(|| ConfigError::Invalid {
@@ -246,7 +253,9 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigEr
     }
     layer.ca_file = get("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
     if let Some(v) = get("OTEL_EXPORTER_OTLP_COMPRESSION") {
-        layer.gzip = Some(parse_compression(&v).ok_or_else(|| invalid(ORIGIN, "OTEL_EXPORTER_OTLP_COMPRESSION", &v, "gzip or none"))?);
+        layer.gzip = Some(parse_compression(&v).ok_or_else(|| {
+            invalid(ORIGIN, "OTEL_EXPORTER_OTLP_COMPRESSION", &v, "gzip or none")
+        })?);
     }
     if let Some(v) = get("OTEL_EXPORTER_OTLP_TIMEOUT") {
         layer.timeout = Some(millis(ORIGIN, "OTEL_EXPORTER_OTLP_TIMEOUT", &v)?);
@@ -256,7 +265,12 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigEr
     }
     if let Some(v) = get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE") {
         layer.temporality = Some(parse_temporality(&v).ok_or_else(|| {
-            invalid(ORIGIN, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", &v, "cumulative, delta or lowmemory")
+            invalid(
+                ORIGIN,
+                "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+                &v,
+                "cumulative, delta or lowmemory",
+            )
         })?);
     }
     if let Some(v) = get("OTEL_RESOURCE_ATTRIBUTES") {
@@ -323,12 +337,23 @@ pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
     if let Some(o) = file.otlp {
         layer.endpoint = o.endpoint;
         if let Some(p) = o.protocol {
-            layer.protocol = Some(parse_protocol(&p).ok_or_else(|| invalid(ORIGIN, "otlp.protocol", &p, "grpc or http/protobuf"))?);
+            layer.protocol =
+                Some(parse_protocol(&p).ok_or_else(|| {
+                    invalid(ORIGIN, "otlp.protocol", &p, "grpc or http/protobuf")
+                })?);
         }
-        layer.headers = o.headers.unwrap_or_default().into_iter().map(|(k, v)| (k, Secret(v))).collect();
+        layer.headers = o
+            .headers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, Secret(v)))
+            .collect();
         layer.ca_file = o.ca_file;
         if let Some(c) = o.compression {
-            layer.gzip = Some(parse_compression(&c).ok_or_else(|| invalid(ORIGIN, "otlp.compression", &c, "gzip or none"))?);
+            layer.gzip = Some(
+                parse_compression(&c)
+                    .ok_or_else(|| invalid(ORIGIN, "otlp.compression", &c, "gzip or none"))?,
+            );
         }
         if let Some(ms) = o.timeout_ms {
             layer.timeout = Some(millis(ORIGIN, "otlp.timeout_ms", &ms.to_string())?);
@@ -337,15 +362,32 @@ pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
             layer.interval = Some(millis(ORIGIN, "otlp.interval_ms", &ms.to_string())?);
         }
         if let Some(t) = o.temporality {
-            layer.temporality = Some(parse_temporality(&t).ok_or_else(|| invalid(ORIGIN, "otlp.temporality", &t, "cumulative or delta"))?);
+            layer.temporality =
+                Some(parse_temporality(&t).ok_or_else(|| {
+                    invalid(ORIGIN, "otlp.temporality", &t, "cumulative or delta")
+                })?);
         }
         layer.logs = o.logs;
         if let Some(p) = o.preset {
-            layer.preset = Some(parse_preset(&p).ok_or_else(|| invalid(ORIGIN, "otlp.preset", &p, "datadog, datadog-agent or honeycomb"))?);
+            layer.preset = Some(parse_preset(&p).ok_or_else(|| {
+                invalid(
+                    ORIGIN,
+                    "otlp.preset",
+                    &p,
+                    "datadog, datadog-agent or honeycomb",
+                )
+            })?);
         }
     }
     if let Some(p) = file.prometheus.and_then(|p| p.listen) {
-        layer.prometheus = Some(p.parse().map_err(|_| invalid(ORIGIN, "prometheus.listen", &p, "an address such as 127.0.0.1:9464"))?);
+        layer.prometheus = Some(p.parse().map_err(|_| {
+            invalid(
+                ORIGIN,
+                "prometheus.listen",
+                &p,
+                "an address such as 127.0.0.1:9464",
+            )
+        })?);
     }
     if let Some(r) = file.resource {
         layer.service_name = r.service_name;
@@ -355,24 +397,31 @@ pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
 }
 
 /// What a preset fills in, under whatever the layers say.
-fn preset_layer(preset: Preset, env: &dyn Fn(&str) -> Option<String>) -> Result<Layer, ConfigError> {
+fn preset_layer(
+    preset: Preset,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Layer, ConfigError> {
     let mut layer = Layer {
         temporality: Some(Temporality::Delta),
         ..Layer::default()
     };
     let need = |name: &'static str| {
-        env(name).filter(|v| !v.is_empty()).ok_or(ConfigError::Invalid {
-            origin: "preset",
-            field: name,
-            problem: "must be set in the environment for this preset".into(),
-        })
+        env(name)
+            .filter(|v| !v.is_empty())
+            .ok_or(ConfigError::Invalid {
+                origin: "preset",
+                field: name,
+                problem: "must be set in the environment for this preset".into(),
+            })
     };
     match preset {
         Preset::Datadog => {
             let site = env("DD_SITE").unwrap_or_else(|| "datadoghq.com".into());
             layer.endpoint = Some(format!("https://otlp.{site}"));
             layer.protocol = Some(Protocol::HttpProtobuf);
-            layer.headers.insert("dd-api-key".into(), Secret(need("DD_API_KEY")?));
+            layer
+                .headers
+                .insert("dd-api-key".into(), Secret(need("DD_API_KEY")?));
         }
         Preset::DatadogAgent => {
             layer.endpoint = Some("http://localhost:4317".into());
@@ -382,16 +431,24 @@ fn preset_layer(preset: Preset, env: &dyn Fn(&str) -> Option<String>) -> Result<
             layer.endpoint = Some("https://api.honeycomb.io:443".into());
             layer.protocol = Some(Protocol::Grpc);
             layer.temporality = Some(Temporality::Cumulative);
-            layer.headers.insert("x-honeycomb-team".into(), Secret(need("HONEYCOMB_API_KEY")?));
+            layer.headers.insert(
+                "x-honeycomb-team".into(),
+                Secret(need("HONEYCOMB_API_KEY")?),
+            );
             let dataset = env("HONEYCOMB_DATASET").unwrap_or_else(|| "gpuslack".into());
-            layer.headers.insert("x-honeycomb-dataset".into(), Secret(dataset));
+            layer
+                .headers
+                .insert("x-honeycomb-dataset".into(), Secret(dataset));
         }
     }
     Ok(layer)
 }
 
 /// Resolves the layers (later ones win) into a configuration.
-pub fn resolve(layers: Vec<Layer>, env: &dyn Fn(&str) -> Option<String>) -> Result<ExportConfig, ConfigError> {
+pub fn resolve(
+    layers: Vec<Layer>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ExportConfig, ConfigError> {
     let merged = layers.into_iter().fold(Layer::default(), Layer::merge);
     let merged = match merged.preset {
         Some(preset) => preset_layer(preset, env)?.merge(merged),
@@ -434,7 +491,10 @@ mod tests {
     use super::*;
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| vars.get(k).cloned()
     }
 
@@ -453,7 +513,10 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "x-env=e%3D1,x-file=from-env"),
-            ("OTEL_RESOURCE_ATTRIBUTES", "team=ml,deployment.environment=staging"),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "team=ml,deployment.environment=staging",
+            ),
             ("OTEL_SERVICE_NAME", "gpu-agent"),
         ]);
         let env_layer = env_layer(&e).expect("env");
@@ -467,31 +530,61 @@ mod tests {
         assert_eq!(o.protocol, Protocol::HttpProtobuf);
         assert_eq!(o.interval, Duration::from_millis(250));
         assert_eq!(o.temporality, Temporality::Delta);
-        let headers: BTreeMap<&str, &str> = o.headers.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        let headers: BTreeMap<&str, &str> = o
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
         assert_eq!(headers.get("x-env"), Some(&"e=1"));
         assert_eq!(headers.get("x-file"), Some(&"from-env"));
         assert_eq!(c.prometheus, Some("127.0.0.1:9464".parse().expect("addr")));
         assert_eq!(c.service_name, "gpu-agent");
-        assert!(c.resource_attributes.contains(&("deployment.environment".into(), "staging".into())));
-        assert!(c.resource_attributes.contains(&("team".into(), "ml".into())));
+        assert!(c
+            .resource_attributes
+            .contains(&("deployment.environment".into(), "staging".into())));
+        assert!(c
+            .resource_attributes
+            .contains(&("team".into(), "ml".into())));
     }
 
     #[test]
     fn presets_fill_in_endpoint_headers_and_temporality() {
         let e = env(&[("DD_API_KEY", "sekrit"), ("DD_SITE", "datadoghq.eu")]);
-        let c = resolve(vec![Layer { preset: Some(Preset::Datadog), ..Layer::default() }], &e).expect("resolve");
+        let c = resolve(
+            vec![Layer {
+                preset: Some(Preset::Datadog),
+                ..Layer::default()
+            }],
+            &e,
+        )
+        .expect("resolve");
         let o = c.otlp.expect("otlp");
         assert_eq!(o.endpoint, "https://otlp.datadoghq.eu");
-        assert_eq!((o.protocol, o.temporality), (Protocol::HttpProtobuf, Temporality::Delta));
+        assert_eq!(
+            (o.protocol, o.temporality),
+            (Protocol::HttpProtobuf, Temporality::Delta)
+        );
         assert_eq!(o.headers[0].0, "dd-api-key");
         assert_eq!(o.headers[0].1.expose(), "sekrit");
-        let missing = resolve(vec![Layer { preset: Some(Preset::Honeycomb), ..Layer::default() }], &env(&[]));
-        assert!(missing.expect_err("no key").to_string().contains("HONEYCOMB_API_KEY"));
+        let missing = resolve(
+            vec![Layer {
+                preset: Some(Preset::Honeycomb),
+                ..Layer::default()
+            }],
+            &env(&[]),
+        );
+        assert!(missing
+            .expect_err("no key")
+            .to_string()
+            .contains("HONEYCOMB_API_KEY"));
     }
 
     #[test]
     fn secrets_never_show_in_debug_output() {
-        let e = env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4317"), ("OTEL_EXPORTER_OTLP_HEADERS", "dd-api-key=topsecret")]);
+        let e = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4317"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "dd-api-key=topsecret"),
+        ]);
         let c = resolve(vec![env_layer(&e).expect("env")], &e).expect("resolve");
         let shown = format!("{c:?} {:?}", env_layer(&e).expect("env"));
         assert!(!shown.contains("topsecret"), "{shown}");
@@ -509,8 +602,17 @@ mod tests {
         std::fs::write(&path, "[otlp]\nendpont = \"http://x\"\n").expect("write");
         let err = file_layer(&path).expect_err("typo").to_string();
         assert!(err.contains("bad.toml") && err.contains("endpont"), "{err}");
-        let err = resolve(vec![Layer { endpoint: Some("collector:4317".into()), ..Layer::default() }], &env(&[]));
-        assert!(err.expect_err("no scheme").to_string().contains("must start with http"));
+        let err = resolve(
+            vec![Layer {
+                endpoint: Some("collector:4317".into()),
+                ..Layer::default()
+            }],
+            &env(&[]),
+        );
+        assert!(err
+            .expect_err("no scheme")
+            .to_string()
+            .contains("must start with http"));
     }
 
     #[test]

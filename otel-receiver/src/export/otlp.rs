@@ -8,7 +8,9 @@ use std::sync::{Arc, RwLock};
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::{Meter, MeterProvider};
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{LogExporter, MetricExporter, WithExportConfig, WithHttpConfig, WithTonicConfig};
+use opentelemetry_otlp::{
+    LogExporter, MetricExporter, WithExportConfig, WithHttpConfig, WithTonicConfig,
+};
 use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
@@ -27,7 +29,10 @@ pub enum OtlpError {
     #[error("building the HTTP client: {0}")]
     HttpClient(String),
     #[error("building the OTLP {signal} exporter: {message}")]
-    Build { signal: &'static str, message: String },
+    Build {
+        signal: &'static str,
+        message: String,
+    },
 }
 
 pub struct OtlpExport {
@@ -69,7 +74,9 @@ fn http_client(cfg: &OtlpConfig) -> Result<reqwest::blocking::Client, OtlpError>
             builder = builder.add_root_certificate(cert);
         }
     }
-    builder.build().map_err(|e| OtlpError::HttpClient(e.to_string()))
+    builder
+        .build()
+        .map_err(|e| OtlpError::HttpClient(e.to_string()))
 }
 
 fn tonic_tls(cfg: &OtlpConfig) -> Result<Option<tonic::transport::ClientTlsConfig>, OtlpError> {
@@ -91,7 +98,10 @@ fn metadata(cfg: &OtlpConfig) -> Result<tonic::metadata::MetadataMap, OtlpError>
     let mut map = tonic::metadata::MetadataMap::new();
     for (k, v) in &cfg.headers {
         let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
-            .map_err(|_| OtlpError::Build { signal: "metrics", message: format!("header name {k:?} is not valid") })?;
+            .map_err(|_| OtlpError::Build {
+                signal: "metrics",
+                message: format!("header name {k:?} is not valid"),
+            })?;
         // The value is a secret: the error says which header, never what it held.
         let value = v.expose().parse().map_err(|_| OtlpError::Build {
             signal: "metrics",
@@ -102,8 +112,13 @@ fn metadata(cfg: &OtlpConfig) -> Result<tonic::metadata::MetadataMap, OtlpError>
     Ok(map)
 }
 
-fn build_error(signal: &'static str) -> impl Fn(opentelemetry_otlp::ExporterBuildError) -> OtlpError {
-    move |e| OtlpError::Build { signal, message: e.to_string() }
+fn build_error(
+    signal: &'static str,
+) -> impl Fn(opentelemetry_otlp::ExporterBuildError) -> OtlpError {
+    move |e| OtlpError::Build {
+        signal,
+        message: e.to_string(),
+    }
 }
 
 fn metric_exporter(cfg: &OtlpConfig) -> Result<MetricExporter, OtlpError> {
@@ -133,7 +148,12 @@ fn metric_exporter(cfg: &OtlpConfig) -> Result<MetricExporter, OtlpError> {
                 .with_http_client(http_client(cfg)?)
                 .with_endpoint(signal_url(&cfg.endpoint, "v1/metrics"))
                 .with_timeout(cfg.timeout)
-                .with_headers(cfg.headers.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect())
+                .with_headers(
+                    cfg.headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                        .collect(),
+                )
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                 .with_temporality(temporality);
             if cfg.gzip {
@@ -166,7 +186,12 @@ fn log_exporter(cfg: &OtlpConfig) -> Result<LogExporter, OtlpError> {
                 .with_http_client(http_client(cfg)?)
                 .with_endpoint(signal_url(&cfg.endpoint, "v1/logs"))
                 .with_timeout(cfg.timeout)
-                .with_headers(cfg.headers.iter().map(|(k, v)| (k.clone(), v.expose().to_string())).collect())
+                .with_headers(
+                    cfg.headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                        .collect(),
+                )
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
             if cfg.gzip {
                 b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
@@ -219,7 +244,11 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
 
 impl OtlpExport {
     /// Starts exporting. For gRPC, call from within a tokio runtime context.
-    pub fn start(config: &ExportConfig, cfg: &OtlpConfig, state: Arc<RwLock<ExportState>>) -> Result<OtlpExport, OtlpError> {
+    pub fn start(
+        config: &ExportConfig,
+        cfg: &OtlpConfig,
+        state: Arc<RwLock<ExportState>>,
+    ) -> Result<OtlpExport, OtlpError> {
         let resource = resource(config);
         let reader = PeriodicReader::builder(metric_exporter(cfg)?)
             .with_interval(cfg.interval)
@@ -244,7 +273,9 @@ impl OtlpExport {
 
     /// A log record announcing a GPU's new verdict, with its evidence and remedy.
     pub fn log_change(&self, change: &ClassChange, view: &GpuView) {
-        let Some((_, logger)) = &self.logs else { return };
+        let Some((_, logger)) = &self.logs else {
+            return;
+        };
         let r = &view.report;
         let evidence: Vec<&str> = r.evidence.iter().map(|e| e.text.as_str()).collect();
         let mut record = logger.create_log_record();

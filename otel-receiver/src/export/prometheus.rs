@@ -34,7 +34,9 @@ pub fn prometheus_name(def: &MetricDef) -> String {
 }
 
 fn label_value(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn labels(pairs: &[(String, String)]) -> String {
@@ -48,9 +50,13 @@ fn labels(pairs: &[(String, String)]) -> String {
 /// The exposition text for the current state.
 pub fn render(state: &ExportState, config: &ExportConfig) -> String {
     let mut out = String::with_capacity(16 * 1024);
-    let mut resource: Vec<(String, String)> = vec![("service_name".into(), config.service_name.clone())];
+    let mut resource: Vec<(String, String)> =
+        vec![("service_name".into(), config.service_name.clone())];
     resource.extend(config.resource_attributes.iter().cloned());
-    let _ = writeln!(out, "# HELP target_info Target metadata\n# TYPE target_info gauge");
+    let _ = writeln!(
+        out,
+        "# HELP target_info Target metadata\n# TYPE target_info gauge"
+    );
     let _ = writeln!(out, "target_info{} 1", labels(&resource));
     for def in catalogue::ALL {
         let name = prometheus_name(&def);
@@ -62,8 +68,16 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
                 .collect();
             for p in catalogue::points(view).into_iter().filter(|p| p.def == def) {
                 if !header {
-                    let kind = if def.kind == Kind::Counter { "counter" } else { "gauge" };
-                    let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {kind}", def.description);
+                    let kind = if def.kind == Kind::Counter {
+                        "counter"
+                    } else {
+                        "gauge"
+                    };
+                    let _ = writeln!(
+                        out,
+                        "# HELP {name} {}\n# TYPE {name} {kind}",
+                        def.description
+                    );
                     header = true;
                 }
                 let mut all = base.clone();
@@ -85,7 +99,11 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 /// Serves `/metrics` until the runtime stops; a failed connection only ends that connection.
 /// Call within a tokio runtime.
-pub async fn serve(listener: std::net::TcpListener, state: Arc<RwLock<ExportState>>, config: ExportConfig) -> std::io::Result<()> {
+pub async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<RwLock<ExportState>>,
+    config: ExportConfig,
+) -> std::io::Result<()> {
     let listener = TcpListener::from_std(listener)?;
     tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");
     loop {
@@ -110,14 +128,20 @@ pub async fn serve(listener: std::net::TcpListener, state: Arc<RwLock<ExportStat
             }
             let line = String::from_utf8_lossy(&request);
             let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (status, body, kind) = if line.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
+            let (status, body, kind) = if line.starts_with("GET ")
+                && (path == "/metrics" || path.starts_with("/metrics?"))
+            {
                 let body = match state.read() {
                     Ok(s) => render(&s, &config),
                     Err(_) => String::new(),
                 };
                 ("200 OK", body, "text/plain; version=0.0.4; charset=utf-8")
             } else {
-                ("404 Not Found", "try /metrics\n".to_string(), "text/plain; charset=utf-8")
+                (
+                    "404 Not Found",
+                    "try /metrics\n".to_string(),
+                    "text/plain; charset=utf-8",
+                )
             };
             let head = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -133,7 +157,7 @@ pub async fn serve(listener: std::net::TcpListener, state: Arc<RwLock<ExportStat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::catalogue::{GPU_DIAGNOSIS, HW_ENERGY, HW_GPU_IO, HW_POWER, GPU_CLOCK_SM};
+    use crate::export::catalogue::{GPU_CLOCK_SM, GPU_DIAGNOSIS, HW_ENERGY, HW_GPU_IO, HW_POWER};
 
     #[test]
     fn names_follow_the_otel_to_prometheus_translation() {
