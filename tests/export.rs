@@ -165,11 +165,13 @@ fn points_of<'a>(records: &'a [Value], name: &str) -> Vec<(&'a Value, &'a Value)
 
 /// The last exported value of `name` for GPU `gpu` with the given extra attribute.
 fn last_value(records: &[Value], name: &str, gpu: u64, attr: Option<(&str, &str)>) -> Option<f64> {
+    let gpu = gpu.to_string();
     points_of(records, name)
         .into_iter()
-        .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string())
-        .filter(|(_, p)| attr.is_none_or(|(k, v)| p["attributes"][k] == v))
-        .next_back()
+        .rfind(|(_, p)| {
+            p["attributes"]["gpu.index"] == gpu.as_str()
+                && attr.is_none_or(|(k, v)| p["attributes"][k] == v)
+        })
         .and_then(|(_, p)| p["value"].as_f64())
 }
 
@@ -215,7 +217,7 @@ fn check_export(records: &[Value], temporality: &str) {
         let others = points_of(records, "gpu.diagnosis")
             .into_iter()
             .filter(|(_, p)| {
-                p["attributes"]["gpu.index"] == gpu.to_string()
+                p["attributes"]["gpu.index"] == gpu.to_string().as_str()
                     && p["attributes"]["gpu.diagnosis.class"] != class
             })
             .filter(|(_, p)| p["value"].as_f64() == Some(1.0))
@@ -227,7 +229,7 @@ fn check_export(records: &[Value], temporality: &str) {
         let counter = window["energy_counter_j"].as_f64().expect("energy counter");
         let energy: Vec<(&Value, &Value)> = points_of(records, "hw.energy")
             .into_iter()
-            .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string())
+            .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string().as_str())
             .collect();
         let (rec, _) = energy[0];
         assert_eq!(

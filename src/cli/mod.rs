@@ -36,7 +36,7 @@ enum Command {
     /// Watch the GPUs and print a report: the diagnostic matrix, verdict, evidence and remedy per GPU.
     Diagnose(diagnose::Args),
     /// The agent: sample every GPU, diagnose each window, report verdict changes.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Record raw samples of every GPU to a trace file, to replay anywhere.
     Record(record::Args),
     /// Run the pipeline over a recorded trace and print one verdict per GPU and window.
@@ -55,7 +55,7 @@ pub fn main() -> ExitCode {
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Diagnose(args) => diagnose::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Score(args) => score::run(args),

@@ -2,7 +2,7 @@
 //! and publishes: OTLP metrics and diagnosis-change logs, a Prometheus endpoint, and a log line
 //! on stderr when a GPU's verdict changes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -128,7 +128,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     result
 }
 
-fn replay(args: &Args, path: &PathBuf, publisher: &Publisher) -> Result<ExitCode> {
+fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
     let facts = facts_beside(path)?;
     let mut pipeline = args.pipeline.pipeline(facts);
     let mut reader = TraceReader::open(path)?;

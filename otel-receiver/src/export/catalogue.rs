@@ -271,3 +271,17 @@ pub fn points(view: &GpuView) -> Vec<Point> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_documented_with_its_unit() {
+        let doc = include_str!("../../../docs/EXPORT.md");
+        for def in ALL {
+            let row = format!("| `{}` | {} |", def.name, def.unit);
+            assert!(doc.contains(&row), "docs/EXPORT.md lacks {row}");
+        }
+    }
+}

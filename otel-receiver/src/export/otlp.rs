@@ -209,6 +209,12 @@ fn key_values(view: &GpuView, extra: &[(&'static str, String)]) -> Vec<KeyValue>
         .collect()
 }
 
+/// What `start` registers, for the export benchmark's own meter provider.
+#[doc(hidden)]
+pub fn register_for_bench(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
+    register(meter, state)
+}
+
 /// Registers one observable instrument per catalogue entry, each reading the export state.
 fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
     for def in catalogue::ALL {

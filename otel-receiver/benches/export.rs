@@ -1,0 +1,127 @@
+//! One collection-and-export cycle for 8 GPUs: the SDK collecting every observable instrument
+//! from the export state, and the OTLP protobuf encoding of the result (bytes printed once);
+//! and the Prometheus text rendering of the same state.
+
+use std::sync::{Arc, RwLock};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::export::config::{resolve, Layer};
+use gpuslack_receiver::export::{prometheus, ExportState};
+use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::trace::TraceReader;
+use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds, WindowReport};
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::reader::MetricReader;
+use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+use prost::Message;
+
+const SCENARIOS: &[u8] = include_bytes!("../../tests/fixtures/h200x2-scenarios/samples.csv");
+
+/// Eight GPUs' worth of real windows: the two-GPU fixture's busiest windows, four times over.
+fn eight_gpu_state() -> ExportState {
+    let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+    let mut pipeline = Pipeline::new(2.0, diagnoser);
+    let mut reports: Vec<WindowReport> = Vec::new();
+    let reader = TraceReader::new("scenarios".into(), SCENARIOS).expect("trace");
+    replay(reader, &mut pipeline, |r| {
+        reports.push(r);
+        Ok(())
+    })
+    .expect("replay");
+    let mut state = ExportState::default();
+    let facts = DeviceFacts {
+        name: Some("NVIDIA H200".into()),
+        driver: Some("580.159.04".into()),
+        ..DeviceFacts::default()
+    };
+    for copy in 0..4u32 {
+        for r in reports
+            .iter()
+            .filter(|r| r.stats.start >= 1796025944.0 && r.stats.start < 1796025946.0)
+        {
+            let mut r = r.clone();
+            r.stats.gpu += 2 * copy;
+            let mut f = facts.clone();
+            f.uuid = Some(format!("GPU-{:08x}-bench", r.stats.gpu));
+            state.update(&r, &f);
+        }
+    }
+    assert_eq!(state.gpus().count(), 8);
+    state
+}
+
+fn bench(c: &mut Criterion) {
+    let state = Arc::new(RwLock::new(eight_gpu_state()));
+    let config = resolve(vec![Layer::default()], &|_| None).expect("config");
+    let reader = ManualReader::builder().build();
+    let reader = Arc::new(reader);
+    struct Shared(Arc<ManualReader>);
+    impl std::fmt::Debug for Shared {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Shared")
+        }
+    }
+    impl MetricReader for Shared {
+        fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+            self.0.register_pipeline(p)
+        }
+        fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.collect(rm)
+        }
+        fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.force_flush()
+        }
+        fn shutdown_with_timeout(
+            &self,
+            t: std::time::Duration,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.shutdown_with_timeout(t)
+        }
+        fn temporality(
+            &self,
+            kind: opentelemetry_sdk::metrics::InstrumentKind,
+        ) -> opentelemetry_sdk::metrics::Temporality {
+            self.0.temporality(kind)
+        }
+    }
+    let provider = SdkMeterProvider::builder()
+        .with_resource(gpuslack_receiver::export::otlp::resource(&config))
+        .with_reader(Shared(reader.clone()))
+        .build();
+    gpuslack_receiver::export::otlp::register_for_bench(&provider.meter("gpuslack"), &state);
+
+    let mut rm = ResourceMetrics::default();
+    reader.collect(&mut rm).expect("collect");
+    let bytes = ExportMetricsServiceRequest::from(&rm).encode_to_vec().len();
+    let points: usize = rm
+        .scope_metrics()
+        .flat_map(|s| s.metrics())
+        .map(|m| match m.data() {
+            opentelemetry_sdk::metrics::data::AggregatedMetrics::F64(d) => match d {
+                opentelemetry_sdk::metrics::data::MetricData::Gauge(g) => g.data_points().count(),
+                opentelemetry_sdk::metrics::data::MetricData::Sum(s) => s.data_points().count(),
+                _ => 0,
+            },
+            _ => 0,
+        })
+        .sum();
+    let text = prometheus::render(&state.read().expect("state"), &config);
+    println!("8 GPUs: {points} OTLP data points, {bytes} bytes of protobuf per export; Prometheus text {} bytes", text.len());
+
+    c.bench_function("otlp_collect_and_encode_8_gpus", |b| {
+        b.iter(|| {
+            let mut rm = ResourceMetrics::default();
+            reader.collect(&mut rm).expect("collect");
+            ExportMetricsServiceRequest::from(&rm).encode_to_vec().len()
+        })
+    });
+    c.bench_function("prometheus_render_8_gpus", |b| {
+        b.iter(|| prometheus::render(&state.read().expect("state"), &config).len())
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
