@@ -2,9 +2,12 @@
 //! The diagnosis reads power against these; a GPU's own calibrated profile beats the model's
 //! built-in one, which beats fractions of the TDP.
 
+use std::borrow::Cow;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+use crate::diagnosis::Class;
 
 /// Static facts about a GPU, from the live device, a trace's `facts.json`, or flags.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,14 +24,67 @@ pub struct DeviceFacts {
 }
 
 /// Power levels that separate "nothing runs" from "a context is held" from "real work", in W.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PowerBaselines {
     /// Bare idle: no process, clocks at their floor.
     pub idle_w: f64,
     /// A process holds a context but runs nothing (~45 W above bare idle on an H200).
     pub held_idle_w: f64,
     /// Where these numbers came from, for the evidence.
-    pub origin: &'static str,
+    pub origin: Cow<'static, str>,
+}
+
+/// A GPU's own power under each kind of load, measured by `gpuslack calibrate` (or built in for
+/// a known model). Two H200s of one SKU drew 583 and 660 W on the same copy: baselines are per
+/// GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerProfile {
+    pub idle_w: f64,
+    pub held_idle_w: f64,
+    pub tiny_w: f64,
+    pub pcie_w: f64,
+    pub memory_w: f64,
+    pub compute_fp32_w: f64,
+    pub compute_tensor_w: f64,
+    /// "calibrated GPU-… on 2026-11-30", "built-in NVIDIA H200 profile", …
+    pub origin: String,
+}
+
+impl PowerProfile {
+    pub fn baselines(&self) -> PowerBaselines {
+        PowerBaselines {
+            idle_w: self.idle_w,
+            held_idle_w: self.held_idle_w,
+            origin: Cow::Owned(self.origin.clone()),
+        }
+    }
+
+    /// The most this GPU drew under real work.
+    pub fn peak_w(&self) -> f64 {
+        self.compute_tensor_w
+            .max(self.compute_fp32_w)
+            .max(self.memory_w)
+    }
+
+    /// Power placed between this GPU's own bare idle (0) and its compute-bound peak (1).
+    pub fn calibrated_efficiency(&self, power_w: f64) -> Option<f64> {
+        let span = self.peak_w() - self.idle_w;
+        (span > 0.0).then(|| ((power_w - self.idle_w) / span).clamp(0.0, 1.1))
+    }
+
+    /// What this GPU draws when it does what the class says.
+    pub fn expected_w(&self, class: Class) -> f64 {
+        match class {
+            Class::Idle => self.idle_w,
+            Class::IdleHeld | Class::Hung => self.held_idle_w,
+            Class::LaunchBound => self.tiny_w,
+            Class::TransferBound => self.pcie_w,
+            Class::MemoryBound => self.memory_w,
+            Class::ComputeBound => self.compute_tensor_w.max(self.compute_fp32_w),
+            // Waiting and starved GPUs sit between held idle and real work; no single level.
+            Class::InputStarved | Class::SyncWait => self.held_idle_w,
+        }
+    }
 }
 
 impl PowerBaselines {
@@ -38,7 +94,7 @@ impl PowerBaselines {
         PowerBaselines {
             idle_w: 0.112 * tdp_w,
             held_idle_w: 0.178 * tdp_w,
-            origin: "fractions of TDP measured on an H200",
+            origin: Cow::Borrowed("fractions of TDP measured on an H200"),
         }
     }
 

@@ -63,9 +63,9 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
         anyhow::bail!("--seconds must be a positive number, got {}", args.seconds);
     }
-    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default());
+    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default())?;
     for (gpu, facts) in source.facts() {
-        pipeline.diagnoser_mut().set_facts(gpu, facts);
+        args.pipeline.set_gpu(&mut pipeline, gpu, facts)?;
     }
     eprintln!(
         "gpuslack: watching {} GPU(s) for {} s…",
@@ -101,7 +101,7 @@ fn report_trace<R: io::Read>(
     facts: DeviceFacts,
     label: SourceLabel,
 ) -> Result<ExitCode> {
-    let mut pipeline = args.pipeline.pipeline(facts);
+    let mut pipeline = args.pipeline.pipeline(facts)?;
     let mut report = HumanReport::default();
     replay(reader, &mut pipeline, |r| {
         report.add(r);

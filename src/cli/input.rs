@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use gpuslack_calibration::ProfileFile;
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 
@@ -16,6 +17,10 @@ pub struct PipelineArgs {
     /// Window length in seconds.
     #[arg(long, value_name = "S", default_value_t = 2.0)]
     pub window_s: f64,
+    /// Calibration profiles (`gpuslack calibrate --out`); a GPU without one of its own uses the
+    /// built-in profile of its model, if any.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
 }
 
 impl PipelineArgs {
@@ -34,11 +39,41 @@ impl PipelineArgs {
         Ok(())
     }
 
-    pub fn pipeline(&self, facts: DeviceFacts) -> Pipeline {
+    /// The user's profiles first, then the built-in ones.
+    pub fn profiles(&self) -> Result<ProfileFile> {
+        let mut all = match &self.profile {
+            Some(path) => ProfileFile::load(path)?,
+            None => ProfileFile::default(),
+        };
+        all.gpu.extend(ProfileFile::built_in().gpu);
+        Ok(all)
+    }
+
+    /// A pipeline for GPUs described by `facts` (a trace's, or empty for live GPUs, whose own
+    /// facts and profiles are set per GPU with [`set_gpu`]).
+    pub fn pipeline(&self, facts: DeviceFacts) -> Result<Pipeline> {
+        let profiles = self.profiles()?;
+        let default_profile = profiles
+            .find(facts.uuid.as_deref(), facts.name.as_deref())
+            .map(|p| p.power_profile())
+            .transpose()?;
         let diagnoser = Diagnoser::new(Thresholds::default())
             .with_default_facts(facts)
-            .with_tdp_override(self.tdp_w);
-        Pipeline::new(self.window_s, diagnoser)
+            .with_tdp_override(self.tdp_w)
+            .with_default_profile(default_profile);
+        Ok(Pipeline::new(self.window_s, diagnoser))
+    }
+
+    /// Gives one live GPU its facts and, by UUID or model, its profile.
+    pub fn set_gpu(&self, pipeline: &mut Pipeline, gpu: u32, facts: DeviceFacts) -> Result<()> {
+        let profiles = self.profiles()?;
+        if let Some(p) = profiles.find(facts.uuid.as_deref(), facts.name.as_deref()) {
+            pipeline
+                .diagnoser_mut()
+                .set_profile(gpu, p.power_profile()?);
+        }
+        pipeline.diagnoser_mut().set_facts(gpu, facts);
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bundled;
+mod calibrate;
 mod diagnose;
 mod export_args;
 mod input;
@@ -45,6 +46,8 @@ enum Command {
     Score(score::Args),
     /// Reference workloads on a GPU, each figure beside the live readings while it ran.
     Bench(bench::Args),
+    /// Measure each GPU's own power baselines under the reference workloads; write a profile.
+    Calibrate(calibrate::Args),
 }
 
 /// Exit code for a missing GPU, driver or NVML library.
@@ -60,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => replay::run(args),
         Command::Score(args) => score::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
     let facts = facts_beside(path)?;
-    let mut pipeline = args.pipeline.pipeline(facts);
+    let mut pipeline = args.pipeline.pipeline(facts)?;
     let mut reader = TraceReader::open(path)?;
     let started = Instant::now();
     let mut first_t = None;
@@ -185,9 +185,9 @@ fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
-    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default());
+    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default())?;
     for (gpu, facts) in source.facts() {
-        pipeline.diagnoser_mut().set_facts(gpu, facts);
+        args.pipeline.set_gpu(&mut pipeline, gpu, facts)?;
     }
     let rss_after_open = live::rss_now_kib();
     // Measured from the end of the first tick: NVML start-up, the first GPM sample and the

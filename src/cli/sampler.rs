@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::source::live::Cadence;
 use gpuslack_receiver::window::CLOCK_REASON_BITS;
 use gpuslack_receiver::{Metric, Sample};
@@ -16,6 +17,7 @@ use super::live;
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<Sample>>>,
+    facts: Vec<(u32, DeviceFacts)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -45,6 +47,7 @@ impl Sampler {
                 return None;
             }
         };
+        let facts = source.facts();
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
         let thread = {
@@ -63,8 +66,28 @@ impl Sampler {
         Some(Sampler {
             stop,
             samples,
+            facts,
             thread: Some(thread),
         })
+    }
+
+    /// Facts of every GPU, as read when sampling started.
+    pub fn facts(&self) -> &[(u32, DeviceFacts)] {
+        &self.facts
+    }
+
+    /// Every sample so far (a calibration keeps its few minutes of samples).
+    pub fn samples(&self) -> Vec<Sample> {
+        self.samples.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The latest temperature of `gpu`, for cool-downs.
+    pub fn temperature(&self, gpu: u32) -> Option<f64> {
+        let all = self.samples.lock().ok()?;
+        all.iter()
+            .rev()
+            .filter(|s| s.gpu == gpu)
+            .find_map(|s| s.get(Metric::TempC))
     }
 
     /// What GPU `gpu` looked like between `start` and `end` (unix seconds), leaving out the first

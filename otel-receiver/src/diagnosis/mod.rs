@@ -21,7 +21,7 @@ pub use signals::Signals;
 pub use state::Spin;
 pub use thresholds::Thresholds;
 
-use crate::device::{DeviceFacts, PowerBaselines};
+use crate::device::{DeviceFacts, PowerBaselines, PowerProfile};
 use crate::efficiency::effective_efficiency;
 use crate::sample::Metric;
 use crate::window::WindowStats;
@@ -37,6 +37,12 @@ pub struct WindowReport {
     pub tdp_w: Option<f64>,
     /// The article's effective efficiency: (power / TDP) × (SM activity / 100).
     pub efficiency: Option<f64>,
+    /// Power placed between this GPU's own idle (0) and compute-bound (1) baselines.
+    pub calibrated_efficiency: Option<f64>,
+    /// What this GPU draws, by its profile, when it does what the class says.
+    pub expected_power_w: Option<f64>,
+    /// Where the power profile came from, when there is one.
+    pub profile_origin: Option<String>,
     pub class: Class,
     /// The rule of the decision list that decided.
     pub rule: &'static str,
@@ -63,6 +69,10 @@ pub struct Diagnoser {
     facts: BTreeMap<u32, DeviceFacts>,
     /// `--tdp-w`: overrides whatever the facts say.
     tdp_override_w: Option<f64>,
+    /// Calibrated power profiles per GPU…
+    profiles: BTreeMap<u32, PowerProfile>,
+    /// …and one for GPUs without their own (a built-in model profile).
+    default_profile: Option<PowerProfile>,
     states: BTreeMap<u32, GpuState>,
 }
 
@@ -82,6 +92,19 @@ impl Diagnoser {
     pub fn with_tdp_override(mut self, tdp_w: Option<f64>) -> Self {
         self.tdp_override_w = tdp_w;
         self
+    }
+
+    pub fn set_profile(&mut self, gpu: u32, profile: PowerProfile) {
+        self.profiles.insert(gpu, profile);
+    }
+
+    pub fn with_default_profile(mut self, profile: Option<PowerProfile>) -> Self {
+        self.default_profile = profile;
+        self
+    }
+
+    pub fn profile(&self, gpu: u32) -> Option<&PowerProfile> {
+        self.profiles.get(&gpu).or(self.default_profile.as_ref())
     }
 
     pub fn set_facts(&mut self, gpu: u32, facts: DeviceFacts) {
@@ -131,7 +154,11 @@ impl Diagnoser {
         self.learn_facts(&stats);
         let signals = Signals::of(&stats);
         let tdp_w = self.tdp_w(&stats);
-        let baselines: Option<PowerBaselines> = tdp_w.map(PowerBaselines::from_tdp);
+        let profile = self.profile(stats.gpu).cloned();
+        let baselines: Option<PowerBaselines> = profile
+            .as_ref()
+            .map(PowerProfile::baselines)
+            .or_else(|| tdp_w.map(PowerBaselines::from_tdp));
         let th = &self.thresholds;
         let spin = self
             .states
@@ -159,8 +186,15 @@ impl Diagnoser {
         if signals.nprocs.is_none() {
             missing.push("nprocs: a held context is judged from power");
         }
+        let calibrated_efficiency = profile
+            .as_ref()
+            .zip(signals.power_w)
+            .and_then(|(p, w)| p.calibrated_efficiency(w));
         WindowReport {
             efficiency: effective_efficiency(signals.power_w, tdp_w, signals.sm_pct),
+            calibrated_efficiency,
+            expected_power_w: profile.as_ref().map(|p| p.expected_w(class)),
+            profile_origin: profile.map(|p| p.origin),
             stats,
             signals,
             tdp_w,

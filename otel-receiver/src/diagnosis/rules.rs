@@ -312,7 +312,7 @@ fn quiet(x: &RuleInput) -> Option<Verdict> {
         ));
     }
     // No process list: tell a held context by the power it costs.
-    match (s.power_w, x.baselines) {
+    match (s.power_w, x.baselines.as_ref()) {
         (Some(power), Some(base)) => {
             let threshold = base.held_threshold_w();
             let held = power >= threshold;

@@ -115,7 +115,18 @@ pub const GPU_DIAGNOSIS: MetricDef = gauge(
     "1 for the GPU's current verdict (attribute gpu.diagnosis.class), 0 for the others",
 );
 
-pub const ALL: [MetricDef; 20] = [
+pub const GPU_EFFICIENCY_CALIBRATED: MetricDef = gauge(
+    "gpu.efficiency.calibrated",
+    "1",
+    "Power placed between this GPU's own idle (0) and compute-bound (1) baselines, from its calibration profile",
+);
+pub const GPU_POWER_EXPECTED: MetricDef = gauge(
+    "gpu.power.expected",
+    "W",
+    "What this GPU draws, by its profile, when it does what its current verdict says",
+);
+
+pub const ALL: [MetricDef; 22] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -135,6 +146,8 @@ pub const ALL: [MetricDef; 20] = [
     GPU_POWER_TDP,
     GPU_THROTTLE,
     GPU_EFFICIENCY,
+    GPU_EFFICIENCY_CALIBRATED,
+    GPU_POWER_EXPECTED,
     GPU_DIAGNOSIS,
 ];
 
@@ -261,6 +274,8 @@ pub fn points(view: &GpuView) -> Vec<Point> {
         }
     }
     push(GPU_EFFICIENCY, r.efficiency, vec![]);
+    push(GPU_EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
+    push(GPU_POWER_EXPECTED, r.expected_power_w, vec![]);
     for class in Class::ALL {
         let current = if class == r.class { 1.0 } else { 0.0 };
         push(

@@ -348,6 +348,18 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
         eff.filter(|e| *e < SLACK_BELOW && !phase.class.is_healthy())
             .map(|_| "✗ under 0.6: slacking".into()),
     )?;
+    if let Some(cal) = phase.mean(|w| w.calibrated_efficiency) {
+        let expected = phase.mean(|w| w.expected_power_w);
+        row(
+            out,
+            "calibrated",
+            format!(
+                "{cal:.2} of the way from idle to compute power; {} expected",
+                fmt_opt(expected, " W", 0)
+            ),
+            rep.profile_origin.as_ref().map(|o| format!("({o})")),
+        )?;
+    }
     writeln!(
         out,
         "    {:<LABEL$}{}  (rule: {})",

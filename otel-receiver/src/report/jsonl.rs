@@ -19,6 +19,9 @@ pub struct WindowRecord<'a> {
     pub class: &'static str,
     /// (power / TDP) × SM activity; null without GPM or TDP.
     pub efficiency: Option<f64>,
+    /// Power between this GPU's own idle (0) and compute-bound (1) baselines; null without a profile.
+    pub calibrated_efficiency: Option<f64>,
+    pub expected_power_w: Option<f64>,
     pub power_w: Option<f64>,
     pub power_source: Option<&'static str>,
     pub energy_j: Option<f64>,
@@ -66,6 +69,8 @@ impl<'a> WindowRecord<'a> {
             end: r.stats.end,
             class: r.class.as_str(),
             efficiency: r3(r.efficiency),
+            calibrated_efficiency: r3(r.calibrated_efficiency),
+            expected_power_w: r3(r.expected_power_w),
             power_w: r3(s.power_w),
             power_source: r.stats.power_source.map(|p| match p {
                 PowerSource::EnergyCounter => "energy_counter",

@@ -1,0 +1,186 @@
+//! A calibration session, recorded or live: samples plus the phases that say what ran when.
+//! The same math serves `gpuslack calibrate` and `--from-recording`, so CI tests what the GPU
+//! run computes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::trace::{TraceError, TraceReader};
+use gpuslack_receiver::{Diagnoser, Pipeline, Sample, Thresholds, WindowReport};
+
+use crate::phases::{load_phases, phase_stats, PhaseSpan, PhasesError};
+use crate::profile::{derive, GpuProfile, ProfileError, ProfileMeta};
+use crate::validate::{validate, Validation};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Phases(#[from] PhasesError),
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error("{0}: no samples fall in any phase")]
+    Empty(String),
+    #[error("{path}: {message}")]
+    Facts { path: String, message: String },
+}
+
+/// Everything a calibration produces for each GPU.
+pub struct Calibration {
+    pub profiles: Vec<GpuProfile>,
+    pub validations: BTreeMap<u32, Validation>,
+    pub windows: Vec<WindowReport>,
+    pub phases: Vec<PhaseSpan>,
+}
+
+/// `YYYY-MM-DD` (UTC) of a unix time.
+pub fn utc_date(t: f64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let z = (t / 86_400.0).floor() as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Gaps between workloads (after the first that is not bare idle) and the tail after the
+/// last: a process still holds the GPU there, so the quietest of them is the held-idle power.
+fn gaps(phases: &[PhaseSpan], end: f64) -> Vec<PhaseSpan> {
+    let mut sorted: Vec<&PhaseSpan> = phases.iter().collect();
+    sorted.sort_by(|a, b| a.t0.total_cmp(&b.t0));
+    let mut out = Vec::new();
+    let first_work = sorted
+        .iter()
+        .position(|p| p.name != "idle" && p.name != "bare_idle");
+    for (i, p) in sorted.iter().enumerate() {
+        if first_work.is_none_or(|f| i < f) {
+            continue;
+        }
+        let next = sorted.get(i + 1).map_or(end, |n| n.t0);
+        if next > p.t1 {
+            out.push(PhaseSpan {
+                name: format!("gap_after_{}", p.name),
+                t0: p.t1,
+                t1: next,
+                gpus: p.gpus.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Calibrates from samples in memory (a live run) or a trace.
+pub fn calibrate(
+    samples: &[Sample],
+    phases: Vec<PhaseSpan>,
+    facts: &BTreeMap<u32, DeviceFacts>,
+    source: &str,
+) -> Result<Calibration, SessionError> {
+    let end = samples.iter().map(|s| s.t).fold(0.0, f64::max);
+    let stats = phase_stats(samples.iter().cloned(), &phases);
+    if stats.is_empty() {
+        return Err(SessionError::Empty(source.to_string()));
+    }
+    let gap_stats = phase_stats(samples.iter().cloned(), &gaps(&phases, end));
+    let gpus: Vec<u32> = {
+        let mut g: Vec<u32> = stats.iter().map(|s| s.gpu).collect();
+        g.dedup();
+        g
+    };
+    let date = utc_date(samples.first().map_or(0.0, |s| s.t));
+    let mut profiles = Vec::new();
+    let mut diagnoser = Diagnoser::new(Thresholds::default());
+    for gpu in &gpus {
+        let f = facts.get(gpu).cloned().unwrap_or_default();
+        let mine: Vec<_> = stats.iter().filter(|s| s.gpu == *gpu).cloned().collect();
+        let my_gaps: Vec<_> = gap_stats
+            .iter()
+            .filter(|s| s.gpu == *gpu)
+            .cloned()
+            .collect();
+        let profile = derive(
+            &mine,
+            &my_gaps,
+            ProfileMeta {
+                uuid: f.uuid.clone(),
+                model: f.name.clone(),
+                driver: f.driver.clone(),
+                date: date.clone(),
+                source: source.to_string(),
+                tdp_w: f.tdp_w,
+                power_limit_w: f.power_limit_w.or(f.tdp_w),
+            },
+        )?;
+        if let Ok(p) = profile.power_profile() {
+            diagnoser.set_profile(*gpu, p);
+        }
+        diagnoser.set_facts(*gpu, f);
+        profiles.push(profile);
+    }
+    let mut pipeline = Pipeline::new(2.0, diagnoser);
+    let mut windows = Vec::new();
+    for s in samples {
+        // A live session's samples are in order; a bad recording was refused by the reader.
+        if let Ok(reports) = pipeline.push(s) {
+            windows.extend(reports);
+        }
+    }
+    windows.extend(pipeline.finish());
+    let validations = gpus
+        .iter()
+        .map(|gpu| {
+            let mine: Vec<WindowReport> = windows
+                .iter()
+                .filter(|w| w.stats.gpu == *gpu)
+                .cloned()
+                .collect();
+            (*gpu, validate(&mine, &phases))
+        })
+        .collect();
+    Ok(Calibration {
+        profiles,
+        validations,
+        windows,
+        phases,
+    })
+}
+
+/// `--from-recording DIR`: `samples.csv` and `phases.json` (and `facts.json` if present).
+pub fn from_recording(dir: &Path) -> Result<Calibration, SessionError> {
+    let trace = dir.join("samples.csv");
+    let samples: Vec<Sample> = TraceReader::open(&trace)?.collect::<Result<_, _>>()?;
+    let phases = load_phases(&dir.join("phases.json"))?;
+    let facts = DeviceFacts::beside_trace(&trace)
+        .map_err(|e| SessionError::Facts {
+            path: trace.display().to_string(),
+            message: e.to_string(),
+        })?
+        .unwrap_or_default();
+    let gpus: std::collections::BTreeSet<u32> = samples.iter().map(|s| s.gpu).collect();
+    let facts = gpus.into_iter().map(|g| (g, facts.clone())).collect();
+    calibrate(
+        &samples,
+        phases,
+        &facts,
+        &format!("recording {}", dir.display()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_calendar_days() {
+        assert_eq!(utc_date(0.0), "1970-01-01");
+        assert_eq!(utc_date(1796024907.0), "2026-11-30");
+        assert_eq!(utc_date(951_782_400.0), "2000-02-29");
+    }
+}

@@ -1,0 +1,261 @@
+//! `gpuslack calibrate`: each GPU's own power baselines under the reference workloads, a
+//! profile file, the validation of the thresholds, and a report. `--from-recording` runs the
+//! same math on a recorded session.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use gpuslack_bench_kernels::{gpu_count, Gpu, Options, Workload};
+use gpuslack_calibration::phases::PhaseSpan;
+use gpuslack_calibration::report;
+use gpuslack_calibration::session::{calibrate, from_recording, Calibration};
+use gpuslack_calibration::ProfileFile;
+use gpuslack_receiver::device::DeviceFacts;
+
+use super::sampler::Sampler;
+use super::EXIT_NO_GPU;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// GPU index, or `all`.
+    #[arg(long, default_value = "0")]
+    pub gpu: String,
+    /// How long each workload runs (bare idle and held idle too).
+    #[arg(long, value_name = "S", default_value_t = 8.0)]
+    pub seconds_per_workload: f64,
+    /// Write the profiles here (TOML); GPUs already in the file and not calibrated now are kept.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Write the HTML report here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Compute the profile from a recorded session (samples.csv + phases.json) instead.
+    #[arg(long, value_name = "DIR")]
+    pub from_recording: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Toml,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if !(args.seconds_per_workload.is_finite() && args.seconds_per_workload >= 3.0) {
+        bail!(
+            "--seconds-per-workload must be at least 3 (1.5 s of each phase is left out as ramp)"
+        );
+    }
+    let calibration = match &args.from_recording {
+        Some(dir) => from_recording(dir)?,
+        None => match live(&args)? {
+            Some(c) => c,
+            None => return Ok(ExitCode::from(EXIT_NO_GPU)),
+        },
+    };
+    output(&args, &calibration)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn output(args: &Args, c: &Calibration) -> Result<()> {
+    let file = ProfileFile {
+        gpu: c.profiles.clone(),
+    };
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&c.profiles)?),
+        Format::Toml => print!("{}", file.to_toml()),
+        Format::Table => {
+            for p in &c.profiles {
+                let gpu = p.workloads.first().map_or(0, |w| w.gpu);
+                if let Some(v) = c.validations.get(&gpu) {
+                    println!("GPU {gpu} · {}", report::terminal(p, v));
+                }
+            }
+        }
+    }
+    if let Some(path) = &args.out {
+        let mut existing = if path.exists() {
+            ProfileFile::load(path)?
+        } else {
+            ProfileFile::default()
+        };
+        for p in &c.profiles {
+            existing
+                .gpu
+                .retain(|old| old.uuid.is_none() || old.uuid != p.uuid);
+            existing.gpu.push(p.clone());
+        }
+        std::fs::write(path, existing.to_toml())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("profiles written to {}", path.display());
+    }
+    if let Some(path) = &args.report {
+        let mut html = String::new();
+        for p in &c.profiles {
+            let gpu = p.workloads.first().map_or(0, |w| w.gpu);
+            let windows: Vec<_> = c
+                .windows
+                .iter()
+                .filter(|w| w.stats.gpu == gpu)
+                .cloned()
+                .collect();
+            if let Some(v) = c.validations.get(&gpu) {
+                html.push_str(&report::html(p, v, &windows, &c.phases));
+            }
+        }
+        std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("report written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A progress line on stderr: which step of how many, on which GPU, for how long so far.
+struct Progress {
+    steps: usize,
+    done: usize,
+    started: Instant,
+}
+
+impl Progress {
+    fn step(&mut self, gpu: usize, what: &str) {
+        self.done += 1;
+        let filled = 20 * self.done / self.steps.max(1);
+        eprintln!(
+            "[{}{}] {}/{} GPU {gpu}: {what} ({:.0} s)",
+            "#".repeat(filled),
+            ".".repeat(20 - filled),
+            self.done,
+            self.steps,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// Waits until `gpu` has cooled to within 3 °C of `start_c`, at most `max`.
+fn cool_down(sampler: &Sampler, gpu: u32, start_c: Option<f64>, max: Duration) {
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    while started.elapsed() < max {
+        match (sampler.temperature(gpu), start_c) {
+            (Some(now), Some(start)) if now > start + 3.0 => {
+                std::thread::sleep(Duration::from_millis(500))
+            }
+            _ => break,
+        }
+    }
+}
+
+fn live(args: &Args) -> Result<Option<Calibration>> {
+    let count = match gpu_count() {
+        Ok(n) if n > 0 => n,
+        Ok(_) | Err(_) => {
+            eprintln!("error: no CUDA GPU or driver on this machine: calibration runs workloads on a GPU (use --from-recording DIR for a recorded session)");
+            return Ok(None);
+        }
+    };
+    let gpus: Vec<usize> = if args.gpu == "all" {
+        (0..count).collect()
+    } else {
+        let g: usize = args
+            .gpu
+            .parse()
+            .with_context(|| format!("--gpu {:?}: expected an index or `all`", args.gpu))?;
+        if g >= count {
+            bail!("--gpu {g}: this machine has {count} GPU(s)");
+        }
+        vec![g]
+    };
+    let Some(sampler) = Sampler::start() else {
+        eprintln!(
+            "error: NVML is not available: calibration needs the live source beside the workloads"
+        );
+        return Ok(None);
+    };
+    let s = args.seconds_per_workload;
+    let options = Options {
+        seconds: Some(s),
+        ..Options::default()
+    };
+    let mut progress = Progress {
+        steps: 2 + 4 * gpus.len(),
+        done: 0,
+        started: Instant::now(),
+    };
+    let now = gpuslack_receiver_now;
+    let mut phases = Vec::new();
+    // Bare idle: no CUDA context exists yet in this process.
+    std::thread::sleep(Duration::from_secs(1));
+    let t0 = now();
+    std::thread::sleep(Duration::from_secs_f64(s));
+    phases.push(PhaseSpan {
+        name: "idle".into(),
+        t0,
+        t1: now(),
+        gpus: None,
+    });
+    progress.step(gpus[0], "bare idle measured");
+    let opened = gpus
+        .iter()
+        .map(|&g| Gpu::open(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    std::thread::sleep(Duration::from_secs(2));
+    let t0 = now();
+    std::thread::sleep(Duration::from_secs_f64(s));
+    phases.push(PhaseSpan {
+        name: "idle_held".into(),
+        t0,
+        t1: now(),
+        gpus: None,
+    });
+    progress.step(gpus[0], "context-held idle measured");
+    for gpu in &opened {
+        let index = gpu.ordinal as u32;
+        let start_c = sampler.temperature(index);
+        for workload in [
+            Workload::Tiny,
+            Workload::Pcie,
+            Workload::Memory,
+            Workload::Compute,
+        ] {
+            for m in workload.run(std::slice::from_ref(gpu), &options)? {
+                let name = match (m.workload, m.variant.as_str()) {
+                    ("tiny", "graph") => "tiny",
+                    ("pcie", "h2d_pinned") => "pcie",
+                    ("memory", "copy") => "memory",
+                    ("compute", "fp32_fma") => "compute_fp32",
+                    ("compute", "bf16_gemm_8192") => "compute_tensor",
+                    _ => continue,
+                };
+                phases.push(PhaseSpan {
+                    name: name.into(),
+                    t0: m.started,
+                    t1: m.ended,
+                    gpus: Some(vec![index]),
+                });
+            }
+            progress.step(gpu.ordinal, &format!("{} done", workload.name()));
+            cool_down(&sampler, index, start_c, Duration::from_secs(15));
+        }
+    }
+    // Let the last readings of the last phase arrive.
+    std::thread::sleep(Duration::from_millis(500));
+    let facts: BTreeMap<u32, DeviceFacts> = sampler.facts().iter().cloned().collect();
+    let samples = sampler.samples();
+    drop(sampler);
+    Ok(Some(calibrate(
+        &samples,
+        phases,
+        &facts,
+        "live calibration",
+    )?))
+}
+
+fn gpuslack_receiver_now() -> f64 {
+    super::live::unix_now()
+}
