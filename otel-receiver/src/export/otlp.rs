@@ -121,84 +121,70 @@ fn build_error(
     }
 }
 
+/// The gRPC settings every signal's exporter shares.
+fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
+    b: B,
+    cfg: &OtlpConfig,
+) -> Result<B, OtlpError> {
+    let mut b = b
+        .with_endpoint(cfg.endpoint.clone())
+        .with_timeout(cfg.timeout)
+        .with_metadata(metadata(cfg)?);
+    if let Some(tls) = tonic_tls(cfg)? {
+        b = b.with_tls_config(tls);
+    }
+    if cfg.gzip {
+        b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
+    }
+    Ok(b)
+}
+
+/// The HTTP/protobuf settings every signal's exporter shares; `path` is the signal's URL path.
+fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
+    b: B,
+    cfg: &OtlpConfig,
+    path: &str,
+) -> Result<B, OtlpError> {
+    let mut b = b
+        .with_http_client(http_client(cfg)?)
+        .with_endpoint(signal_url(&cfg.endpoint, path))
+        .with_timeout(cfg.timeout)
+        .with_headers(
+            cfg.headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                .collect(),
+        )
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+    if cfg.gzip {
+        b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
+    }
+    Ok(b)
+}
+
 fn metric_exporter(cfg: &OtlpConfig) -> Result<MetricExporter, OtlpError> {
     let temporality = match cfg.temporality {
         Temporality::Cumulative => opentelemetry_sdk::metrics::Temporality::Cumulative,
         Temporality::Delta => opentelemetry_sdk::metrics::Temporality::Delta,
     };
+    let builder = MetricExporter::builder().with_temporality(temporality);
     match cfg.protocol {
-        Protocol::Grpc => {
-            let mut b = MetricExporter::builder()
-                .with_tonic()
-                .with_endpoint(cfg.endpoint.clone())
-                .with_timeout(cfg.timeout)
-                .with_metadata(metadata(cfg)?)
-                .with_temporality(temporality);
-            if let Some(tls) = tonic_tls(cfg)? {
-                b = b.with_tls_config(tls);
-            }
-            if cfg.gzip {
-                b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
-            }
-            b.build().map_err(build_error("metrics"))
-        }
+        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), cfg)?.build(),
         Protocol::HttpProtobuf => {
-            let mut b = MetricExporter::builder()
-                .with_http()
-                .with_http_client(http_client(cfg)?)
-                .with_endpoint(signal_url(&cfg.endpoint, "v1/metrics"))
-                .with_timeout(cfg.timeout)
-                .with_headers(
-                    cfg.headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.expose().to_string()))
-                        .collect(),
-                )
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                .with_temporality(temporality);
-            if cfg.gzip {
-                b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
-            }
-            b.build().map_err(build_error("metrics"))
+            with_http_settings(builder.with_http(), cfg, "v1/metrics")?.build()
         }
     }
+    .map_err(build_error("metrics"))
 }
 
 fn log_exporter(cfg: &OtlpConfig) -> Result<LogExporter, OtlpError> {
     match cfg.protocol {
-        Protocol::Grpc => {
-            let mut b = LogExporter::builder()
-                .with_tonic()
-                .with_endpoint(cfg.endpoint.clone())
-                .with_timeout(cfg.timeout)
-                .with_metadata(metadata(cfg)?);
-            if let Some(tls) = tonic_tls(cfg)? {
-                b = b.with_tls_config(tls);
-            }
-            if cfg.gzip {
-                b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
-            }
-            b.build().map_err(build_error("logs"))
-        }
+        Protocol::Grpc => with_tonic_settings(LogExporter::builder().with_tonic(), cfg)?.build(),
         Protocol::HttpProtobuf => {
-            let mut b = LogExporter::builder()
-                .with_http()
-                .with_http_client(http_client(cfg)?)
-                .with_endpoint(signal_url(&cfg.endpoint, "v1/logs"))
-                .with_timeout(cfg.timeout)
-                .with_headers(
-                    cfg.headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.expose().to_string()))
-                        .collect(),
-                )
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-            if cfg.gzip {
-                b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
-            }
-            b.build().map_err(build_error("logs"))
+            with_http_settings(LogExporter::builder().with_http(), cfg, "v1/logs")?.build()
         }
     }
+    .map_err(build_error("logs"))
 }
 
 fn key_values(view: &GpuView, extra: &[(&'static str, String)]) -> Vec<KeyValue> {
