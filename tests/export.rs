@@ -358,18 +358,27 @@ fn otlp_http_protobuf_delta_with_gzip_reaches_the_collector() {
 }
 
 fn start_stub(dir: &Path, status: u16) -> (Server, u16, u16, PathBuf) {
+    start_stub_with(dir, status, None)
+}
+
+fn start_stub_with(
+    dir: &Path,
+    status: u16,
+    tls: Option<(&Path, &Path)>,
+) -> (Server, u16, u16, PathBuf) {
     let (http, grpc) = (free_port(), free_port());
     let out = dir.join("requests.jsonl");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/header_stub.py");
-    let child = Command::new(tool("GPUSLACK_PYTHON"))
-        .arg(script)
+    let mut cmd = Command::new(tool("GPUSLACK_PYTHON"));
+    cmd.arg(script)
         .arg(&out)
         .arg(http.to_string())
         .arg(grpc.to_string())
-        .arg(status.to_string())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("stub starts");
+        .arg(status.to_string());
+    if let Some((cert, key)) = tls {
+        cmd.arg(cert).arg(key);
+    }
+    let child = cmd.stdout(Stdio::null()).spawn().expect("stub starts");
     let server = Server(child);
     wait_for_port(http, "header stub (HTTP)");
     wait_for_port(grpc, "header stub (gRPC)");
@@ -437,6 +446,146 @@ fn headers_reach_the_receiver_over_grpc_and_http_and_never_the_logs() {
         assert!(
             !stderr.contains("hc-s3cr3t"),
             "{protocol}: the key leaked into the log:\n{stderr}"
+        );
+    }
+}
+
+/// A throw-away CA and a server certificate for 127.0.0.1 signed by it, made with openssl.
+fn test_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=gpuslack test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("ext");
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    )
+}
+
+#[test]
+fn tls_with_a_custom_ca_over_grpc_and_http() {
+    let dir = temp_dir("tls");
+    let (ca, cert, key) = test_ca(&dir);
+    let (_stub, http, grpc, out) = start_stub_with(&dir, 200, Some((&cert, &key)));
+    for (protocol, endpoint, path) in [
+        (
+            "grpc",
+            format!("https://127.0.0.1:{grpc}"),
+            "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+        ),
+        (
+            "http/protobuf",
+            format!("https://127.0.0.1:{http}"),
+            "/v1/metrics",
+        ),
+    ] {
+        // Without the CA the server's certificate is not trusted: nothing arrives, the agent
+        // still finishes.
+        let before = requests(&out).len();
+        let untrusted = gpuslack(
+            &[
+                "run",
+                "--replay",
+                &fixture(),
+                "--speed",
+                "0",
+                "--otlp-endpoint",
+                &endpoint,
+                "--otlp-protocol",
+                protocol,
+                "--no-otlp-logs",
+            ],
+            &[],
+        );
+        assert!(untrusted.status.success());
+        assert_eq!(
+            requests(&out).len(),
+            before,
+            "{protocol}: an untrusted server got data"
+        );
+        let trusted = gpuslack(
+            &[
+                "run",
+                "--replay",
+                &fixture(),
+                "--speed",
+                "0",
+                "--otlp-endpoint",
+                &endpoint,
+                "--otlp-protocol",
+                protocol,
+                "--otlp-ca",
+                &ca.display().to_string(),
+                "--no-otlp-logs",
+            ],
+            &[],
+        );
+        assert!(
+            trusted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&trusted.stderr)
+        );
+        assert!(
+            requests(&out).iter().any(|r| r["path"] == path),
+            "{protocol}: nothing arrived over TLS"
         );
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
-    env_layer, file_layer, parse_compression, parse_pairs, parse_preset, parse_protocol,
-    parse_temporality, resolve, ExportConfig, Layer, Secret,
+    env_layer, file_layer, parse_compression, parse_listen, parse_pairs, parse_preset,
+    parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
 };
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -44,7 +44,7 @@ pub struct ExportArgs {
     /// Do not send diagnosis changes as OTLP log records.
     #[arg(long)]
     pub no_otlp_logs: bool,
-    /// Serve Prometheus text at ADDR/metrics (e.g. 127.0.0.1:9464).
+    /// Serve Prometheus text at ADDR/metrics (e.g. 127.0.0.1:9464; a bare port means loopback).
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<String>,
     #[arg(long)]
@@ -103,10 +103,13 @@ impl ExportArgs {
             layer.logs = Some(false);
         }
         if let Some(a) = &self.prometheus {
-            layer.prometheus = Some(
-                a.parse()
-                    .map_err(|_| bad("prometheus", a, "an address such as 127.0.0.1:9464"))?,
-            );
+            layer.prometheus = Some(parse_listen(a).ok_or_else(|| {
+                bad(
+                    "prometheus",
+                    a,
+                    "an address such as 127.0.0.1:9464, or a port (loopback)",
+                )
+            })?);
         }
         Ok(layer)
     }

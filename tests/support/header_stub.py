@@ -3,8 +3,11 @@
 answers every HTTP request with STATUS (200 by default; 401 or 503 to test failures) and every
 gRPC call with an empty, successful response.
 
-Usage: header_stub.py OUT HTTP_PORT GRPC_PORT [STATUS]"""
+With CERT and KEY (PEM files), both listen with TLS.
+
+Usage: header_stub.py OUT HTTP_PORT GRPC_PORT [STATUS [CERT KEY]]"""
 import json
+import ssl
 import sys
 import threading
 from concurrent import futures
@@ -14,6 +17,7 @@ import grpc
 
 OUT, HTTP_PORT, GRPC_PORT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 STATUS = int(sys.argv[4]) if len(sys.argv) > 4 else 200
+CERT, KEY = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else (None, None)
 LOCK = threading.Lock()
 
 
@@ -48,6 +52,15 @@ class AnyMethod(grpc.GenericRpcHandler):
 
 server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
 server.add_generic_rpc_handlers((AnyMethod(),))
-server.add_insecure_port(f"127.0.0.1:{GRPC_PORT}")
+if CERT:
+    with open(KEY, "rb") as k, open(CERT, "rb") as c:
+        server.add_secure_port(f"127.0.0.1:{GRPC_PORT}", grpc.ssl_server_credentials([(k.read(), c.read())]))
+else:
+    server.add_insecure_port(f"127.0.0.1:{GRPC_PORT}")
 server.start()
-ThreadingHTTPServer(("127.0.0.1", HTTP_PORT), Http).serve_forever()
+http = ThreadingHTTPServer(("127.0.0.1", HTTP_PORT), Http)
+if CERT:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(CERT, KEY)
+    http.socket = context.wrap_socket(http.socket, server_side=True)
+http.serve_forever()

@@ -170,6 +170,15 @@ pub fn parse_preset(s: &str) -> Option<Preset> {
     }
 }
 
+/// `127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464`, or a bare port, which means loopback: the
+/// endpoint is only exposed beyond the host when the address says so.
+pub fn parse_listen(s: &str) -> Option<SocketAddr> {
+    match s.parse::<u16>() {
+        Ok(port) => Some(SocketAddr::from(([127, 0, 0, 1], port))),
+        Err(_) => s.parse().ok(),
+    }
+}
+
 pub fn parse_compression(s: &str) -> Option<bool> {
     match s {
         "gzip" => Some(true),
@@ -613,6 +622,19 @@ mod tests {
             .expect_err("no scheme")
             .to_string()
             .contains("must start with http"));
+    }
+
+    #[test]
+    fn a_bare_prometheus_port_listens_on_loopback() {
+        assert_eq!(
+            parse_listen("9464"),
+            Some("127.0.0.1:9464".parse().expect("addr"))
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:9464"),
+            Some("0.0.0.0:9464".parse().expect("addr"))
+        );
+        assert_eq!(parse_listen("everywhere"), None);
     }
 
     #[test]
