@@ -187,7 +187,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         done: 0,
         started: Instant::now(),
     };
-    let now = gpuslack_receiver_now;
+    let now = super::live::unix_now;
     let mut phases = Vec::new();
     // Bare idle: no CUDA context exists yet in this process.
     std::thread::sleep(Duration::from_secs(1));
@@ -254,8 +254,4 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         &facts,
         "live calibration",
     )?))
-}
-
-fn gpuslack_receiver_now() -> f64 {
-    super::live::unix_now()
 }
