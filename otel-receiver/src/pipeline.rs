@@ -53,10 +53,6 @@ impl Pipeline {
         }
     }
 
-    pub fn window_s(&self) -> f64 {
-        self.window_s
-    }
-
     /// Windows closed but not yet diagnosed (waiting for the other GPUs of their time slot).
     /// Bounded by the number of GPUs times the lag tolerance, however long the run.
     pub fn pending_windows(&self) -> usize {

@@ -105,26 +105,6 @@ impl HumanReport {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.gpus.is_empty()
-    }
-
-    /// The class each GPU spent most time in, for a one-line summary and exit codes.
-    pub fn dominant_classes(&self) -> BTreeMap<u32, Class> {
-        self.gpus
-            .iter()
-            .filter_map(|(gpu, phases)| {
-                let mut time: BTreeMap<Class, usize> = BTreeMap::new();
-                for p in phases {
-                    *time.entry(p.class).or_default() += p.windows.len();
-                }
-                time.into_iter()
-                    .max_by_key(|(_, n)| *n)
-                    .map(|(c, _)| (*gpu, c))
-            })
-            .collect()
-    }
-
     pub fn render(
         &self,
         out: &mut impl Write,

@@ -51,7 +51,6 @@ pub struct TraceReader<R: Read> {
     csv: csv::Reader<R>,
     columns: Vec<Column>,
     record: csv::StringRecord,
-    rows_read: u64,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -112,13 +111,7 @@ impl<R: Read> TraceReader<R> {
             csv,
             columns,
             record: csv::StringRecord::new(),
-            rows_read: 0,
         })
-    }
-
-    /// Rows read so far (not counting the header).
-    pub fn rows_read(&self) -> u64 {
-        self.rows_read
     }
 
     pub fn path(&self) -> &str {
@@ -204,10 +197,7 @@ impl<R: Read> Iterator for TraceReader<R> {
     fn next(&mut self) -> Option<Self::Item> {
         match self.csv.read_record(&mut self.record) {
             Ok(false) => None,
-            Ok(true) => {
-                self.rows_read += 1;
-                Some(self.parse_row())
-            }
+            Ok(true) => Some(self.parse_row()),
             Err(source) => {
                 let line = source.position().map_or(self.line() + 1, |p| p.line());
                 Some(Err(TraceError::Csv {
