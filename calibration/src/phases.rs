@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuslack_receiver::sample::{Metric, Sample};
-use gpuslack_receiver::window::CLOCK_REASON_BITS;
+use gpuslack_receiver::window::ClockReasonCounts;
 use serde::{Deserialize, Serialize};
 
 /// One workload's time span (`phases.json`: name, t0, t1; unix seconds).
@@ -94,8 +94,7 @@ struct Acc {
     sums: BTreeMap<Metric, (f64, u64)>,
     temp_max: Option<f64>,
     energy: Option<((f64, f64), (f64, f64))>,
-    reasons: [u64; CLOCK_REASON_BITS.len()],
-    reason_samples: u64,
+    reasons: ClockReasonCounts,
 }
 
 impl Acc {
@@ -127,12 +126,7 @@ impl Acc {
             });
         }
         if let Some(mask) = s.clk_reasons {
-            self.reason_samples += 1;
-            for (count, (bit, _)) in self.reasons.iter_mut().zip(CLOCK_REASON_BITS) {
-                if mask & bit != 0 {
-                    *count += 1;
-                }
-            }
+            self.reasons.add(mask);
         }
     }
 
@@ -162,13 +156,11 @@ pub fn phase_stats(samples: impl Iterator<Item = Sample>, phases: &[PhaseSpan]) 
             let from_energy = a.energy.and_then(|((t0, e0), (t1, e1))| {
                 (t1 - t0 >= 1.0 && e1 >= e0).then(|| (e1 - e0) / (t1 - t0) / 1000.0)
             });
-            let throttle = CLOCK_REASON_BITS
-                .iter()
-                .zip(a.reasons)
-                .filter(|((_, name), n)| {
-                    *name != "gpu_idle" && a.reason_samples > 0 && n * 4 >= a.reason_samples
-                })
-                .map(|((_, name), _)| name.to_string())
+            let throttle = a
+                .reasons
+                .throttling(0.25)
+                .into_iter()
+                .map(String::from)
                 .collect();
             PhaseStats {
                 name: p.name.clone(),

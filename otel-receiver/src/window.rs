@@ -65,6 +65,54 @@ pub const CLOCK_REASON_BITS: [(u64, &str); 9] = [
     (0x100, "display_clock_setting"),
 ];
 
+/// How often each clock-event reason was set over a run of samples: a window, a calibration
+/// phase, a benchmark run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClockReasonCounts {
+    counts: [u32; CLOCK_REASON_BITS.len()],
+    samples: u32,
+}
+
+impl ClockReasonCounts {
+    pub fn add(&mut self, mask: u64) {
+        self.samples += 1;
+        for (count, (bit, _)) in self.counts.iter_mut().zip(CLOCK_REASON_BITS) {
+            if mask & bit != 0 {
+                *count += 1;
+            }
+        }
+    }
+
+    /// Samples that carried a mask.
+    pub fn samples(&self) -> u32 {
+        self.samples
+    }
+
+    /// Each reason of [`CLOCK_REASON_BITS`] with the share of samples (0–1) it was set in.
+    pub fn shares(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+        let samples = f64::from(self.samples.max(1));
+        CLOCK_REASON_BITS
+            .iter()
+            .zip(self.counts)
+            .map(move |((_, name), count)| (*name, f64::from(count) / samples))
+    }
+
+    /// Reasons set in at least `min_share` of the samples.
+    pub fn active(&self, min_share: f64) -> Vec<&'static str> {
+        self.shares()
+            .filter(|(_, share)| *share >= min_share && *share > 0.0)
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Like [`ClockReasonCounts::active`], without `gpu_idle`: the reasons that throttle work.
+    pub fn throttling(&self, min_share: f64) -> Vec<&'static str> {
+        let mut active = self.active(min_share);
+        active.retain(|r| *r != "gpu_idle");
+        active
+    }
+}
+
 /// Everything the diagnosis and the exporters need about one GPU over one window.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowStats {
@@ -88,9 +136,8 @@ pub struct WindowStats {
     pub util_duty: Option<f64>,
     /// Largest rate of change of memory used between consecutive samples (bytes/s).
     pub mem_swing_bytes_per_s: Option<f64>,
-    /// For each bit of [`CLOCK_REASON_BITS`], the share of samples (0–1) with it set.
-    pub clock_reason_share: [f64; CLOCK_REASON_BITS.len()],
-    pub clock_reason_samples: u32,
+    /// How often each clock-event reason was set.
+    pub clock_reasons: ClockReasonCounts,
 }
 
 impl WindowStats {
@@ -113,16 +160,6 @@ impl WindowStats {
 
     pub fn duration_s(&self) -> f64 {
         self.end - self.start
-    }
-
-    /// Clock-event reasons active in at least `min_share` of the window's samples.
-    pub fn clock_reasons(&self, min_share: f64) -> Vec<&'static str> {
-        CLOCK_REASON_BITS
-            .iter()
-            .zip(self.clock_reason_share)
-            .filter(|(_, share)| *share >= min_share && *share > 0.0)
-            .map(|((_, name), _)| *name)
-            .collect()
     }
 }
 
@@ -147,8 +184,7 @@ struct Accumulator {
     util_count: u32,
     last_mem: Option<(f64, f64)>,
     mem_swing: Option<f64>,
-    clock_reason_counts: [u32; CLOCK_REASON_BITS.len()],
-    clock_reason_samples: u32,
+    clock_reasons: ClockReasonCounts,
 }
 
 impl Accumulator {
@@ -165,8 +201,7 @@ impl Accumulator {
             util_count: 0,
             last_mem,
             mem_swing: None,
-            clock_reason_counts: [0; CLOCK_REASON_BITS.len()],
-            clock_reason_samples: 0,
+            clock_reasons: ClockReasonCounts::default(),
         }
     }
 
@@ -205,12 +240,7 @@ impl Accumulator {
             self.last_mem = Some((s.t, used));
         }
         if let Some(mask) = s.clk_reasons {
-            self.clock_reason_samples += 1;
-            for (count, (bit, _)) in self.clock_reason_counts.iter_mut().zip(CLOCK_REASON_BITS) {
-                if mask & bit != 0 {
-                    *count += 1;
-                }
-            }
+            self.clock_reasons.add(mask);
         }
     }
 }
@@ -312,11 +342,6 @@ impl GpuWindower {
             }
         };
 
-        let samples = acc.clock_reason_samples.max(1) as f64;
-        let mut clock_reason_share = [0.0; CLOCK_REASON_BITS.len()];
-        for (share, count) in clock_reason_share.iter_mut().zip(acc.clock_reason_counts) {
-            *share = f64::from(count) / samples;
-        }
         Some(WindowStats {
             gpu: self.gpu,
             start,
@@ -332,8 +357,7 @@ impl GpuWindower {
             util_duty: (acc.util_count > 0)
                 .then(|| f64::from(acc.util_busy) / f64::from(acc.util_count)),
             mem_swing_bytes_per_s: acc.mem_swing,
-            clock_reason_share,
-            clock_reason_samples: acc.clock_reason_samples,
+            clock_reasons: acc.clock_reasons,
         })
     }
 
@@ -482,6 +506,10 @@ mod tests {
         let win = w.finish().expect("window");
         assert_eq!(win.util_duty, Some(0.25));
         assert_eq!(win.mem_swing_bytes_per_s, Some(2e9));
-        assert_eq!(win.clock_reasons(0.5), vec!["gpu_idle", "sw_power_cap"]);
+        assert_eq!(
+            win.clock_reasons.active(0.5),
+            vec!["gpu_idle", "sw_power_cap"]
+        );
+        assert_eq!(win.clock_reasons.throttling(0.5), vec!["sw_power_cap"]);
     }
 }

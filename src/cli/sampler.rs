@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::source::live::Cadence;
-use gpuslack_receiver::window::CLOCK_REASON_BITS;
+use gpuslack_receiver::window::ClockReasonCounts;
 use gpuslack_receiver::{Metric, Sample};
 use serde::Serialize;
 
@@ -105,16 +105,11 @@ impl Sampler {
             let v: Vec<f64> = span.iter().filter_map(|s| s.get(m)).collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
-        let reasons: Vec<u64> = span.iter().filter_map(|s| s.clk_reasons).collect();
-        let throttle = CLOCK_REASON_BITS
-            .iter()
-            .filter(|(bit, name)| {
-                *name != "gpu_idle"
-                    && !reasons.is_empty()
-                    && reasons.iter().filter(|r| *r & bit != 0).count() * 4 >= reasons.len()
-            })
-            .map(|(_, name)| *name)
-            .collect();
+        let mut reasons = ClockReasonCounts::default();
+        span.iter()
+            .filter_map(|s| s.clk_reasons)
+            .for_each(|m| reasons.add(m));
+        let throttle = reasons.throttling(0.25);
         LiveSummary {
             samples: span.len(),
             util_gpu_pct: mean(Metric::UtilGpu),

@@ -210,9 +210,9 @@ impl Diagnoser {
     /// P0 under load, a temperature near slowdown.
     fn throttle(&self, w: &WindowStats, s: &Signals) -> Vec<String> {
         let mut out: Vec<String> = w
-            .clock_reasons(self.thresholds.clock_reason_share)
+            .clock_reasons
+            .throttling(self.thresholds.clock_reason_share)
             .into_iter()
-            .filter(|r| *r != "gpu_idle")
             .map(str::to_string)
             .collect();
         let facts = self.facts(w.gpu);

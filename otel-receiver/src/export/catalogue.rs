@@ -5,7 +5,6 @@
 
 use super::state::GpuView;
 use crate::diagnosis::Class;
-use crate::window::CLOCK_REASON_BITS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -264,8 +263,8 @@ pub fn points(view: &GpuView) -> Vec<Point> {
     push(GPU_TEMPERATURE, w.max(Metric::TempC), vec![]);
     push(GPU_POWER_LIMIT, view.facts.power_limit_w, vec![]);
     push(GPU_POWER_TDP, r.tdp_w, vec![]);
-    if w.clock_reason_samples > 0 {
-        for ((_, reason), share) in CLOCK_REASON_BITS.iter().zip(w.clock_reason_share) {
+    if w.clock_reasons.samples() > 0 {
+        for (reason, share) in w.clock_reasons.shares() {
             push(
                 GPU_THROTTLE,
                 Some(share),
