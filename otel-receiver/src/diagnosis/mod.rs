@@ -16,7 +16,7 @@ mod thresholds;
 use std::collections::BTreeMap;
 
 pub use class::Class;
-pub use evidence::{round3, Evidence};
+pub use evidence::{pct, rate, round3, Evidence};
 pub use signals::Signals;
 pub use state::Spin;
 pub use thresholds::Thresholds;

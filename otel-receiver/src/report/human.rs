@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::device::DeviceFacts;
-use crate::diagnosis::{Class, WindowReport};
+use crate::diagnosis::{self, Class, WindowReport};
 use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
 
@@ -56,20 +56,13 @@ fn fmt_opt(v: Option<f64>, unit: &str, decimals: usize) -> String {
     v.map_or_else(|| "n/a".into(), |v| format!("{v:.decimals$}{unit}"))
 }
 
+/// The evidence's own formats, with "n/a" for what was not sampled.
 fn pct(v: Option<f64>) -> String {
-    match v {
-        None => "n/a".into(),
-        Some(v) if v < 10.0 => format!("{v:.1}%"),
-        Some(v) => format!("{v:.0}%"),
-    }
+    v.map_or_else(|| "n/a".into(), diagnosis::pct)
 }
 
 fn rate(v: Option<f64>) -> String {
-    match v {
-        None => "n/a".into(),
-        Some(v) if v >= 1024.0 => format!("{:.1} GiB/s", v / 1024.0),
-        Some(v) => format!("{v:.0} MiB/s"),
-    }
+    v.map_or_else(|| "n/a".into(), diagnosis::rate)
 }
 
 /// Wraps `text` at `width` columns, indenting continuation lines by `indent` spaces.
