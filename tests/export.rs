@@ -35,6 +35,14 @@ fn gpuslack(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("gpuslack runs")
 }
 
+/// `gpuslack run --replay <two-GPU fixture>` with more arguments.
+fn replay_run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let trace = fixture();
+    let mut all = vec!["run", "--replay", trace.as_str()];
+    all.extend_from_slice(args);
+    gpuslack(&all, env)
+}
+
 fn fixture() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/h200x2-scenarios/samples.csv")
@@ -294,11 +302,8 @@ fn otlp_grpc_cumulative_reaches_the_collector() {
     let dir = temp_dir("grpc");
     let (_rotel, grpc, _, out) = start_rotel(&dir);
     let endpoint = format!("http://127.0.0.1:{grpc}");
-    let run = gpuslack(
+    let run = replay_run(
         &[
-            "run",
-            "--replay",
-            &fixture(),
             "--speed",
             "0",
             "--tdp-w",
@@ -332,11 +337,8 @@ fn otlp_http_protobuf_delta_with_gzip_reaches_the_collector() {
     )
     .expect("config");
     // 153 s of trace at 100× speed: about 15 exports, whose deltas must add up.
-    let run = gpuslack(
+    let run = replay_run(
         &[
-            "run",
-            "--replay",
-            &fixture(),
             "--speed",
             "100",
             "--tdp-w",
@@ -409,11 +411,8 @@ fn headers_reach_the_receiver_over_grpc_and_http_and_never_the_logs() {
             "/v1/metrics",
         ),
     ] {
-        let run = gpuslack(
+        let run = replay_run(
             &[
-                "run",
-                "--replay",
-                &fixture(),
                 "--speed",
                 "0",
                 "--otlp-endpoint",
@@ -540,11 +539,8 @@ fn tls_with_a_custom_ca_over_grpc_and_http() {
         // Without the CA the server's certificate is not trusted: nothing arrives, the agent
         // still finishes.
         let before = requests(&out).len();
-        let untrusted = gpuslack(
+        let untrusted = replay_run(
             &[
-                "run",
-                "--replay",
-                &fixture(),
                 "--speed",
                 "0",
                 "--otlp-endpoint",
@@ -561,11 +557,8 @@ fn tls_with_a_custom_ca_over_grpc_and_http() {
             before,
             "{protocol}: an untrusted server got data"
         );
-        let trusted = gpuslack(
+        let trusted = replay_run(
             &[
-                "run",
-                "--replay",
-                &fixture(),
                 "--speed",
                 "0",
                 "--otlp-endpoint",
@@ -592,11 +585,8 @@ fn tls_with_a_custom_ca_over_grpc_and_http() {
 
 fn failing_run(endpoint: &str, protocol: &str) -> (String, f64) {
     // 153 s of trace at 25×: ~6 s, an export attempt every 100 ms that fails.
-    let run = gpuslack(
+    let run = replay_run(
         &[
-            "run",
-            "--replay",
-            &fixture(),
             "--speed",
             "25",
             "--otlp-endpoint",
