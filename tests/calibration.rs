@@ -52,6 +52,46 @@ fn the_reference_recording_gives_the_measured_baselines_within_2_percent() {
     assert!(power.calibrated_efficiency(689.0).is_some_and(|e| e > 0.99));
 }
 
+/// Two GPUs' samples interleaved, as a live calibration of a two-GPU machine records them:
+/// the reference session, and the same session as GPU 1 drawing 10% more.
+#[test]
+fn a_two_gpu_session_gives_one_profile_per_gpu() {
+    use gpuslack_calibration::phases::load_phases;
+    use gpuslack_calibration::session::calibrate;
+    use gpuslack_receiver::trace::TraceReader;
+    use gpuslack_receiver::Metric;
+
+    let samples: Vec<_> = TraceReader::open(&reference().join("samples.csv"))
+        .expect("trace")
+        .collect::<Result<_, _>>()
+        .expect("samples");
+    let both: Vec<_> = samples
+        .iter()
+        .flat_map(|s| {
+            let mut other = s.clone();
+            other.gpu = 1;
+            for metric in [
+                Metric::PowerMw,
+                Metric::PowerInstMw,
+                Metric::PowerAvgMw,
+                Metric::EnergyMj,
+            ] {
+                if let Some(v) = s.get(metric) {
+                    other.set(metric, v * 1.1);
+                }
+            }
+            [s.clone(), other]
+        })
+        .collect();
+    let phases = load_phases(&reference().join("phases.json")).expect("phases");
+    let c = calibrate(&both, phases, &Default::default(), "two GPUs").expect("calibration");
+    let gpus: Vec<_> = c.profiles.iter().map(|p| p.workloads[0].gpu).collect();
+    assert_eq!(gpus, [0, 1]);
+    let memory: Vec<_> = c.profiles.iter().filter_map(|p| p.memory_w).collect();
+    assert!(within(memory[1], memory[0] * 1.1, 0.01), "{memory:?}");
+    assert_eq!(c.validations.len(), 2);
+}
+
 #[test]
 fn the_diagnosis_is_validated_on_the_calibration_windows() {
     let c = from_recording(&reference()).expect("calibration");
@@ -131,6 +171,29 @@ fn calibrate_from_recording_writes_a_profile_that_loads_back() {
     ));
     let file = ProfileFile::load(&out).expect("profile file");
     assert_eq!(file.gpu.len(), 1);
+
+    // A second derivation from the same recording is the same measurement: 0.0% everywhere.
+    let out_arg = out.display().to_string();
+    let args = [
+        "calibrate",
+        "--from-recording",
+        &reference().display().to_string(),
+    ];
+    let again = gpuslack(&[&args[..], &["--compare-with", &out_arg]].concat());
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("repeatability: GPU 0"), "{text}");
+    assert!(
+        text.contains("largest change 0.0%: every baseline within 3%"),
+        "{text}"
+    );
+    // An earlier run whose memory baseline was 5% higher is flagged, and its change shown.
+    let mut earlier = file.clone();
+    earlier.gpu[0].memory_w = earlier.gpu[0].memory_w.map(|w| w * 1.05);
+    std::fs::write(&out, earlier.to_toml()).expect("write");
+    let drifted = gpuslack(&[&args[..], &["--compare-with", &out_arg]].concat());
+    let text = String::from_utf8_lossy(&drifted.stdout);
+    assert!(text.contains("-4.8%"), "{text}");
+    assert!(text.contains("NOT every baseline within 3%"), "{text}");
     assert!(std::fs::read_to_string(&report_path)
         .expect("report")
         .contains("<svg"));

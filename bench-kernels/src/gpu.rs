@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, DriverError};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 const KERNELS: &str = include_str!("kernels.cu");
@@ -29,10 +30,18 @@ pub enum BenchError {
     },
     #[error("compiling the kernels with NVRTC for {arch}: {message}")]
     Compile { arch: String, message: String },
-    #[error("CUDA: {0}")]
+    // The cause is the error's source: `{:#}` prints it once, after the prefix.
+    #[error("CUDA")]
     Driver(#[from] DriverError),
-    #[error("cuBLASLt: {0}")]
+    #[error("cuBLASLt")]
     Cublas(#[from] cudarc::cublaslt::result::CublasError),
+    #[error("{workload}: {detail}")]
+    Unsupported {
+        workload: &'static str,
+        detail: String,
+    },
+    #[error("stream capture produced no CUDA graph")]
+    EmptyCapture,
     #[error("{workload}: result check failed: {detail}")]
     WrongResult {
         workload: &'static str,
@@ -138,6 +147,84 @@ impl Gpu {
         Ok(f64::from(start.elapsed_ms(&end)?))
     }
 
+    /// The most threads a block of `function` may have: fewer than the device's 1024 when the
+    /// kernel needs many registers per thread.
+    pub fn max_threads_per_block(&self, function: &CudaFunction) -> Result<u32, BenchError> {
+        use cudarc::driver::sys::{cuFuncGetAttribute, CUfunction_attribute};
+        let mut threads = 0;
+        self.ctx.bind_to_thread()?;
+        // SAFETY: the function handle is live; `threads` is a valid out-pointer.
+        unsafe {
+            cuFuncGetAttribute(
+                &mut threads,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                function.cu_function(),
+            )
+        }
+        .result()?;
+        Ok(threads.max(0) as u32)
+    }
+
+    /// Lets this GPU reach `peer`'s memory directly (NVLink or PCIe peer-to-peer), so that
+    /// copies between them do not bounce through the host. False where the hardware cannot;
+    /// copies then still work, staged by the driver.
+    pub fn enable_peer_access(&self, peer: &Gpu) -> Result<bool, BenchError> {
+        use cudarc::driver::sys::{
+            cuCtxEnablePeerAccess, cuDeviceCanAccessPeer, cuDeviceGetMemPool, cuMemPoolSetAccess,
+            CUmemAccessDesc, CUmemAccess_flags, CUmemLocation, CUmemLocationType, CUresult,
+        };
+        let mut can = 0;
+        // SAFETY: both device handles are live; `can` is a valid out-pointer.
+        unsafe { cuDeviceCanAccessPeer(&mut can, self.ctx.cu_device(), peer.ctx.cu_device()) }
+            .result()?;
+        if can == 0 {
+            return Ok(false);
+        }
+        self.ctx.bind_to_thread()?;
+        // SAFETY: the peer context is live for as long as `peer` is.
+        match unsafe { cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0) } {
+            CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+            other => other.result()?,
+        }
+        // cudarc allocates from the device's stream-ordered memory pool where it has one, and
+        // context peer access does not cover pool memory: the peer's pool must grant it too
+        // (without this, copies ran at 38 GB/s through the host instead of 380 over NVLink).
+        if peer.ctx.has_async_alloc() {
+            let mut pool = std::ptr::null_mut();
+            let access = CUmemAccessDesc {
+                location: CUmemLocation {
+                    type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                    id: self.ctx.cu_device(),
+                },
+                flags: CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: `pool` receives the peer device's current pool; `access` is one valid
+            // descriptor.
+            unsafe {
+                cuDeviceGetMemPool(&mut pool, peer.ctx.cu_device()).result()?;
+                cuMemPoolSetAccess(pool, &access, 1).result()?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Captures the launches `work` queues on this GPU's stream into a CUDA graph, uploaded and
+    /// ready to replay.
+    pub fn capture(
+        &self,
+        work: impl FnOnce() -> Result<(), BenchError>,
+    ) -> Result<CudaGraph, BenchError> {
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let captured = work();
+        // Capture must end even when `work` failed, or the stream stays in capture mode.
+        let graph = self.stream.end_capture(CUgraphInstantiate_flags(0))?;
+        captured?;
+        let graph = graph.ok_or(BenchError::EmptyCapture)?;
+        graph.upload()?;
+        Ok(graph)
+    }
+
     /// Wall time of `work` up to the end of everything it queued, in seconds: for host-bound work
     /// (launch rates, pageable copies) where the host is the bottleneck.
     pub fn wall_s(&self, work: impl FnOnce() -> Result<(), BenchError>) -> Result<f64, BenchError> {
@@ -167,6 +254,52 @@ fn arch_name((major, minor): (i32, i32)) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    /// The kernels compile for Hopper and define every entry point the workloads load. Needs
+    /// NVRTC (a CUDA toolkit or the `nvidia-cuda-nvrtc` wheel, which scripts/test.sh installs)
+    /// but no GPU; where it is absent the test says so, and fails if GPUSLACK_REQUIRE_NVRTC is set.
+    #[test]
+    fn kernels_compile_for_sm_90_with_every_entry_point() {
+        use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+        // SAFETY: only tries to load the library and its symbols.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(
+                std::env::var_os("GPUSLACK_REQUIRE_NVRTC").is_none(),
+                "GPUSLACK_REQUIRE_NVRTC is set but libnvrtc could not be loaded"
+            );
+            eprintln!("skipped: no NVRTC on this machine");
+            return;
+        }
+        let ptx = compile_ptx_with_opts(
+            super::KERNELS,
+            CompileOptions {
+                arch: Some("sm_90"),
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("kernels.cu does not compile: {e}"));
+        let ptx = ptx.to_src();
+        let mut entries = vec![
+            "tiny_step",
+            "tiny_fused",
+            "fma_chain",
+            "init_random",
+            "stream_dot",
+        ];
+        let mut names = Vec::new();
+        for op in ["copy", "scale", "add", "triad"] {
+            for suffix in ["", "_u4", "_t1", "_t2", "_t4", "_t8", "_p1", "_p2", "_p4"] {
+                names.push(format!("stream_{op}{suffix}"));
+            }
+        }
+        entries.extend(names.iter().map(String::as_str));
+        for entry in entries {
+            assert!(
+                ptx.contains(&format!(".entry {entry}(")),
+                "kernels.cu has no entry point {entry}"
+            );
+        }
+    }
+
     #[test]
     fn targets_the_devices_own_architecture() {
         assert_eq!(super::arch_name((9, 0)), "sm_90");

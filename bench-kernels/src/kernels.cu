@@ -128,3 +128,74 @@ __global__ void stream_add_u4(const double2 *__restrict__ a, const double2 *__re
 __global__ void stream_triad_u4(double2 *__restrict__ a, const double2 *__restrict__ b, const double2 *__restrict__ c, double s, long n2) { U4_LOOP(TRIAD) }
 
 }
+
+// ---- memory, a third style: tiles of U 16-byte elements per thread, every load issued before
+// any store, one tile per thread over a grid that covers the arrays once (no loop) -------------
+
+template <int U, class K> __device__ void stream_tile(const K &k, long n2) {
+    long first = blockIdx.x * (long)blockDim.x * U + threadIdx.x;
+    typename K::Loaded v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long i = first + (long)u * blockDim.x;
+        if (i < n2) v[u] = k.load(i);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        long i = first + (long)u * blockDim.x;
+        if (i < n2) k.store(i, v[u]);
+    }
+}
+
+struct Pair { double2 x, y; };
+
+// Loads and stores with the streaming (evict-first) cache hint, or plain ones: which is faster
+// depends on the GPU, so both are candidates.
+template <bool CS> __device__ double2 load2(const double2 *p) { return CS ? __ldcs(p) : *p; }
+template <bool CS> __device__ void store2(double2 *p, double2 v) { if (CS) __stcs(p, v); else *p = v; }
+
+template <bool CS> struct CopyOp {
+    const double2 *a; double2 *c;
+    typedef double2 Loaded;
+    __device__ Loaded load(long i) const { return load2<CS>(&a[i]); }
+    __device__ void store(long i, Loaded v) const { store2<CS>(&c[i], v); }
+};
+template <bool CS> struct ScaleOp {
+    double2 *b; const double2 *c; double s;
+    typedef double2 Loaded;
+    __device__ Loaded load(long i) const { return load2<CS>(&c[i]); }
+    __device__ void store(long i, Loaded v) const { store2<CS>(&b[i], make_double2(s * v.x, s * v.y)); }
+};
+template <bool CS> struct AddOp {
+    const double2 *a, *b; double2 *c;
+    typedef Pair Loaded;
+    __device__ Loaded load(long i) const { Pair p = {load2<CS>(&a[i]), load2<CS>(&b[i])}; return p; }
+    __device__ void store(long i, Loaded v) const { store2<CS>(&c[i], make_double2(v.x.x + v.y.x, v.x.y + v.y.y)); }
+};
+template <bool CS> struct TriadOp {
+    double2 *a; const double2 *b, *c; double s;
+    typedef Pair Loaded;
+    __device__ Loaded load(long i) const { Pair p = {load2<CS>(&b[i]), load2<CS>(&c[i])}; return p; }
+    __device__ void store(long i, Loaded v) const { store2<CS>(&a[i], make_double2(v.x.x + s * v.y.x, v.x.y + s * v.y.y)); }
+};
+
+// Kernels stream_<op>_t<U> (streaming hints) and stream_<op>_p<U> (plain accesses).
+#define STREAM_TILED(TAG, CS, U)                                                                        \
+    __global__ void stream_copy_##TAG##U(const double2 *a, double2 *c, long n2) {                       \
+        CopyOp<CS> k = {a, c}; stream_tile<U>(k, n2); }                                                  \
+    __global__ void stream_scale_##TAG##U(double2 *b, const double2 *c, double s, long n2) {            \
+        ScaleOp<CS> k = {b, c, s}; stream_tile<U>(k, n2); }                                              \
+    __global__ void stream_add_##TAG##U(const double2 *a, const double2 *b, double2 *c, long n2) {      \
+        AddOp<CS> k = {a, b, c}; stream_tile<U>(k, n2); }                                                \
+    __global__ void stream_triad_##TAG##U(double2 *a, const double2 *b, const double2 *c, double s, long n2) { \
+        TriadOp<CS> k = {a, b, c, s}; stream_tile<U>(k, n2); }
+
+extern "C" {
+STREAM_TILED(t, true, 1)
+STREAM_TILED(t, true, 2)
+STREAM_TILED(t, true, 4)
+STREAM_TILED(t, true, 8)
+STREAM_TILED(p, false, 1)
+STREAM_TILED(p, false, 2)
+STREAM_TILED(p, false, 4)
+}

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 pub use gpu::{check_cublaslt, gpu_count, BenchError, Gpu};
+pub use workloads::tiny::TinyStep;
 
 /// The reference workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

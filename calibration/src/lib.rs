@@ -4,6 +4,7 @@
 //! the report; `gpuslack calibrate` runs the workloads (bench-kernels) and samples (the live
 //! source), and `--from-recording` runs the same math on a recorded session.
 
+pub mod compare;
 pub mod phases;
 pub mod profile;
 pub mod report;

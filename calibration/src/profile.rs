@@ -107,6 +107,19 @@ fn tracing_free_warning(message: &str) {
 }
 
 impl GpuProfile {
+    /// Every power baseline by its display name, in order from idle to compute.
+    pub fn baselines(&self) -> [(&'static str, Option<f64>); 7] {
+        [
+            ("bare idle", Some(self.idle_w)),
+            ("context held", self.held_idle_w),
+            ("tiny kernels", self.tiny_w),
+            ("PCIe copies", self.pcie_w),
+            ("memory-bound", self.memory_w),
+            ("compute FP32", self.compute_fp32_w),
+            ("compute tensor", self.compute_tensor_w),
+        ]
+    }
+
     /// The baselines the diagnosis uses. Needs every level; a partial calibration is refused.
     pub fn power_profile(&self) -> Result<PowerProfile, ProfileError> {
         let origin = match (&self.uuid, &self.model) {

@@ -32,15 +32,7 @@ pub fn terminal(profile: &GpuProfile, validation: &Validation) -> String {
         "  {:<18} {:>10} {:>8}",
         "baseline", "power", "of limit"
     );
-    for (name, value) in [
-        ("bare idle", Some(profile.idle_w)),
-        ("context held", profile.held_idle_w),
-        ("tiny kernels", profile.tiny_w),
-        ("PCIe copies", profile.pcie_w),
-        ("memory-bound", profile.memory_w),
-        ("compute FP32", profile.compute_fp32_w),
-        ("compute tensor", profile.compute_tensor_w),
-    ] {
+    for (name, value) in profile.baselines() {
         let share = value
             .zip(limit)
             .map_or_else(|| "-".into(), |(v, l)| format!("{:.0}%", 100.0 * v / l));

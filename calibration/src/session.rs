@@ -89,11 +89,12 @@ pub fn calibrate(
         return Err(SessionError::Empty(source.to_string()));
     }
     let gap_stats = phase_stats(samples.iter().cloned(), &gaps(&phases, end));
-    let gpus: Vec<u32> = {
-        let mut g: Vec<u32> = stats.iter().map(|s| s.gpu).collect();
-        g.dedup();
-        g
-    };
+    let gpus: Vec<u32> = stats
+        .iter()
+        .map(|s| s.gpu)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let date = utc_date(samples.first().map_or(0.0, |s| s.t));
     let mut profiles = Vec::new();
     let mut diagnoser = Diagnoser::new(Thresholds::default());

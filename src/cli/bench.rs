@@ -14,9 +14,10 @@ use super::EXIT_NO_GPU;
 pub struct Args {
     /// Workloads to run: tiny, memory, compute, pcie, starved, seesaw; all that fit when left out.
     pub workloads: Vec<String>,
-    /// Run each measured part at least this long, so power and GPM readings settle.
-    #[arg(long, value_name = "N", default_value_t = 3.0)]
-    pub seconds: f64,
+    /// Run each measured part at least this long, so that power and the live readings settle
+    /// (a power cap, if any, shows). Without it each part runs a fixed count, for rates.
+    #[arg(long, value_name = "N")]
+    pub seconds: Option<f64>,
     /// GPU to run on (seesaw uses it and the next one).
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,
@@ -51,7 +52,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             None => bail!("unknown workload `{name}`: choose from tiny, memory, compute, pcie, starved, seesaw"),
         }
     }
-    if !(args.seconds.is_finite() && args.seconds > 0.0 && (0.0..=1.0).contains(&args.duty)) {
+    let seconds_ok = args.seconds.is_none_or(|s| s.is_finite() && s > 0.0);
+    if !(seconds_ok && (0.0..=1.0).contains(&args.duty)) {
         bail!("--seconds must be positive and --duty between 0 and 1");
     }
     let count = match gpu_count() {
@@ -61,7 +63,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {:#}", anyhow::Error::from(e));
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
@@ -76,7 +78,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(Gpu::open)
         .collect::<Result<Vec<_>, _>>()?;
     let options = Options {
-        seconds: Some(args.seconds),
+        seconds: args.seconds,
         duty: args.duty,
         bubble_ms: args.bubble_ms,
     };

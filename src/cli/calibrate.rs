@@ -3,6 +3,7 @@
 //! same math on a recorded session.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -10,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use gpuslack_bench_kernels::{gpu_count, Gpu, Options, Workload};
 use gpuslack_calibration::phases::PhaseSpan;
-use gpuslack_calibration::report;
 use gpuslack_calibration::session::{calibrate, from_recording, Calibration};
 use gpuslack_calibration::ProfileFile;
+use gpuslack_calibration::{compare, report, GpuProfile};
 use gpuslack_receiver::device::DeviceFacts;
 
 use super::sampler::Sampler;
@@ -35,6 +36,10 @@ pub struct Args {
     /// Compute the profile from a recorded session (samples.csv + phases.json) instead.
     #[arg(long, value_name = "DIR")]
     pub from_recording: Option<PathBuf>,
+    /// Compare each GPU's new baselines with its profile (same UUID) in this file: is the
+    /// calibration repeatable within 3%?
+    #[arg(long, value_name = "FILE")]
+    pub compare_with: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }
@@ -52,6 +57,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "--seconds-per-workload must be at least 3 (1.5 s of each phase is left out as ramp)"
         );
     }
+    // Read before calibrating: a bad file should fail in a second, not after minutes of work.
+    let earlier = match &args.compare_with {
+        Some(path) => Some(ProfileFile::load(path)?),
+        None => None,
+    };
     let calibration = match &args.from_recording {
         Some(dir) => from_recording(dir)?,
         None => match live(&args)? {
@@ -60,7 +70,68 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
     };
     output(&args, &calibration)?;
+    show_differences(&args, &calibration.profiles, earlier.as_ref());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each GPU against the first (same SKU, different silicon), and each against its earlier
+/// calibration. On stdout for the table format; on stderr when stdout carries a profile.
+fn show_differences(args: &Args, profiles: &[GpuProfile], earlier: Option<&ProfileFile>) {
+    let mut text = String::new();
+    let label = |p: &GpuProfile| format!("GPU {}", p.workloads.first().map_or(0, |w| w.gpu));
+    if let Some((first, rest)) = profiles.split_first() {
+        for other in rest {
+            let title = format!("differences: {} against {}", label(other), label(first));
+            let diffs = compare::compare(first, other);
+            text.push_str(&compare::terminal(
+                &title,
+                (&label(first), &label(other)),
+                &diffs,
+                None,
+            ));
+        }
+    }
+    if let (Some(earlier), Some(path)) = (earlier, &args.compare_with) {
+        for p in profiles {
+            // The same GPU: its UUID, or for a recording without one, the same model.
+            let old = earlier.gpu.iter().find(|o| match &p.uuid {
+                Some(_) => o.uuid == p.uuid,
+                None => o.uuid.is_none() && o.model == p.model,
+            });
+            let Some(old) = old else {
+                let _ = writeln!(
+                    text,
+                    "{}: no profile for {} in {}",
+                    label(p),
+                    p.uuid
+                        .as_deref()
+                        .or(p.model.as_deref())
+                        .unwrap_or("this GPU"),
+                    path.display()
+                );
+                continue;
+            };
+            let title = format!(
+                "repeatability: {} ({}) against {} of {}",
+                label(p),
+                p.date,
+                path.display(),
+                old.date
+            );
+            let diffs = compare::compare(old, p);
+            text.push_str(&compare::terminal(
+                &title,
+                ("earlier", "now"),
+                &diffs,
+                Some(compare::REPEAT_TOLERANCE_PCT),
+            ));
+        }
+    }
+    if args.format == Format::Table {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
 }
 
 fn output(args: &Args, c: &Calibration) -> Result<()> {
@@ -151,6 +222,29 @@ fn cool_down(sampler: &Sampler, gpu: u32, start_c: Option<f64>, max: Duration) {
     }
 }
 
+/// Waits until no GPU's temperature fell by 1 °C or more over the last 5 s, at most `max`.
+fn settle(sampler: &Sampler, gpus: &[usize], max: Duration) {
+    let started = Instant::now();
+    let temps = || -> Vec<Option<f64>> {
+        gpus.iter()
+            .map(|&g| sampler.temperature(g as u32))
+            .collect()
+    };
+    let mut before = temps();
+    while started.elapsed() < max {
+        std::thread::sleep(Duration::from_secs(5));
+        let now = temps();
+        let falling = before
+            .iter()
+            .zip(&now)
+            .any(|(b, n)| matches!((b, n), (Some(b), Some(n)) if b - n >= 1.0));
+        if !falling {
+            return;
+        }
+        before = now;
+    }
+}
+
 fn live(args: &Args) -> Result<Option<Calibration>> {
     let count = match gpu_count() {
         Ok(n) if n > 0 => n,
@@ -189,8 +283,10 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
     };
     let now = super::live::unix_now;
     let mut phases = Vec::new();
-    // Bare idle: no CUDA context exists yet in this process.
+    // Bare idle: no CUDA context exists yet in this process. A GPU still warm from earlier
+    // work draws more at idle (leakage rises with temperature): wait for it to settle.
     std::thread::sleep(Duration::from_secs(1));
+    settle(&sampler, &gpus, Duration::from_secs(60));
     let t0 = now();
     std::thread::sleep(Duration::from_secs_f64(s));
     phases.push(PhaseSpan {

@@ -1,5 +1,6 @@
-//! BabelStream on the device: copy, scale, add, triad and dot over three arrays of 2^27 f64
-//! (1 GiB each, far beyond the 60 MB L2), 16-byte accesses with streaming loads and stores.
+//! BabelStream on the device: copy, scale, add, triad and dot over three arrays of up to 2^29 f64
+//! (4 GiB each, far beyond the 60 MB L2), 16-byte accesses with streaming loads and stores, in
+//! the fastest of several kernel shapes on this GPU.
 //! Bandwidth counts bytes read plus written; like BabelStream the figure is the best run's, the
 //! median is reported beside it.
 
@@ -12,7 +13,11 @@ use crate::accounting::{stream_bytes, StreamKernel};
 use crate::reference::{random_unit, relative_error, splitmix64, stream_element};
 use crate::{verify, BenchError, Gpu, Measurement, Options, Recorder};
 
-const N: usize = 1 << 27;
+/// Elements per array: 2^29 f64 (4 GiB, so that launch and tail effects are well under 1% of
+/// a copy), or fewer where the GPU has less room.
+const MAX_N: usize = 1 << 29;
+/// BabelStream's default size: below it, a GPU is too small for a meaningful figure.
+const MIN_N: usize = 1 << 25;
 const REPS: u64 = 20;
 const SCALAR: f64 = 0.4;
 const THREADS: u32 = 256;
@@ -27,15 +32,17 @@ struct Arrays {
 
 pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError> {
     let init = gpu.function("init_random")?;
-    let n = N as i64;
+    let (free_bytes, _) = gpu.ctx.mem_get_info()?;
+    let len = array_len(free_bytes);
+    let n = len as i64;
     let n2 = n / 2;
     let max_blocks = gpu.sms * 64;
     // SAFETY: every element is written by init_random before it is read.
     let mut arrays = unsafe {
         Arrays {
-            a: gpu.stream.alloc::<f64>(N)?,
-            b: gpu.stream.alloc::<f64>(N)?,
-            c: gpu.stream.alloc::<f64>(N)?,
+            a: gpu.stream.alloc::<f64>(len)?,
+            b: gpu.stream.alloc::<f64>(len)?,
+            c: gpu.stream.alloc::<f64>(len)?,
             partial: gpu.stream.alloc::<f64>(max_blocks as usize)?,
         }
     };
@@ -45,70 +52,89 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     {
         let mut builder = gpu.stream.launch_builder(&init);
         builder.arg(buf).arg(&n).arg(&seed);
-        // SAFETY: init_random(double*, long, unsigned long long) over N doubles.
+        // SAFETY: init_random(double*, long, unsigned long long) over len doubles.
         unsafe { builder.launch(config(gpu.sms * 16, THREADS)) }?;
     }
     gpu.stream.synchronize()?;
 
-    // Two styles of the same kernels: one 16-byte streaming access per thread per iteration,
-    // and four independent ones (`_u4`). The faster style on this GPU is used for all of them.
-    let styles = ["", "_u4"];
-    let mut funcs = Vec::new();
-    for style in styles {
-        let mut set = Vec::new();
-        for kernel in StreamKernel::ALL {
-            let suffix = if kernel == StreamKernel::Dot {
-                ""
-            } else {
-                style
-            };
-            set.push(gpu.function(&format!("stream_{}{suffix}", kernel.name()))?);
-        }
-        funcs.push(set);
-    }
-    let launch = |kernel: StreamKernel,
-                  style: usize,
-                  blocks: u32,
-                  arrays: &mut Arrays|
-     -> Result<(), BenchError> {
-        let cfg = config(blocks, THREADS);
-        let Arrays { a, b, c, partial } = arrays;
-        let f = &funcs[style][kernel as usize];
-        let mut builder = gpu.stream.launch_builder(f);
-        match kernel {
-            StreamKernel::Copy => builder.arg(&*a).arg(c).arg(&n2),
-            StreamKernel::Scale => builder.arg(b).arg(&*c).arg(&SCALAR).arg(&n2),
-            StreamKernel::Add => builder.arg(&*a).arg(&*b).arg(c).arg(&n2),
-            StreamKernel::Triad => builder.arg(a).arg(&*b).arg(&*c).arg(&SCALAR).arg(&n2),
-            StreamKernel::Dot => builder.arg(&*a).arg(&*b).arg(partial).arg(&n2),
-        };
-        // SAFETY: the argument lists match kernels.cu; every array holds N doubles (n2 double2).
-        unsafe { builder.launch(cfg) }?;
-        Ok(())
-    };
-
-    // Pick the style and the grid by timing copy and triad; the arrays are re-initialised
-    // afterwards, so the check below is unaffected.
-    let mut best = (f64::INFINITY, 0, gpu.sms * 8);
-    for style in 0..styles.len() {
-        for blocks in [
-            gpu.sms * 4,
-            gpu.sms * 8,
-            gpu.sms * 16,
-            gpu.sms * 32,
-            gpu.sms * 64,
-        ] {
-            let mut ms = [StreamKernel::Copy, StreamKernel::Triad, StreamKernel::Copy]
+    let kernels = Shape::candidates(gpu.sms)
+        .iter()
+        .map(|shape| shape.suffix())
+        .chain(std::iter::once(String::new()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|suffix| {
+            let set = StreamKernel::ALL
                 .into_iter()
-                .map(|k| gpu.time_ms(|| launch(k, style, blocks, &mut arrays)))
-                .collect::<Result<Vec<f64>, _>>()?;
-            let m = median(&mut ms);
-            if m < best.0 {
-                best = (m, style, blocks);
-            }
+                .map(|kernel| {
+                    // Dot keeps its grid-stride form: its partial sums need a bounded grid.
+                    let suffix = if kernel == StreamKernel::Dot {
+                        ""
+                    } else {
+                        &suffix
+                    };
+                    gpu.function(&format!("stream_{}{suffix}", kernel.name()))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((suffix, set))
+        })
+        .collect::<Result<std::collections::BTreeMap<_, _>, BenchError>>()?;
+    let launch =
+        |kernel: StreamKernel, shape: Shape, arrays: &mut Arrays| -> Result<(), BenchError> {
+            let Arrays { a, b, c, partial } = arrays;
+            let (suffix, cfg) = match kernel {
+                StreamKernel::Dot => (String::new(), config(shape.dot_blocks(gpu.sms), THREADS)),
+                _ => (
+                    shape.suffix(),
+                    config(shape.blocks(len as u64 / 2), shape.threads()),
+                ),
+            };
+            let f = &kernels[&suffix][kernel as usize];
+            let mut builder = gpu.stream.launch_builder(f);
+            match kernel {
+                StreamKernel::Copy => builder.arg(&*a).arg(c).arg(&n2),
+                StreamKernel::Scale => builder.arg(b).arg(&*c).arg(&SCALAR).arg(&n2),
+                StreamKernel::Add => builder.arg(&*a).arg(&*b).arg(c).arg(&n2),
+                StreamKernel::Triad => builder.arg(a).arg(&*b).arg(&*c).arg(&SCALAR).arg(&n2),
+                StreamKernel::Dot => builder.arg(&*a).arg(&*b).arg(partial).arg(&n2),
+            };
+            // SAFETY: the argument lists match kernels.cu; every array holds len doubles (n2 double2),
+            // and dot's grid is at most max_blocks, the length of `partial`.
+            unsafe { builder.launch(cfg) }?;
+            Ok(())
+        };
+
+    // Pick the kernel shape by timing copy and triad, among those every kernel can launch
+    // with; the arrays are re-initialised afterwards, so the check below is unaffected.
+    let mut best: Option<(f64, Shape)> = None;
+    for shape in Shape::candidates(gpu.sms) {
+        let limit = kernels[&shape.suffix()]
+            .iter()
+            .map(|f| gpu.max_threads_per_block(f))
+            .try_fold(u32::MAX, |low, t| t.map(|t| low.min(t)))?;
+        if shape.threads() > limit {
+            continue;
+        }
+        let mut ms = [StreamKernel::Copy, StreamKernel::Triad, StreamKernel::Copy]
+            .into_iter()
+            .map(|k| gpu.time_ms(|| launch(k, shape, &mut arrays)))
+            .collect::<Result<Vec<f64>, _>>()?;
+        let m = median(&mut ms);
+        if best.is_none_or(|(fastest, _)| m < fastest) {
+            best = Some((m, shape));
         }
     }
-    let (style, blocks) = (best.1, best.2);
+    let Some((best_ms, shape)) = best else {
+        return Err(BenchError::Unsupported {
+            workload: "memory",
+            detail: "no kernel shape can launch: every one needs more threads per block than the GPU allows".into(),
+        });
+    };
+    // The driver's own device-to-device copy, for comparison with the copy kernel.
+    let mut memcpy_ms = (0..3)
+        .map(|_| gpu.time_ms(|| Ok(gpu.stream.memcpy_dtod(&arrays.a, &mut arrays.c)?)))
+        .collect::<Result<Vec<f64>, _>>()?;
+    let memcpy_ms = median(&mut memcpy_ms);
     // The sweep changed a and c: restart the sequence from the initial values.
     for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c]
         .into_iter()
@@ -121,39 +147,46 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     }
 
     let mut rec = Recorder::start("memory", gpu.ordinal);
-    let one_rep = Duration::from_secs_f64(best.0 * 5.0 / 1e3 * 1.5);
+    let one_rep = Duration::from_secs_f64(best_ms * 5.0 / 1e3 * 1.5);
     let reps = options.reps_for(REPS, one_rep);
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); 5];
     for _ in 0..reps {
         for kernel in StreamKernel::ALL {
-            times[kernel as usize]
-                .push(gpu.time_ms(|| launch(kernel, style, blocks, &mut arrays))?);
+            times[kernel as usize].push(gpu.time_ms(|| launch(kernel, shape, &mut arrays))?);
         }
     }
     rec.stop();
-    let check = check_results(gpu, &arrays, reps as u32, blocks)?;
+    let check = check_results(gpu, &arrays, reps as u32, shape.dot_blocks(gpu.sms))?;
     let mut out = Vec::new();
     for kernel in StreamKernel::ALL {
         let ms = &mut times[kernel as usize];
-        let bytes = stream_bytes(kernel, N) as f64;
+        let bytes = stream_bytes(kernel, len) as f64;
         let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
         let med = median(ms);
-        let measured = rec.measure(
+        let mut measured = rec.measure(
             kernel.name(),
             bytes / (min / 1e3) / 1e12,
             "TB/s",
             &[
                 ("median_tb_s", bytes / (med / 1e3) / 1e12),
                 ("bytes_per_run", bytes),
-                ("blocks", f64::from(blocks)),
+                ("threads_per_block", f64::from(shape.threads())),
+                ("blocks", f64::from(shape.blocks(len as u64 / 2))),
                 (
-                    "accesses_per_thread_iteration",
-                    if style == 1 { 4.0 } else { 1.0 },
+                    "accesses_per_thread",
+                    f64::from(shape.accesses_per_thread()),
                 ),
+                ("streaming_hints", f64::from(u8::from(shape.streaming()))),
                 ("runs", reps as f64),
             ],
             check.clone(),
         );
+        if kernel == StreamKernel::Copy {
+            let copy_bytes = stream_bytes(StreamKernel::Copy, len) as f64;
+            measured
+                .details
+                .insert("driver_memcpy_tb_s", copy_bytes / (memcpy_ms / 1e3) / 1e12);
+        }
         out.push(measured);
     }
     Ok(out)
@@ -168,7 +201,7 @@ fn check_results(gpu: &Gpu, arrays: &Arrays, reps: u32, blocks: u32) -> Result<S
     let mut worst: f64 = 0.0;
     let samples = 4096;
     for s in 0..samples {
-        let i = (splitmix64(s) % N as u64) as usize;
+        let i = (splitmix64(s) % a.len() as u64) as usize;
         let start = SEEDS.map(|seed| random_unit(seed, i as u64));
         let (wa, wb, wc) = stream_element(start[0], start[1], start[2], SCALAR, reps);
         for (got, want) in [(a[i], wa), (b[i], wb), (c[i], wc)] {
@@ -185,6 +218,164 @@ fn check_results(gpu: &Gpu, arrays: &Arrays, reps: u32, blocks: u32) -> Result<S
     let partial = gpu.stream.clone_dtoh(&arrays.partial)?;
     let got: f64 = partial[..blocks as usize].iter().sum();
     let want: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-    let dot_check = verify("memory", "dot", relative_error(got, want, 1e-300), 1e-9, N)?;
+    let dot_check = verify(
+        "memory",
+        "dot",
+        relative_error(got, want, 1e-300),
+        1e-9,
+        a.len(),
+    )?;
     Ok(format!("{arrays_check}; {dot_check}"))
+}
+
+/// Three arrays in at most a quarter of the GPU's free memory: the host holds copies of them
+/// for the check, and the GPU may be shared.
+fn array_len(free_bytes: usize) -> usize {
+    let fits = free_bytes / 4 / (3 * std::mem::size_of::<f64>());
+    if fits < MIN_N {
+        return MIN_N;
+    }
+    (1usize << fits.ilog2()).min(MAX_N)
+}
+
+/// How the stream kernels are laid out on the GPU; the fastest of `candidates` is used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Shape {
+    /// A grid-stride loop over `blocks` blocks of 256 threads, with one or four (`unrolled`)
+    /// 16-byte accesses per thread per iteration.
+    Stride { blocks: u32, unrolled: bool },
+    /// No loop: each thread loads `per_thread` elements, all before storing any, over a grid
+    /// that covers the arrays once; with streaming cache hints or plain accesses.
+    Tiled {
+        per_thread: u32,
+        threads: u32,
+        streaming: bool,
+    },
+}
+
+impl Shape {
+    fn candidates(sms: u32) -> Vec<Shape> {
+        let mut all = Vec::new();
+        for unrolled in [false, true] {
+            for waves in [4, 8, 16, 32, 64] {
+                all.push(Shape::Stride {
+                    blocks: sms * waves,
+                    unrolled,
+                });
+            }
+        }
+        for (streaming, per_thread) in [(true, 1), (true, 2), (true, 4), (true, 8)]
+            .into_iter()
+            .chain([(false, 1), (false, 2), (false, 4)])
+        {
+            for threads in [256, 512, 1024] {
+                all.push(Shape::Tiled {
+                    per_thread,
+                    threads,
+                    streaming,
+                });
+            }
+        }
+        all
+    }
+
+    /// The kernels' name suffix in kernels.cu.
+    fn suffix(self) -> String {
+        match self {
+            Shape::Stride {
+                unrolled: false, ..
+            } => String::new(),
+            Shape::Stride { unrolled: true, .. } => "_u4".into(),
+            Shape::Tiled {
+                per_thread,
+                streaming,
+                ..
+            } => format!("_{}{per_thread}", if streaming { 't' } else { 'p' }),
+        }
+    }
+
+    fn threads(self) -> u32 {
+        match self {
+            Shape::Stride { .. } => THREADS,
+            Shape::Tiled { threads, .. } => threads,
+        }
+    }
+
+    fn blocks(self, elements: u64) -> u32 {
+        match self {
+            Shape::Stride { blocks, .. } => blocks,
+            Shape::Tiled {
+                per_thread,
+                threads,
+                ..
+            } => elements.div_ceil(u64::from(per_thread * threads)) as u32,
+        }
+    }
+
+    /// Dot's grid: the stride shape's own, else a fixed 16 blocks per SM.
+    fn dot_blocks(self, sms: u32) -> u32 {
+        match self {
+            Shape::Stride { blocks, .. } => blocks,
+            Shape::Tiled { .. } => sms * 16,
+        }
+    }
+
+    /// Whether the kernels carry the evict-first cache hints (`__ldcs`/`__stcs`).
+    fn streaming(self) -> bool {
+        match self {
+            Shape::Stride { unrolled, .. } => !unrolled,
+            Shape::Tiled { streaming, .. } => streaming,
+        }
+    }
+
+    fn accesses_per_thread(self) -> u32 {
+        match self {
+            Shape::Stride { unrolled, .. } => {
+                if unrolled {
+                    4
+                } else {
+                    1
+                }
+            }
+            Shape::Tiled { per_thread, .. } => per_thread,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiled_grids_cover_every_element_once_and_dot_fits_its_partials() {
+        let elements = MAX_N as u64 / 2;
+        for shape in Shape::candidates(132) {
+            if let Shape::Tiled {
+                per_thread,
+                threads,
+                ..
+            } = shape
+            {
+                let covered = u64::from(shape.blocks(elements)) * u64::from(per_thread * threads);
+                assert!(
+                    covered >= elements && covered - elements < u64::from(per_thread * threads)
+                );
+            }
+            assert!(shape.dot_blocks(132) <= 132 * 64);
+        }
+        assert_eq!(Shape::candidates(132).len(), 31);
+    }
+
+    #[test]
+    fn arrays_use_at_most_a_quarter_of_free_memory() {
+        let gib = 1usize << 30;
+        assert_eq!(array_len(140 * gib), MAX_N, "an H200: 3 × 4 GiB");
+        assert_eq!(array_len(24 * gib), 1 << 28, "a 24 GB card: 3 × 2 GiB");
+        assert!(3 * 8 * array_len(24 * gib) <= 24 * gib / 4);
+        assert_eq!(
+            array_len(gib),
+            MIN_N,
+            "too small: BabelStream's default, and let alloc decide"
+        );
+    }
 }

@@ -28,6 +28,7 @@ pub fn run(first: &Gpu, second: &Gpu, options: &Options) -> Result<Vec<Measureme
         // SAFETY: written by fma_chain before it is read.
         outs.push(unsafe { g.stream.alloc::<f32>(threads)? });
     }
+    let peer_access = first.enable_peer_access(second)? && second.enable_peer_access(first)?;
     let payload = random_f32s(62, BUFFER);
     let mut buffers: Vec<CudaSlice<f32>> = vec![first.stream.clone_htod(&payload)?];
     // SAFETY: written by the first hand-off before it is read.
@@ -110,6 +111,7 @@ pub fn run(first: &Gpu, second: &Gpu, options: &Options) -> Result<Vec<Measureme
                 &[
                     ("handoffs", handoffs as f64),
                     ("peer_copy_gb_s", gb_s),
+                    ("peer_access", f64::from(u8::from(peer_access))),
                     ("stage_ms", busy[i] / (handoffs as f64 / 2.0).max(1.0)),
                 ],
                 check.clone(),

@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
 use super::config;
 use crate::reference::{random_f32s, relative_error, tiny_steps};
@@ -46,20 +45,45 @@ fn check(
     verify("tiny", what, worst, 0.0, got.len())
 }
 
+/// One eager tiny op: a `tiny_step` launch over a buffer of `N` floats. Public so that the
+/// host-cost benches (`benches/host_costs.rs`) time exactly what the eager form runs.
+pub struct TinyStep<'g> {
+    gpu: &'g Gpu,
+    function: CudaFunction,
+}
+
+impl<'g> TinyStep<'g> {
+    pub fn new(gpu: &'g Gpu) -> Result<TinyStep<'g>, BenchError> {
+        Ok(TinyStep {
+            gpu,
+            function: gpu.function("tiny_step")?,
+        })
+    }
+
+    /// A buffer of `N` random floats on the GPU for the op to work on.
+    pub fn buffer(&self) -> Result<CudaSlice<f32>, BenchError> {
+        Ok(self.gpu.stream.clone_htod(&random_f32s(11, N))?)
+    }
+
+    /// Queues one launch on the GPU's stream.
+    pub fn launch(&self, x: &mut CudaSlice<f32>) -> Result<(), BenchError> {
+        let n = N as i32;
+        let mut builder = self.gpu.stream.launch_builder(&self.function);
+        builder.arg(x).arg(&A).arg(&B).arg(&n);
+        // SAFETY: tiny_step(float*, float, float, int) with a buffer of N floats.
+        unsafe { builder.launch(config(1, 128)) }?;
+        Ok(())
+    }
+}
+
 pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError> {
-    let step = gpu.function("tiny_step")?;
+    let step = TinyStep::new(gpu)?;
     let fused = gpu.function("tiny_fused")?;
     let cfg = config(1, 128);
     let n = N as i32;
     let start = random_f32s(11, N);
     let mut out = Vec::new();
-    let launch = |x: &mut CudaSlice<f32>| -> Result<(), BenchError> {
-        let mut builder = gpu.stream.launch_builder(&step);
-        builder.arg(x).arg(&A).arg(&B).arg(&n);
-        // SAFETY: tiny_step(float*, float, float, int) with a buffer of N floats.
-        unsafe { builder.launch(cfg) }?;
-        Ok(())
-    };
+    let launch = |x: &mut CudaSlice<f32>| step.launch(x);
 
     // (a) eager: one launch per op, from one host thread.
     let mut x = gpu.stream.clone_htod(&start)?;
@@ -120,16 +144,7 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
 
     // (c) a CUDA graph of GRAPH_KERNELS launches, captured once and replayed.
     let mut x = gpu.stream.clone_htod(&start)?;
-    gpu.stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let captured = (0..GRAPH_KERNELS).try_for_each(|_| launch(&mut x));
-    let graph = gpu.stream.end_capture(CUgraphInstantiate_flags(0))?;
-    captured?;
-    let graph = graph.ok_or_else(|| BenchError::WrongResult {
-        workload: "tiny",
-        detail: "stream capture produced no graph".into(),
-    })?;
-    graph.upload()?;
+    let graph = gpu.capture(|| (0..GRAPH_KERNELS).try_for_each(|_| launch(&mut x)))?;
     graph.launch()?;
     gpu.stream.synchronize()?;
     let mut rec = Recorder::start("tiny", gpu.ordinal);
