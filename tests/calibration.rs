@@ -52,44 +52,43 @@ fn the_reference_recording_gives_the_measured_baselines_within_2_percent() {
     assert!(power.calibrated_efficiency(689.0).is_some_and(|e| e > 0.99));
 }
 
-/// Two GPUs' samples interleaved, as a live calibration of a two-GPU machine records them:
-/// the reference session, and the same session as GPU 1 drawing 10% more.
+/// A saved session reads back as the same calibration, each GPU keeping its own facts.
 #[test]
-fn a_two_gpu_session_gives_one_profile_per_gpu() {
+fn a_saved_session_gives_the_same_profiles_back() {
     use gpuslack_calibration::phases::load_phases;
-    use gpuslack_calibration::session::calibrate;
+    use gpuslack_calibration::session::save_session;
+    use gpuslack_receiver::device::DeviceFacts;
     use gpuslack_receiver::trace::TraceReader;
-    use gpuslack_receiver::Metric;
 
     let samples: Vec<_> = TraceReader::open(&reference().join("samples.csv"))
         .expect("trace")
         .collect::<Result<_, _>>()
         .expect("samples");
-    let both: Vec<_> = samples
-        .iter()
-        .flat_map(|s| {
-            let mut other = s.clone();
-            other.gpu = 1;
-            for metric in [
-                Metric::PowerMw,
-                Metric::PowerInstMw,
-                Metric::PowerAvgMw,
-                Metric::EnergyMj,
-            ] {
-                if let Some(v) = s.get(metric) {
-                    other.set(metric, v * 1.1);
-                }
-            }
-            [s.clone(), other]
-        })
-        .collect();
     let phases = load_phases(&reference().join("phases.json")).expect("phases");
-    let c = calibrate(&both, phases, &Default::default(), "two GPUs").expect("calibration");
-    let gpus: Vec<_> = c.profiles.iter().map(|p| p.workloads[0].gpu).collect();
-    assert_eq!(gpus, [0, 1]);
-    let memory: Vec<_> = c.profiles.iter().filter_map(|p| p.memory_w).collect();
-    assert!(within(memory[1], memory[0] * 1.1, 0.01), "{memory:?}");
-    assert_eq!(c.validations.len(), 2);
+    let facts = [(
+        0,
+        DeviceFacts {
+            name: Some("NVIDIA H200".into()),
+            uuid: Some("GPU-14b9f8c5-584b-e400-6895-ecbe4933fdb7".into()),
+            tdp_w: Some(700.0),
+            power_limit_w: Some(700.0),
+            ..DeviceFacts::default()
+        },
+    )]
+    .into();
+    let dir = std::env::temp_dir().join(format!("gpuslack-session-{}", std::process::id()));
+    save_session(&dir, &samples, &phases, &facts).expect("saved");
+    let again = from_recording(&dir).expect("reads back");
+    let first = from_recording(&reference()).expect("reference");
+    let (a, b) = (&first.profiles[0], &again.profiles[0]);
+    assert_eq!(
+        b.uuid.as_deref(),
+        Some("GPU-14b9f8c5-584b-e400-6895-ecbe4933fdb7")
+    );
+    for ((name, x), (_, y)) in a.baselines().into_iter().zip(b.baselines()) {
+        let (x, y) = (x.expect("measured"), y.expect("measured"));
+        assert!((x - y).abs() < 1e-6, "{name}: {x} then {y}");
+    }
 }
 
 #[test]
@@ -208,4 +207,67 @@ fn calibrate_without_a_gpu_or_with_a_bad_recording_fails_clearly() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr)
         .contains("/nonexistent/session/samples.csv: cannot open"));
+}
+
+fn two_gpu_session() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200x2-calibration")
+}
+
+/// A live calibration of both GPUs of the two-H200 machine, saved with --save-session: the
+/// recording gives back what the live run computed, each GPU keyed by its own UUID.
+#[test]
+fn the_two_gpu_session_gives_back_the_live_profiles() {
+    let c = from_recording(&two_gpu_session()).expect("calibration");
+    let live = ProfileFile::load(&two_gpu_session().join("profiles-live-run1.toml")).expect("toml");
+    assert_eq!(c.profiles.len(), 2);
+    for (derived, measured) in c.profiles.iter().zip(&live.gpu) {
+        assert_eq!(derived.uuid, measured.uuid);
+        assert!(derived
+            .uuid
+            .as_deref()
+            .is_some_and(|u| u.starts_with("GPU-")));
+        for ((name, a), (_, b)) in derived.baselines().into_iter().zip(measured.baselines()) {
+            let (a, b) = (a.expect("derived"), b.expect("live"));
+            assert!(
+                within(a, b, 0.005),
+                "{name}: {a} from the recording, {b} live"
+            );
+        }
+        // The tensor GEMM at the power cap: at least 97% of the enforced limit.
+        let limit = derived.power_limit_w.expect("limit");
+        assert!(derived.compute_tensor_w.expect("tensor") >= 0.97 * limit);
+    }
+    for v in c.validations.values() {
+        assert_eq!((v.right(), v.windows()), (7, 7));
+    }
+}
+
+#[test]
+fn a_second_live_calibration_agrees_within_3_percent_and_the_gpus_differences_show() {
+    let session = two_gpu_session().display().to_string();
+    let second = two_gpu_session().join("profiles-live-run2.toml");
+    let run = gpuslack(&[
+        "calibrate",
+        "--from-recording",
+        &session,
+        "--compare-with",
+        &second.display().to_string(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(text.contains("differences: GPU 1 against GPU 0"), "{text}");
+    assert!(
+        text.contains("bare idle                78.4 W       81.2 W     +3.6%"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("largest change 0.4%: every baseline within 3%")
+            .count(),
+        2,
+        "{text}"
+    );
 }

@@ -3,10 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::score::{Labels, Score, Scorer};
 use gpuslack_receiver::source::replay::replay;
-use gpuslack_receiver::trace::TraceReader;
+use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 use gpuslack_receiver::{Class, Diagnoser, Pipeline, Thresholds, WindowReport};
 
 fn fixture(name: &str) -> PathBuf {
@@ -18,9 +17,10 @@ fn fixture(name: &str) -> PathBuf {
 fn run(name: &str, window_s: f64) -> (Vec<WindowReport>, Labels) {
     let dir = fixture(name);
     let labels = Labels::load(&dir.join("labels.json")).expect("labels");
-    let facts = DeviceFacts::beside_trace(&dir.join("samples.csv"))
+    let facts = TraceFacts::beside(&dir.join("samples.csv"))
         .expect("facts")
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .default;
     let diagnoser = Diagnoser::new(Thresholds::default())
         .with_default_facts(facts)
         .with_tdp_override(labels.tdp_w);

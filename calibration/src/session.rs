@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuslack_receiver::device::DeviceFacts;
-use gpuslack_receiver::trace::{TraceError, TraceReader};
+use gpuslack_receiver::trace::{FactsError, TraceError, TraceFacts, TraceReader, TraceWriter};
 use gpuslack_receiver::{Diagnoser, Pipeline, Sample, Thresholds, WindowReport};
 
 use crate::phases::{load_phases, phase_stats, PhaseSpan, PhasesError};
@@ -23,8 +23,13 @@ pub enum SessionError {
     Profile(#[from] ProfileError),
     #[error("{0}: no samples fall in any phase")]
     Empty(String),
-    #[error("{path}: {message}")]
-    Facts { path: String, message: String },
+    #[error(transparent)]
+    Facts(#[from] FactsError),
+    #[error("writing {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Everything a calibration produces for each GPU.
@@ -153,19 +158,49 @@ pub fn calibrate(
     })
 }
 
+/// Writes a session in the form [`from_recording`] reads (`samples.csv`, `phases.json`,
+/// `facts.json`), so a live calibration can be re-derived, or kept as a test fixture.
+pub fn save_session(
+    dir: &Path,
+    samples: &[Sample],
+    phases: &[PhaseSpan],
+    facts: &BTreeMap<u32, DeviceFacts>,
+) -> Result<(), SessionError> {
+    let write_err = |path: &Path, e: std::io::Error| SessionError::Write {
+        path: path.display().to_string(),
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
+    let trace = dir.join("samples.csv");
+    let file = std::fs::File::create(&trace).map_err(|e| write_err(&trace, e))?;
+    let mut writer =
+        TraceWriter::new(std::io::BufWriter::new(file)).map_err(|e| write_err(&trace, e))?;
+    for s in samples {
+        writer.write(s).map_err(|e| write_err(&trace, e))?;
+    }
+    writer.flush().map_err(|e| write_err(&trace, e))?;
+    let phases_path = dir.join("phases.json");
+    let phases_json = serde_json::to_string_pretty(phases).unwrap_or_default();
+    std::fs::write(&phases_path, phases_json).map_err(|e| write_err(&phases_path, e))?;
+    let facts_path = dir.join("facts.json");
+    let trace_facts = TraceFacts {
+        default: DeviceFacts::default(),
+        per_gpu: facts.clone(),
+    };
+    std::fs::write(&facts_path, trace_facts.to_json()).map_err(|e| write_err(&facts_path, e))
+}
+
 /// `--from-recording DIR`: `samples.csv` and `phases.json` (and `facts.json` if present).
 pub fn from_recording(dir: &Path) -> Result<Calibration, SessionError> {
     let trace = dir.join("samples.csv");
     let samples: Vec<Sample> = TraceReader::open(&trace)?.collect::<Result<_, _>>()?;
     let phases = load_phases(&dir.join("phases.json"))?;
-    let facts = DeviceFacts::beside_trace(&trace)
-        .map_err(|e| SessionError::Facts {
-            path: trace.display().to_string(),
-            message: e.to_string(),
-        })?
-        .unwrap_or_default();
+    let facts = TraceFacts::beside(&trace)?.unwrap_or_default();
     let gpus: std::collections::BTreeSet<u32> = samples.iter().map(|s| s.gpu).collect();
-    let facts = gpus.into_iter().map(|g| (g, facts.clone())).collect();
+    let facts = gpus
+        .into_iter()
+        .map(|g| (g, facts.gpu(g).clone()))
+        .collect();
     calibrate(
         &samples,
         phases,

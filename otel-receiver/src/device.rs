@@ -3,7 +3,6 @@
 //! built-in one, which beats fractions of the TDP.
 
 use std::borrow::Cow;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,61 +103,7 @@ impl PowerBaselines {
     }
 }
 
-/// The `facts.json` that sits beside a recorded trace (as in the H200 fixtures).
-#[derive(Debug, Deserialize)]
-struct FactsFile {
-    name: Option<String>,
-    driver: Option<String>,
-    power_limit_enforced_mw: Option<f64>,
-    power_limit_default_mw: Option<f64>,
-    temp_slowdown_c: Option<f64>,
-    mem_total: Option<f64>,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {problem}")]
-pub struct FactsError {
-    path: String,
-    problem: String,
-}
-
 impl DeviceFacts {
-    /// Reads `facts.json` beside a trace if there is one; `Ok(None)` when there is none.
-    pub fn beside_trace(trace: &Path) -> Result<Option<DeviceFacts>, FactsError> {
-        let Some(dir) = trace.parent() else {
-            return Ok(None);
-        };
-        let path = dir.join("facts.json");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(FactsError {
-                    path: path.display().to_string(),
-                    problem: e.to_string(),
-                })
-            }
-        };
-        DeviceFacts::from_json(&text, &path.display().to_string()).map(Some)
-    }
-
-    /// Parses a `facts.json` document; `origin` names it in errors.
-    pub fn from_json(text: &str, origin: &str) -> Result<DeviceFacts, FactsError> {
-        let facts: FactsFile = serde_json::from_str(text).map_err(|e| FactsError {
-            path: origin.to_string(),
-            problem: e.to_string(),
-        })?;
-        Ok(DeviceFacts {
-            name: facts.name,
-            uuid: None,
-            driver: facts.driver,
-            tdp_w: facts.power_limit_default_mw.map(|mw| mw / 1000.0),
-            power_limit_w: facts.power_limit_enforced_mw.map(|mw| mw / 1000.0),
-            temp_slowdown_c: facts.temp_slowdown_c,
-            mem_total_bytes: facts.mem_total,
-        })
-    }
-
     pub fn baselines(&self) -> Option<PowerBaselines> {
         self.tdp_w.map(PowerBaselines::from_tdp)
     }

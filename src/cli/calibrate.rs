@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use gpuslack_bench_kernels::{gpu_count, Gpu, Options, Workload};
 use gpuslack_calibration::phases::PhaseSpan;
-use gpuslack_calibration::session::{calibrate, from_recording, Calibration};
+use gpuslack_calibration::session::{calibrate, from_recording, save_session, Calibration};
 use gpuslack_calibration::ProfileFile;
 use gpuslack_calibration::{compare, report, GpuProfile};
 use gpuslack_receiver::device::DeviceFacts;
@@ -33,11 +33,15 @@ pub struct Args {
     /// Write the HTML report here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Keep the live session (samples.csv, phases.json, facts.json) in this folder, in the form
+    /// --from-recording reads.
+    #[arg(long, value_name = "DIR")]
+    pub save_session: Option<PathBuf>,
     /// Compute the profile from a recorded session (samples.csv + phases.json) instead.
     #[arg(long, value_name = "DIR")]
     pub from_recording: Option<PathBuf>,
-    /// Compare each GPU's new baselines with its profile (same UUID) in this file: is the
-    /// calibration repeatable within 3%?
+    /// Compare each GPU's new baselines with its profile in this file (same UUID; for a
+    /// recording without UUIDs, same model and index): is the calibration repeatable within 3%?
     #[arg(long, value_name = "FILE")]
     pub compare_with: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -93,10 +97,11 @@ fn show_differences(args: &Args, profiles: &[GpuProfile], earlier: Option<&Profi
     }
     if let (Some(earlier), Some(path)) = (earlier, &args.compare_with) {
         for p in profiles {
-            // The same GPU: its UUID, or for a recording without one, the same model.
+            // The same GPU: its UUID, or for a recording without one, the same model and index.
+            let index = |p: &GpuProfile| p.workloads.first().map(|w| w.gpu);
             let old = earlier.gpu.iter().find(|o| match &p.uuid {
                 Some(_) => o.uuid == p.uuid,
-                None => o.uuid.is_none() && o.model == p.model,
+                None => o.uuid.is_none() && o.model == p.model && index(o) == index(p),
             });
             let Some(old) = old else {
                 let _ = writeln!(
@@ -344,6 +349,10 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
     let facts: BTreeMap<u32, DeviceFacts> = sampler.facts().iter().cloned().collect();
     let samples = sampler.samples();
     drop(sampler);
+    if let Some(dir) = &args.save_session {
+        save_session(dir, &samples, &phases, &facts)?;
+        eprintln!("session written to {}", dir.display());
+    }
     Ok(Some(calibrate(
         &samples,
         phases,

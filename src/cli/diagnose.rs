@@ -6,7 +6,7 @@ use anyhow::Result;
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::report::{HumanReport, SourceLabel};
 use gpuslack_receiver::source::replay::replay;
-use gpuslack_receiver::trace::TraceReader;
+use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 
 use gpuslack_receiver::source::live::nvml::NvmlDevice;
 use gpuslack_receiver::source::live::LiveSource;
@@ -46,7 +46,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Err(e) => {
                 let why = format!("no NVIDIA GPU or driver was found on this machine: {e}");
                 eprintln!("gpuslack: {why}; showing the bundled recorded trace instead.");
-                let facts = DeviceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
+                let facts = TraceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
                 let reader =
                     TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
                 let label = SourceLabel::Recorded {
@@ -98,10 +98,10 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
 fn report_trace<R: io::Read>(
     args: &Args,
     reader: TraceReader<R>,
-    facts: DeviceFacts,
+    facts: TraceFacts,
     label: SourceLabel,
 ) -> Result<ExitCode> {
-    let mut pipeline = args.pipeline.pipeline(facts)?;
+    let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
     let mut report = HumanReport::default();
     replay(reader, &mut pipeline, |r| {
         report.add(r);

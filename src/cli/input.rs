@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use gpuslack_calibration::ProfileFile;
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::trace::TraceFacts;
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 
 /// Window length and TDP flags shared by the commands that run the pipeline.
@@ -49,8 +50,18 @@ impl PipelineArgs {
         Ok(all)
     }
 
-    /// A pipeline for GPUs described by `facts` (a trace's, or empty for live GPUs, whose own
-    /// facts and profiles are set per GPU with [`set_gpu`]).
+    /// A pipeline for a trace's GPUs: the facts file's default for every GPU, and each GPU's
+    /// own facts (and so its own profile, by UUID) where the file has them.
+    pub fn pipeline_for_trace(&self, facts: &TraceFacts) -> Result<Pipeline> {
+        let mut pipeline = self.pipeline(facts.default.clone())?;
+        for (gpu, own) in &facts.per_gpu {
+            self.set_gpu(&mut pipeline, *gpu, own.clone())?;
+        }
+        Ok(pipeline)
+    }
+
+    /// A pipeline for GPUs described by `facts` (empty for live GPUs, whose own facts and
+    /// profiles are set per GPU with [`set_gpu`]).
     pub fn pipeline(&self, facts: DeviceFacts) -> Result<Pipeline> {
         let profiles = self.profiles()?;
         let default_profile = profiles
@@ -78,8 +89,38 @@ impl PipelineArgs {
 }
 
 /// The facts beside a trace, or empty facts when there are none.
-pub fn facts_beside(trace: &Path) -> Result<DeviceFacts> {
-    Ok(DeviceFacts::beside_trace(trace)
+pub fn facts_beside(trace: &Path) -> Result<TraceFacts> {
+    Ok(TraceFacts::beside(trace)
         .with_context(|| format!("reading the device facts beside {}", trace.display()))?
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traces_per_gpu_facts_reach_the_diagnosis_with_their_profiles() {
+        let h200 = |uuid: &str| DeviceFacts {
+            name: Some("NVIDIA H200".into()),
+            uuid: Some(uuid.into()),
+            tdp_w: Some(700.0),
+            ..DeviceFacts::default()
+        };
+        let facts = TraceFacts {
+            default: DeviceFacts::default(),
+            per_gpu: [(0, h200("GPU-a")), (1, h200("GPU-b"))].into(),
+        };
+        let args = PipelineArgs {
+            tdp_w: None,
+            window_s: 2.0,
+            profile: None,
+        };
+        let pipeline = args.pipeline_for_trace(&facts).expect("pipeline");
+        assert_eq!(pipeline.diagnoser().facts(1).uuid.as_deref(), Some("GPU-b"));
+        assert!(
+            pipeline.diagnoser().profile(1).is_some(),
+            "the built-in H200 profile, found by model"
+        );
+    }
 }

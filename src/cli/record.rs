@@ -4,14 +4,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use gpuslack_receiver::trace::TraceWriter;
+use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::trace::{TraceFacts, TraceWriter};
 
 use super::live::{self, SamplingArgs};
 use super::EXIT_NO_GPU;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Trace file to write (CSV); `-` for standard output.
+    /// Trace file to write (CSV); `-` for standard output. Each GPU's facts (model, UUID,
+    /// driver, limits) go beside it, in NAME.facts.json.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// How long to record; until interrupted when left out.
@@ -38,13 +40,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Box::new(BufWriter::new(file))
     };
     let mut writer = TraceWriter::new(out).context("writing the trace header")?;
-    for (gpu, facts) in source.facts() {
+    let facts = TraceFacts {
+        default: DeviceFacts::default(),
+        per_gpu: source.facts().into_iter().collect(),
+    };
+    for (gpu, f) in &facts.per_gpu {
         tracing::info!(
             gpu,
-            name = facts.name.as_deref().unwrap_or("?"),
-            uuid = facts.uuid.as_deref().unwrap_or("?"),
+            name = f.name.as_deref().unwrap_or("?"),
+            uuid = f.uuid.as_deref().unwrap_or("?"),
             "recording"
         );
+    }
+    // What each GPU is, beside the trace, so that a replay anywhere knows its model, UUID and
+    // profile. Standard output has no "beside".
+    if args.out.as_os_str() != "-" {
+        let path = TraceFacts::path_for(&args.out);
+        std::fs::write(&path, facts.to_json())
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let mut rows = 0u64;
     let ticks = live::run_ticks(&mut source, args.seconds, |samples| {

@@ -29,7 +29,7 @@ pub enum Format {
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
     let facts = facts_beside(&args.trace)?;
-    let mut pipeline = args.pipeline.pipeline(facts)?;
+    let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
     let reader = TraceReader::open(&args.trace)?;
     let stdout = io::stdout().lock();
     let mut out = BufWriter::new(stdout);

@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
     let facts = facts_beside(path)?;
-    let mut pipeline = args.pipeline.pipeline(facts)?;
+    let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
     let mut reader = TraceReader::open(path)?;
     let started = Instant::now();
     let mut first_t = None;

@@ -33,7 +33,9 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     if args.pipeline.tdp_w.is_none() {
         args.pipeline.tdp_w = labels.tdp_w;
     }
-    let mut pipeline = args.pipeline.pipeline(facts_beside(&args.trace)?)?;
+    let mut pipeline = args
+        .pipeline
+        .pipeline_for_trace(&facts_beside(&args.trace)?)?;
     let mut scorer = Scorer::new(labels);
     replay(TraceReader::open(&args.trace)?, &mut pipeline, |r| {
         scorer.add(&r);

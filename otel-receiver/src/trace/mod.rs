@@ -2,8 +2,10 @@
 //! one sample a row, empty cells for "not sampled at this tick". `record` writes it, `replay`
 //! reads it, so a trace taken on a GPU box can be diagnosed anywhere.
 
+mod facts;
 mod reader;
 mod writer;
 
+pub use facts::{FactsError, TraceFacts};
 pub use reader::{TraceError, TraceReader};
 pub use writer::TraceWriter;

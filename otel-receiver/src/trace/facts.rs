@@ -1,0 +1,209 @@
+//! The facts file beside a trace: what each GPU is (model, UUID, driver, limits), which the CSV
+//! rows do not carry. The recorded H200 sessions (`../shared/fixtures`) hold one GPU's facts at
+//! the top level; `record` and `calibrate --save-session` add a `gpus` table with each GPU's own,
+//! keyed by index, and keep the top level (GPU 0's) for readers that know only that form.
+//!
+//! For a trace `DIR/NAME.csv` the file is `DIR/NAME.facts.json`, else `DIR/facts.json`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::DeviceFacts;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct FactsError {
+    path: String,
+    problem: String,
+}
+
+/// Every GPU's facts for one trace.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TraceFacts {
+    /// For GPUs without an entry of their own (all of them, in single-GPU files).
+    pub default: DeviceFacts,
+    pub per_gpu: BTreeMap<u32, DeviceFacts>,
+}
+
+impl TraceFacts {
+    /// GPU `gpu`'s facts: its own where the file has them, else the default.
+    pub fn gpu(&self, gpu: u32) -> &DeviceFacts {
+        self.per_gpu.get(&gpu).unwrap_or(&self.default)
+    }
+
+    /// Reads the facts file beside `trace`; `Ok(None)` when there is none.
+    pub fn beside(trace: &Path) -> Result<Option<TraceFacts>, FactsError> {
+        for path in candidates(trace) {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    return TraceFacts::from_json(&text, &path.display().to_string()).map(Some)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(FactsError {
+                        path: path.display().to_string(),
+                        problem: e.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Parses a facts document; `origin` names it in errors.
+    pub fn from_json(text: &str, origin: &str) -> Result<TraceFacts, FactsError> {
+        let file: FactsFile = serde_json::from_str(text).map_err(|e| FactsError {
+            path: origin.to_string(),
+            problem: e.to_string(),
+        })?;
+        let mut per_gpu = BTreeMap::new();
+        for (key, entry) in &file.gpus {
+            let gpu = key.parse::<u32>().map_err(|_| FactsError {
+                path: origin.to_string(),
+                problem: format!("gpus: key {key:?} is not a GPU index"),
+            })?;
+            per_gpu.insert(gpu, entry.to_facts());
+        }
+        Ok(TraceFacts {
+            default: file.top.to_facts(),
+            per_gpu,
+        })
+    }
+
+    /// The file `record` writes: GPU 0's facts at the top level, each GPU's under `gpus`.
+    pub fn to_json(&self) -> String {
+        let file = FactsFile {
+            top: FactsEntry::from_facts(self.per_gpu.values().next().unwrap_or(&self.default)),
+            gpus: self
+                .per_gpu
+                .iter()
+                .map(|(gpu, f)| (gpu.to_string(), FactsEntry::from_facts(f)))
+                .collect(),
+        };
+        serde_json::to_string_pretty(&file).unwrap_or_default()
+    }
+
+    /// Where `record` writes the facts for `trace`.
+    pub fn path_for(trace: &Path) -> PathBuf {
+        let stem = trace
+            .file_stem()
+            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+        trace.with_file_name(format!("{stem}.facts.json"))
+    }
+}
+
+fn candidates(trace: &Path) -> Vec<PathBuf> {
+    let mut paths = vec![TraceFacts::path_for(trace)];
+    if let Some(dir) = trace.parent() {
+        paths.push(dir.join("facts.json"));
+    }
+    paths
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FactsFile {
+    #[serde(flatten)]
+    top: FactsEntry,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    gpus: BTreeMap<String, FactsEntry>,
+}
+
+/// One GPU's facts in the fixtures' own field names and units.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FactsEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uuid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    power_limit_enforced_mw: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    power_limit_default_mw: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temp_slowdown_c: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mem_total: Option<f64>,
+}
+
+impl FactsEntry {
+    fn to_facts(&self) -> DeviceFacts {
+        DeviceFacts {
+            name: self.name.clone(),
+            uuid: self.uuid.clone(),
+            driver: self.driver.clone(),
+            tdp_w: self.power_limit_default_mw.map(|mw| mw / 1000.0),
+            power_limit_w: self.power_limit_enforced_mw.map(|mw| mw / 1000.0),
+            temp_slowdown_c: self.temp_slowdown_c,
+            mem_total_bytes: self.mem_total,
+        }
+    }
+
+    fn from_facts(f: &DeviceFacts) -> FactsEntry {
+        FactsEntry {
+            name: f.name.clone(),
+            uuid: f.uuid.clone(),
+            driver: f.driver.clone(),
+            power_limit_enforced_mw: f.power_limit_w.map(|w| w * 1000.0),
+            power_limit_default_mw: f.tdp_w.map(|w| w * 1000.0),
+            temp_slowdown_c: f.temp_slowdown_c,
+            mem_total: f.mem_total_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REFERENCE: &str = include_str!("../../../tests/fixtures/h200-reference/facts.json");
+
+    #[test]
+    fn the_fixtures_single_gpu_form_applies_to_every_gpu() {
+        let facts = TraceFacts::from_json(REFERENCE, "facts.json").expect("facts");
+        assert!(facts.per_gpu.is_empty());
+        let gpu3 = facts.gpu(3);
+        assert_eq!(gpu3.name.as_deref(), Some("NVIDIA H200"));
+        assert_eq!((gpu3.tdp_w, gpu3.power_limit_w), (Some(700.0), Some(700.0)));
+        assert_eq!(gpu3.uuid, None);
+    }
+
+    #[test]
+    fn each_gpu_keeps_its_own_facts_through_a_round_trip() {
+        let gpu = |uuid: &str, limit: f64| DeviceFacts {
+            name: Some("NVIDIA H200".into()),
+            uuid: Some(uuid.into()),
+            driver: Some("580.159.04".into()),
+            tdp_w: Some(700.0),
+            power_limit_w: Some(limit),
+            temp_slowdown_c: Some(89.0),
+            mem_total_bytes: Some(150754820096.0),
+        };
+        let facts = TraceFacts {
+            default: DeviceFacts::default(),
+            per_gpu: [(0, gpu("GPU-a", 700.0)), (1, gpu("GPU-b", 650.0))].into(),
+        };
+        let json = facts.to_json();
+        let back = TraceFacts::from_json(&json, "x.facts.json").expect("parses");
+        assert_eq!(back.gpu(1), &gpu("GPU-b", 650.0));
+        assert_eq!(back.default, gpu("GPU-a", 700.0), "GPU 0 at the top level");
+        assert_eq!(
+            TraceFacts::path_for(Path::new("/r/run.csv")),
+            Path::new("/r/run.facts.json")
+        );
+    }
+
+    #[test]
+    fn a_bad_gpu_key_or_document_names_the_file() {
+        let err = TraceFacts::from_json(r#"{"gpus": {"zero": {}}}"#, "f.json").expect_err("bad");
+        assert_eq!(
+            err.to_string(),
+            "f.json: gpus: key \"zero\" is not a GPU index"
+        );
+        let err = TraceFacts::from_json("[1]", "f.json").expect_err("bad");
+        assert!(err.to_string().starts_with("f.json: "), "{err}");
+    }
+}
