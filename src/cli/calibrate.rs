@@ -12,8 +12,7 @@ use anyhow::{bail, Context, Result};
 use gpuslack_bench_kernels::{gpu_count, Gpu, Options, Workload};
 use gpuslack_calibration::phases::PhaseSpan;
 use gpuslack_calibration::session::{calibrate, from_recording, save_session, Calibration};
-use gpuslack_calibration::ProfileFile;
-use gpuslack_calibration::{compare, report, GpuProfile};
+use gpuslack_calibration::{compare, report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
 use super::sampler::Sampler;
@@ -60,6 +59,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!(
             "--seconds-per-workload must be at least 3 (1.5 s of each phase is left out as ramp)"
         );
+    }
+    if args.save_session.is_some() && args.from_recording.is_some() {
+        bail!("--save-session keeps a live calibration's session; --from-recording reads one already saved");
     }
     // Read before calibrating: a bad file should fail in a second, not after minutes of work.
     let earlier = match &args.compare_with {

@@ -3,7 +3,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::report::{HumanReport, SourceLabel};
 use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
@@ -63,10 +62,7 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
         anyhow::bail!("--seconds must be a positive number, got {}", args.seconds);
     }
-    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default())?;
-    for (gpu, facts) in source.facts() {
-        args.pipeline.set_gpu(&mut pipeline, gpu, facts)?;
-    }
+    let mut pipeline = args.pipeline.pipeline_for_live(source.facts())?;
     eprintln!(
         "gpuslack: watching {} GPU(s) for {} s…",
         source.live_gpus(),

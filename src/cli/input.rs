@@ -53,38 +53,40 @@ impl PipelineArgs {
     /// A pipeline for a trace's GPUs: the facts file's default for every GPU, and each GPU's
     /// own facts (and so its own profile, by UUID) where the file has them.
     pub fn pipeline_for_trace(&self, facts: &TraceFacts) -> Result<Pipeline> {
-        let mut pipeline = self.pipeline(facts.default.clone())?;
-        for (gpu, own) in &facts.per_gpu {
-            self.set_gpu(&mut pipeline, *gpu, own.clone())?;
+        self.pipeline_for_gpus(facts.default.clone(), facts.per_gpu.clone())
+    }
+
+    /// A pipeline for live GPUs, each with the facts the source read from it.
+    pub fn pipeline_for_live(&self, gpus: Vec<(u32, DeviceFacts)>) -> Result<Pipeline> {
+        self.pipeline_for_gpus(DeviceFacts::default(), gpus)
+    }
+
+    /// A pipeline whose every GPU is described by `default` but those in `gpus`, each GPU with
+    /// its profile: its own by UUID, else its model's.
+    fn pipeline_for_gpus(
+        &self,
+        default: DeviceFacts,
+        gpus: impl IntoIterator<Item = (u32, DeviceFacts)>,
+    ) -> Result<Pipeline> {
+        let profiles = self.profiles()?;
+        let profile_of = |f: &DeviceFacts| {
+            profiles
+                .find(f.uuid.as_deref(), f.name.as_deref())
+                .map(|p| p.power_profile())
+                .transpose()
+        };
+        let diagnoser = Diagnoser::new(Thresholds::default())
+            .with_default_profile(profile_of(&default)?)
+            .with_default_facts(default)
+            .with_tdp_override(self.tdp_w);
+        let mut pipeline = Pipeline::new(self.window_s, diagnoser);
+        for (gpu, facts) in gpus {
+            if let Some(profile) = profile_of(&facts)? {
+                pipeline.diagnoser_mut().set_profile(gpu, profile);
+            }
+            pipeline.diagnoser_mut().set_facts(gpu, facts);
         }
         Ok(pipeline)
-    }
-
-    /// A pipeline for GPUs described by `facts` (empty for live GPUs, whose own facts and
-    /// profiles are set per GPU with [`set_gpu`]).
-    pub fn pipeline(&self, facts: DeviceFacts) -> Result<Pipeline> {
-        let profiles = self.profiles()?;
-        let default_profile = profiles
-            .find(facts.uuid.as_deref(), facts.name.as_deref())
-            .map(|p| p.power_profile())
-            .transpose()?;
-        let diagnoser = Diagnoser::new(Thresholds::default())
-            .with_default_facts(facts)
-            .with_tdp_override(self.tdp_w)
-            .with_default_profile(default_profile);
-        Ok(Pipeline::new(self.window_s, diagnoser))
-    }
-
-    /// Gives one live GPU its facts and, by UUID or model, its profile.
-    pub fn set_gpu(&self, pipeline: &mut Pipeline, gpu: u32, facts: DeviceFacts) -> Result<()> {
-        let profiles = self.profiles()?;
-        if let Some(p) = profiles.find(facts.uuid.as_deref(), facts.name.as_deref()) {
-            pipeline
-                .diagnoser_mut()
-                .set_profile(gpu, p.power_profile()?);
-        }
-        pipeline.diagnoser_mut().set_facts(gpu, facts);
-        Ok(())
     }
 }
 

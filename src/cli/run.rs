@@ -185,10 +185,7 @@ fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
-    let mut pipeline = args.pipeline.pipeline(DeviceFacts::default())?;
-    for (gpu, facts) in source.facts() {
-        args.pipeline.set_gpu(&mut pipeline, gpu, facts)?;
-    }
+    let mut pipeline = args.pipeline.pipeline_for_live(source.facts())?;
     let rss_after_open = live::rss_now_kib();
     // Measured from the end of the first tick: NVML start-up, the first GPM sample and the
     // first (cold, ~14 ms) energy read are one-off costs, not the agent's steady overhead.

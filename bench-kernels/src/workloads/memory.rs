@@ -1,6 +1,7 @@
 //! BabelStream on the device: copy, scale, add, triad and dot over three arrays of up to 2^29 f64
-//! (4 GiB each, far beyond the 60 MB L2), 16-byte accesses with streaming loads and stores, in
-//! the fastest of several kernel shapes on this GPU.
+//! (4 GiB each, far beyond the 60 MB L2), 16-byte accesses, in the fastest of several kernel
+//! shapes on this GPU (loop or no loop, accesses per thread, threads per block, with or without
+//! evict-first cache hints).
 //! Bandwidth counts bytes read plus written; like BabelStream the figure is the best run's, the
 //! median is reported beside it.
 
