@@ -169,4 +169,14 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
             .collect();
         println!("{:<8} {:<22} {}", "", "", details.join(" "));
     }
+    let unsampled = rows
+        .iter()
+        .filter(|(_, live)| live.as_ref().is_some_and(|l| l.power_w.is_none()))
+        .count();
+    if unsampled > 0 {
+        println!(
+            "{unsampled} part(s) ran too briefly for the live readings (100 ms samples, the first \
+             0.5 s left out): run with --seconds 3 to see power, SM activity and throttling"
+        );
+    }
 }
