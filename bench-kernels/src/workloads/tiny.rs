@@ -23,6 +23,10 @@ const GRAPH_REPLAYS: u64 = 200;
 const FUSED_STEPS: u64 = 100_000;
 const FUSED_LAUNCHES: u64 = 10;
 
+/// Each part runs at least this long even at fixed counts: the live readings beside the rates
+/// (GPU-Util 100% at 0.3% SM activity) are this workload's point, and need a second of samples.
+const MIN_SECONDS: f64 = 1.5;
+
 /// Elements checked after long runs: each is an independent chain of `steps` FMAs, so a few
 /// of them replay on the CPU in about a second however long the run was.
 const CHECKED: usize = 16;
@@ -77,6 +81,10 @@ impl<'g> TinyStep<'g> {
 }
 
 pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError> {
+    let options = &Options {
+        seconds: Some(options.seconds.unwrap_or(MIN_SECONDS).max(MIN_SECONDS)),
+        ..options.clone()
+    };
     let step = TinyStep::new(gpu)?;
     let fused = gpu.function("tiny_fused")?;
     let cfg = config(1, 128);
@@ -111,19 +119,23 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     // (b) the article's form: tensors made on the host and copied over every iteration.
     let mut rec = Recorder::start("tiny", gpu.ordinal);
     let mut host = start.clone();
-    let iters = options.reps_for(ARTICLE_ITERS, Duration::from_micros(20));
     let mut last = Vec::new();
-    let t = gpu.wall_s(|| {
-        for i in 0..iters {
-            host[0] = i as f32 * 1e-3;
-            let mut buf = gpu.stream.clone_htod(&host)?;
-            launch(&mut buf)?;
-            if i + 1 == iters {
-                last = gpu.stream.clone_dtoh(&buf)?;
+    let mut article_form = |iters: u64| {
+        gpu.wall_s(|| {
+            for i in 0..iters {
+                host[0] = i as f32 * 1e-3;
+                let mut buf = gpu.stream.clone_htod(&host)?;
+                launch(&mut buf)?;
+                if i + 1 == iters {
+                    last = gpu.stream.clone_dtoh(&buf)?;
+                }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })
+    };
+    let probe = article_form(1000)?;
+    let iters = options.reps_for(ARTICLE_ITERS, Duration::from_secs_f64(probe / 1000.0));
+    let t = article_form(iters)?;
     rec.stop();
     let worst = last
         .iter()
