@@ -3,8 +3,6 @@
 //! allocated and filled from the host every iteration; (c) the same launches captured once in
 //! a CUDA graph and replayed; (d) one fused kernel doing all the steps.
 
-use std::time::Duration;
-
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
 use super::config;
@@ -16,15 +14,12 @@ const N: usize = 100;
 /// a close to 1 so that the values keep their information over a million steps.
 const A: f32 = 0.999_999_9;
 const B: f32 = 1.0 - A;
-const EAGER_LAUNCHES: u64 = 200_000;
-const ARTICLE_ITERS: u64 = 20_000;
 const GRAPH_KERNELS: u64 = 1_000;
-const GRAPH_REPLAYS: u64 = 200;
 const FUSED_STEPS: u64 = 100_000;
-const FUSED_LAUNCHES: u64 = 10;
 
-/// Each part runs at least this long even at fixed counts: the live readings beside the rates
-/// (GPU-Util 100% at 0.3% SM activity) are this workload's point, and need a second of samples.
+/// Each part runs at least this long, with or without `--seconds`: the live readings beside
+/// the rates (GPU-Util 100% at 0.3% SM activity) are this workload's point, and need a second
+/// of samples. So there are no fixed counts here.
 const MIN_SECONDS: f64 = 1.5;
 
 /// Elements checked after long runs: each is an independent chain of `steps` FMAs, so a few
@@ -81,10 +76,9 @@ impl<'g> TinyStep<'g> {
 }
 
 pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError> {
-    let options = &Options {
-        seconds: Some(options.seconds.unwrap_or(MIN_SECONDS).max(MIN_SECONDS)),
-        ..options.clone()
-    };
+    let seconds = options.seconds.unwrap_or(MIN_SECONDS).max(MIN_SECONDS);
+    // Repetitions that fill `seconds`, from the measured cost of one.
+    let reps = |one_s: f64| (seconds / one_s.max(1e-9)).ceil().max(1.0) as u64;
     let step = TinyStep::new(gpu)?;
     let fused = gpu.function("tiny_fused")?;
     let cfg = config(1, 128);
@@ -100,7 +94,7 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     let mut x = gpu.stream.clone_htod(&start)?;
     let mut rec = Recorder::start("tiny", gpu.ordinal);
     let probe = gpu.wall_s(|| (0..1000).try_for_each(|_| launch(&mut x)))?;
-    let launches = options.reps_for(EAGER_LAUNCHES, Duration::from_secs_f64(probe / 1000.0));
+    let launches = reps(probe / 1000.0);
     let t = gpu.wall_s(|| (0..launches).try_for_each(|_| launch(&mut x)))?;
     rec.stop();
     let checked = check(gpu, &x, &start, 1000 + launches, "x after every launch")?;
@@ -134,7 +128,7 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
         })
     };
     let probe = article_form(1000)?;
-    let iters = options.reps_for(ARTICLE_ITERS, Duration::from_secs_f64(probe / 1000.0));
+    let iters = reps(probe / 1000.0);
     let t = article_form(iters)?;
     rec.stop();
     let worst = last
@@ -161,7 +155,7 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     gpu.stream.synchronize()?;
     let mut rec = Recorder::start("tiny", gpu.ordinal);
     let probe = gpu.wall_s(|| (0..10).try_for_each(|_| Ok(graph.launch()?)))?;
-    let replays = options.reps_for(GRAPH_REPLAYS, Duration::from_secs_f64(probe / 10.0));
+    let replays = reps(probe / 10.0);
     let t = gpu.wall_s(|| (0..replays).try_for_each(|_| Ok(graph.launch()?)))?;
     rec.stop();
     let kernels = GRAPH_KERNELS * replays;
@@ -198,7 +192,7 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     // Checked after one launch: replaying every timed step on the CPU would take longer than
     // the benchmark (a second of launches is ~10^9 steps).
     let checked = check(gpu, &x, &start, FUSED_STEPS, "x after one fused launch")?;
-    let launches = options.reps_for(FUSED_LAUNCHES, Duration::from_secs_f64(probe_ms / 1e3));
+    let launches = reps(probe_ms / 1e3);
     let ms = gpu.time_ms(|| (0..launches).try_for_each(|_| fused_launch(&mut x)))?;
     rec.stop();
     let fused_work = N as f64 * (FUSED_STEPS * launches) as f64 / (ms / 1e3);
