@@ -107,6 +107,12 @@ fn tracing_free_warning(message: &str) {
 }
 
 impl GpuProfile {
+    /// The index of the GPU the profile was measured on, from its workloads; `None` for a
+    /// model profile without any.
+    pub fn gpu_index(&self) -> Option<u32> {
+        self.workloads.first().map(|w| w.gpu)
+    }
+
     /// Every power baseline by its display name, in order from idle to compute.
     pub fn baselines(&self) -> [(&'static str, Option<f64>); 7] {
         [

@@ -84,7 +84,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// calibration. On stdout for the table format; on stderr when stdout carries a profile.
 fn show_differences(args: &Args, profiles: &[GpuProfile], earlier: Option<&ProfileFile>) {
     let mut text = String::new();
-    let label = |p: &GpuProfile| format!("GPU {}", p.workloads.first().map_or(0, |w| w.gpu));
+    let label = |p: &GpuProfile| format!("GPU {}", p.gpu_index().unwrap_or(0));
     if let Some((first, rest)) = profiles.split_first() {
         for other in rest {
             let title = format!("differences: {} against {}", label(other), label(first));
@@ -100,10 +100,9 @@ fn show_differences(args: &Args, profiles: &[GpuProfile], earlier: Option<&Profi
     if let (Some(earlier), Some(path)) = (earlier, &args.compare_with) {
         for p in profiles {
             // The same GPU: its UUID, or for a recording without one, the same model and index.
-            let index = |p: &GpuProfile| p.workloads.first().map(|w| w.gpu);
             let old = earlier.gpu.iter().find(|o| match &p.uuid {
                 Some(_) => o.uuid == p.uuid,
-                None => o.uuid.is_none() && o.model == p.model && index(o) == index(p),
+                None => o.uuid.is_none() && o.model == p.model && o.gpu_index() == p.gpu_index(),
             });
             let Some(old) = old else {
                 let _ = writeln!(
@@ -150,7 +149,7 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
         Format::Toml => print!("{}", file.to_toml()),
         Format::Table => {
             for p in &c.profiles {
-                let gpu = p.workloads.first().map_or(0, |w| w.gpu);
+                let gpu = p.gpu_index().unwrap_or(0);
                 if let Some(v) = c.validations.get(&gpu) {
                     println!("GPU {gpu} · {}", report::terminal(p, v));
                 }
@@ -176,7 +175,7 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
     if let Some(path) = &args.report {
         let mut html = String::new();
         for p in &c.profiles {
-            let gpu = p.workloads.first().map_or(0, |w| w.gpu);
+            let gpu = p.gpu_index().unwrap_or(0);
             let windows: Vec<_> = c
                 .windows
                 .iter()

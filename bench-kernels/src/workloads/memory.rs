@@ -47,15 +47,19 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
             partial: gpu.stream.alloc::<f64>(max_blocks as usize)?,
         }
     };
-    for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c]
-        .into_iter()
-        .zip(SEEDS)
-    {
-        let mut builder = gpu.stream.launch_builder(&init);
-        builder.arg(buf).arg(&n).arg(&seed);
-        // SAFETY: init_random(double*, long, unsigned long long) over len doubles.
-        unsafe { builder.launch(config(gpu.sms * 16, THREADS)) }?;
-    }
+    let fill = |arrays: &mut Arrays| -> Result<(), BenchError> {
+        for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c]
+            .into_iter()
+            .zip(SEEDS)
+        {
+            let mut builder = gpu.stream.launch_builder(&init);
+            builder.arg(buf).arg(&n).arg(&seed);
+            // SAFETY: init_random(double*, long, unsigned long long) over len doubles.
+            unsafe { builder.launch(config(gpu.sms * 16, THREADS)) }?;
+        }
+        Ok(())
+    };
+    fill(&mut arrays)?;
     gpu.stream.synchronize()?;
 
     let kernels = Shape::candidates(gpu.sms)
@@ -144,15 +148,7 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
         .collect::<Result<Vec<f64>, _>>()?;
     let memcpy_ms = median(&mut memcpy_ms);
     // The sweep changed a and c: restart the sequence from the initial values.
-    for (buf, seed) in [&mut arrays.a, &mut arrays.b, &mut arrays.c]
-        .into_iter()
-        .zip(SEEDS)
-    {
-        let mut builder = gpu.stream.launch_builder(&init);
-        builder.arg(buf).arg(&n).arg(&seed);
-        // SAFETY: as above.
-        unsafe { builder.launch(config(gpu.sms * 16, THREADS)) }?;
-    }
+    fill(&mut arrays)?;
 
     let mut rec = Recorder::start("memory", gpu.ordinal);
     let reps = options.reps_for(REPS, Duration::from_secs_f64(one_rep_ms / 1e3));
