@@ -2,6 +2,7 @@
 //! `gpuslack-receiver` pipeline; each subcommand lives in its own module under `cli/`.
 
 mod cli;
+mod no_libcuda;
 
 use std::process::ExitCode;
 

@@ -309,3 +309,58 @@ fn bench_refuses_an_unknown_workload() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("unknown workload `warp-drive`"));
 }
+
+/// A MIG instance has memory, processes and GPM of its own, nothing else. Built from the live
+/// H200 recording: GPU 0 as recorded, and GPU 1 as a whole-GPU instance of it (7g) would be
+/// sampled, its other columns empty.
+#[test]
+fn a_mig_instance_is_diagnosed_from_its_own_evidence_and_named_as_such() {
+    let recorded = std::fs::read_to_string(fixture("h200-live-torch")).expect("fixture");
+    let mut lines = recorded.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let instance_has = |column: &str| {
+        ["t", "mem_used", "mem_total", "nprocs"].contains(&column) || column.starts_with("gpm_")
+    };
+    let mut text = header.join(",") + "\n";
+    for line in lines {
+        text += line;
+        text += "\n";
+        let instance: Vec<&str> = header
+            .iter()
+            .zip(line.split(','))
+            .map(|(column, value)| match *column {
+                "gpu" => "1",
+                c if instance_has(c) => value,
+                _ => "",
+            })
+            .collect();
+        text += &instance.join(",");
+        text += "\n";
+    }
+    let path = temp_trace("mig", &text);
+    std::fs::write(
+        path.with_file_name("facts.json"),
+        r#"{"name": "NVIDIA H200", "power_limit_default_mw": 700000,
+            "gpus": {"0": {"name": "NVIDIA H200", "power_limit_default_mw": 700000},
+                     "1": {"name": "NVIDIA H200 MIG 7g.141gb", "mig_parent_gpu": 0}}}"#,
+    )
+    .expect("facts");
+    let out = gpuslack(&["diagnose", "--trace", &path.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    let instance = report
+        .split("\nGPU 1 · ")
+        .nth(1)
+        .expect("GPU 1 has a section");
+    assert!(instance.starts_with(
+        "NVIDIA H200 MIG 7g.141gb · MIG instance of GPU 0: its power, clocks and temperature are GPU 0's"
+    ));
+    for verdict in ["COMPUTE_BOUND", "MEMORY_BOUND", "IDLE_HELD", "IDLE "] {
+        assert!(
+            instance.contains(verdict),
+            "{verdict} missing from\n{instance}"
+        );
+    }
+    assert!(instance.contains("not measured   power"), "{instance}");
+    assert!(report.contains("GPU 0 · NVIDIA H200 · TDP 700 W"));
+}

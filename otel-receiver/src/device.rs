@@ -20,6 +20,9 @@ pub struct DeviceFacts {
     pub power_limit_w: Option<f64>,
     pub temp_slowdown_c: Option<f64>,
     pub mem_total_bytes: Option<f64>,
+    /// For a MIG instance, the index of the GPU it is carved from: power, clocks and
+    /// temperature are that GPU's, not the instance's.
+    pub mig_parent: Option<u32>,
 }
 
 /// Power levels that separate "nothing runs" from "a context is held" from "real work", in W.

@@ -56,6 +56,13 @@ pub const EXIT_NO_GPU: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    if matches!(
+        cli.command,
+        Command::Diagnose(_) | Command::Run(_) | Command::Record(_)
+    ) {
+        // These only sample: NVML need not load libcuda (no_libcuda.rs).
+        crate::no_libcuda::refuse();
+    }
     let result = match cli.command {
         Command::Diagnose(args) => diagnose::run(args),
         Command::Run(args) => run::run(*args),

@@ -133,12 +133,14 @@ impl HumanReport {
     ) -> io::Result<()> {
         let tdp = phases.iter().flat_map(|p| &p.windows).find_map(|w| w.tdp_w);
         writeln!(out)?;
-        writeln!(
-            out,
-            "GPU {gpu} · {} · TDP {}",
-            facts.name.as_deref().unwrap_or("unknown model"),
-            fmt_opt(tdp, " W", 0)
-        )?;
+        let name = facts.name.as_deref().unwrap_or("unknown model");
+        match facts.mig_parent {
+            Some(parent) => writeln!(
+                out,
+                "GPU {gpu} · {name} · MIG instance of GPU {parent}: its power, clocks and temperature are GPU {parent}'s"
+            )?,
+            None => writeln!(out, "GPU {gpu} · {name} · TDP {}", fmt_opt(tdp, " W", 0))?,
+        }
         let total: usize = phases.iter().map(|p| p.windows.len()).sum();
         let mut time: BTreeMap<Class, usize> = BTreeMap::new();
         for p in phases {

@@ -127,6 +127,9 @@ struct FactsEntry {
     temp_slowdown_c: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mem_total: Option<f64>,
+    /// Set on a MIG instance: the index of its GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mig_parent_gpu: Option<u32>,
 }
 
 impl FactsEntry {
@@ -139,6 +142,7 @@ impl FactsEntry {
             power_limit_w: self.power_limit_enforced_mw.map(|mw| mw / 1000.0),
             temp_slowdown_c: self.temp_slowdown_c,
             mem_total_bytes: self.mem_total,
+            mig_parent: self.mig_parent_gpu,
         }
     }
 
@@ -151,6 +155,7 @@ impl FactsEntry {
             power_limit_default_mw: f.tdp_w.map(|w| w * 1000.0),
             temp_slowdown_c: f.temp_slowdown_c,
             mem_total: f.mem_total_bytes,
+            mig_parent_gpu: f.mig_parent,
         }
     }
 }
@@ -181,6 +186,7 @@ mod tests {
             power_limit_w: Some(limit),
             temp_slowdown_c: Some(89.0),
             mem_total_bytes: Some(150754820096.0),
+            mig_parent: None,
         };
         let facts = TraceFacts {
             default: DeviceFacts::default(),

@@ -85,6 +85,12 @@ pub trait DeviceReader {
     /// Static facts, read once when sampling starts; fields the driver lacks are `None`.
     fn facts(&mut self) -> DeviceFacts;
 
+    /// The fields this kind of device has at all. The others are never asked for and never
+    /// reported missing: a MIG instance has no power or clocks of its own, by design.
+    fn fields(&self) -> &'static [Field] {
+        &Field::ALL
+    }
+
     /// Reads one field into `sample`.
     fn read(&mut self, field: Field, sample: &mut Sample) -> Result<(), ReadError>;
 }

@@ -5,6 +5,8 @@
 //! Degradation rules: a field a driver lacks is skipped from then on and reported once; a field
 //! that fails for another reason is left out of that sample and reported on the first failure
 //! and every 100th after; a GPU that is lost is reported and dropped while the others go on.
+//! A field the kind of device does not have at all ([`DeviceReader::fields`], e.g. power on a
+//! MIG instance) is never read and never reported.
 
 mod backend;
 pub mod nvml;
@@ -109,9 +111,12 @@ impl<D: DeviceReader> LiveSource<D> {
             .map(|(index, mut reader)| Slot {
                 index,
                 facts: reader.facts(),
+                unsupported: Field::ALL
+                    .into_iter()
+                    .filter(|field| !reader.fields().contains(field))
+                    .collect(),
                 reader,
                 lost: false,
-                unsupported: BTreeSet::new(),
                 last_read: [None; Field::ALL.len()],
                 failures: [0; Field::ALL.len()],
             })
@@ -241,6 +246,8 @@ mod tests {
         reads: BTreeMap<Field, u32>,
         lose_after: Option<u32>,
         total_reads: u32,
+        /// Like a MIG instance: only these fields exist (all when `None`).
+        offers: Option<&'static [Field]>,
     }
 
     impl Scripted {
@@ -259,6 +266,10 @@ mod tests {
                 name: Some("Scripted GPU".into()),
                 ..DeviceFacts::default()
             }
+        }
+
+        fn fields(&self) -> &'static [Field] {
+            self.offers.unwrap_or(&Field::ALL)
         }
 
         fn read(&mut self, field: Field, sample: &mut Sample) -> Result<(), ReadError> {
@@ -391,6 +402,31 @@ mod tests {
             source.slots[1].reader.total_reads, reads_when_lost,
             "a lost GPU is not read again"
         );
+    }
+
+    #[test]
+    fn fields_a_device_does_not_have_are_never_read_nor_reported() {
+        let mut instance = Scripted::healthy();
+        instance.offers = Some(&[Field::Memory, Field::Processes, Field::Gpm]);
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::healthy()), (8, instance)],
+            Cadence::every(Duration::from_millis(100)),
+        );
+        let samples = ticks(&mut source, 20, 0.1);
+        let reads = &source.slots[1].reader.reads;
+        assert_eq!(
+            reads.keys().copied().collect::<Vec<_>>(),
+            vec![Field::Memory, Field::Processes, Field::Gpm]
+        );
+        assert_eq!((reads[&Field::Memory], reads[&Field::Gpm]), (20, 20));
+        assert_eq!(reads[&Field::Processes], 2, "once a second over 2 s");
+        assert!(source.drain_events().is_empty());
+        let instance_samples: Vec<&Sample> =
+            samples.iter().flatten().filter(|s| s.gpu == 8).collect();
+        assert_eq!(instance_samples.len(), 20);
+        assert!(instance_samples
+            .iter()
+            .all(|s| s.get(Metric::PowerMw).is_none() && s.get(Metric::GpmSm).is_some()));
     }
 
     #[test]

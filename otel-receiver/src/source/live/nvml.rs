@@ -1,5 +1,9 @@
 //! The only module that talks to NVML. It turns each [`Field`] into the NVML calls that read it
 //! and NVML's errors into the sampler's three kinds: not supported, GPU lost, failed.
+//!
+//! A GPU in MIG mode is sampled twice over: as the whole GPU (power, clocks, temperature,
+//! energy and limits are the GPU's) and as each of its instances (memory, processes, and GPM
+//! through the parent's `nvmlGpmMigSampleGet`), which get indices after the physical GPUs.
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor, TemperatureThreshold};
 use nvml_wrapper::enums::device::SampleValue;
@@ -55,17 +59,25 @@ pub enum OpenError {
 const LIBRARY: &str = "libnvidia-ml.so.1";
 
 type GpmSampleGetFn = unsafe extern "C" fn(nvmlDevice_t, nvmlGpmSample_t) -> nvmlReturn_t;
+type GpmMigSampleGetFn =
+    unsafe extern "C" fn(nvmlDevice_t, std::ffi::c_uint, nvmlGpmSample_t) -> nvmlReturn_t;
 type MemoryInfoFn = unsafe extern "C" fn(nvmlDevice_t, *mut nvmlMemory_t) -> nvmlReturn_t;
+type GpuInstanceIdFn = unsafe extern "C" fn(nvmlDevice_t, *mut std::ffi::c_uint) -> nvmlReturn_t;
 
-/// Two hot-path calls made directly, through a second handle on the same loaded library
-/// (`dlopen` is reference-counted: it is the same instance nvml-wrapper uses). nvml-wrapper
-/// allocates a new GPM sample on every read (~180 µs of CPU on an H200, where refilling one
-/// costs ~40 µs) and only offers the v2 memory query (~70 µs, where v1 costs ~6 µs). At 10 Hz
-/// these two are most of the agent's CPU time.
+/// What a MIG instance has of its own; the rest belongs to its GPU.
+const MIG_INSTANCE_FIELDS: [Field; 3] = [Field::Memory, Field::Processes, Field::Gpm];
+
+/// Calls made directly, through a second handle on the same loaded library (`dlopen` is
+/// reference-counted: it is the same instance nvml-wrapper uses). nvml-wrapper allocates a new
+/// GPM sample on every read (~180 µs of CPU on an H200, where refilling one costs ~40 µs) and
+/// only offers the v2 memory query (~70 µs, where v1 costs ~6 µs); at 10 Hz these two are most
+/// of the agent's CPU time. It has no call for a MIG instance's GPU-instance id at all.
 #[derive(Clone, Copy)]
 struct HotCalls {
     gpm_sample_get: Option<GpmSampleGetFn>,
+    gpm_mig_sample_get: Option<GpmMigSampleGetFn>,
     memory_info_v1: Option<MemoryInfoFn>,
+    gpu_instance_id: Option<GpuInstanceIdFn>,
 }
 
 impl HotCalls {
@@ -76,7 +88,9 @@ impl HotCalls {
             Ok(lib) => {
                 let calls = HotCalls {
                     gpm_sample_get: lib.nvmlGpmSampleGet.as_ref().ok().copied(),
+                    gpm_mig_sample_get: lib.nvmlGpmMigSampleGet.as_ref().ok().copied(),
                     memory_info_v1: lib.nvmlDeviceGetMemoryInfo.as_ref().ok().copied(),
+                    gpu_instance_id: lib.nvmlDeviceGetGpuInstanceId.as_ref().ok().copied(),
                 };
                 // Keep the library loaded for the life of the process, like the Nvml handle.
                 std::mem::forget(lib);
@@ -84,7 +98,9 @@ impl HotCalls {
             }
             Err(_) => HotCalls {
                 gpm_sample_get: None,
+                gpm_mig_sample_get: None,
                 memory_info_v1: None,
+                gpu_instance_id: None,
             },
         }
     }
@@ -116,46 +132,115 @@ impl NvmlBackend {
         self.nvml.sys_driver_version().ok()
     }
 
-    /// Every GPU NVML can open, by index. A GPU that fails to open is logged and left out.
+    /// Every GPU NVML can open, by index, then the MIG instances of GPUs in MIG mode, numbered
+    /// on from the last GPU. A GPU or instance that fails to open is logged and left out.
     pub fn devices(&self) -> Result<Vec<(u32, NvmlDevice)>, OpenError> {
         let count = self
             .nvml
             .device_count()
             .map_err(|e| OpenError::Other(e.to_string()))?;
         let driver = self.driver_version();
-        let mut out = Vec::new();
+        let open = |device, scope| NvmlDevice {
+            nvml: self.nvml,
+            hot: self.hot,
+            device,
+            scope,
+            driver: driver.clone(),
+            gpm: None,
+        };
+        let mut gpus = Vec::new();
+        let mut instances = Vec::new();
         for index in 0..count {
             match self.nvml.device_by_index(index) {
                 Ok(device) => {
                     if device.mig_mode().is_ok_and(|m| m.current == 1) {
-                        let instances = device.mig_device_count().unwrap_or(0);
-                        tracing::info!(gpu = index, instances, "MIG is enabled: sampled as the whole GPU; per-instance sampling is not implemented yet");
+                        for (instance, gpu_instance_id) in self.mig_instances(index, &device) {
+                            // A second handle on the same GPU: handles are plain pointers.
+                            let Ok(parent) = self.nvml.device_by_index(index) else {
+                                continue;
+                            };
+                            instances.push(open(
+                                instance,
+                                Scope::MigInstance {
+                                    parent,
+                                    parent_index: index,
+                                    gpu_instance_id,
+                                },
+                            ));
+                        }
                     }
-                    out.push((
-                        index,
-                        NvmlDevice {
-                            nvml: self.nvml,
-                            hot: self.hot,
-                            device,
-                            driver: driver.clone(),
-                            gpm: None,
-                        },
-                    ));
+                    gpus.push((index, open(device, Scope::Gpu)));
                 }
                 Err(e) => tracing::warn!(gpu = index, error = %e, "cannot open GPU; skipping it"),
             }
         }
-        if out.is_empty() {
+        if gpus.is_empty() {
             return Err(OpenError::NoGpu);
         }
-        Ok(out)
+        gpus.extend((count..).zip(instances));
+        Ok(gpus)
     }
+
+    /// The MIG instances of GPU `index`, with their GPU-instance ids (which GPM needs).
+    fn mig_instances(&self, index: u32, gpu: &Device<'static>) -> Vec<(Device<'static>, u32)> {
+        let slots = match gpu.mig_device_count() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(gpu = index, error = %e, "MIG is enabled but its instances cannot be counted; sampling the whole GPU only");
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for slot in 0..slots {
+            // Slots without an instance answer NotFound: MIG slots are sparse.
+            let Ok(instance) = gpu.mig_device_by_index(slot) else {
+                continue;
+            };
+            match self.gpu_instance_id(&instance) {
+                Ok(id) => out.push((instance, id)),
+                Err(e) => {
+                    tracing::warn!(gpu = index, slot, error = %e, "cannot read a MIG instance's GPU-instance id; skipping it")
+                }
+            }
+        }
+        tracing::info!(
+            gpu = index,
+            instances = out.len(),
+            "MIG is enabled: sampling each instance as well as the whole GPU"
+        );
+        out
+    }
+
+    fn gpu_instance_id(&self, instance: &Device<'static>) -> Result<u32, NvmlError> {
+        let get = self
+            .hot
+            .gpu_instance_id
+            .ok_or(NvmlError::FunctionNotFound)?;
+        let mut id = 0;
+        // SAFETY: a live MIG device handle and a pointer to a c_uint, as nvml.h declares.
+        nvml_try(unsafe { get(instance.handle(), &mut id) })?;
+        Ok(id)
+    }
+}
+
+/// What an [`NvmlDevice`] stands for.
+enum Scope {
+    /// A whole GPU (in MIG mode or not).
+    Gpu,
+    /// One MIG instance of GPU `parent_index`.
+    MigInstance {
+        parent: Device<'static>,
+        parent_index: u32,
+        gpu_instance_id: u32,
+    },
 }
 
 pub struct NvmlDevice {
     nvml: &'static Nvml,
     hot: HotCalls,
+    /// The GPU's handle, or the MIG instance's.
     device: Device<'static>,
+    scope: Scope,
     driver: Option<String>,
     /// The previous GPM sample and a spare buffer, refilled in turn.
     gpm: Option<(GpmSample<'static>, Option<GpmSample<'static>>)>,
@@ -183,6 +268,16 @@ fn sample_value(v: &SampleValue) -> f64 {
 impl DeviceReader for NvmlDevice {
     fn facts(&mut self) -> DeviceFacts {
         let d = &self.device;
+        if let Scope::MigInstance { parent_index, .. } = &self.scope {
+            return DeviceFacts {
+                name: d.name().ok(),
+                uuid: d.uuid().ok(),
+                driver: self.driver.clone(),
+                mem_total_bytes: d.memory_info().ok().map(|m| m.total as f64),
+                mig_parent: Some(*parent_index),
+                ..DeviceFacts::default()
+            };
+        }
         DeviceFacts {
             name: d.name().ok(),
             uuid: d.uuid().ok(),
@@ -200,6 +295,14 @@ impl DeviceReader for NvmlDevice {
                 .ok()
                 .map(f64::from),
             mem_total_bytes: d.memory_info().ok().map(|m| m.total as f64),
+            mig_parent: None,
+        }
+    }
+
+    fn fields(&self) -> &'static [Field] {
+        match self.scope {
+            Scope::Gpu => &Field::ALL,
+            Scope::MigInstance { .. } => &MIG_INSTANCE_FIELDS,
         }
     }
 
@@ -308,7 +411,7 @@ impl NvmlDevice {
         let (previous, spare) = match self.gpm.take() {
             Some(pair) => pair,
             None => {
-                if !self.device.gpm_support().map_err(classify)? {
+                if !self.parent().gpm_support().map_err(classify)? {
                     return Err(ReadError::NotSupported);
                 }
                 self.gpm = Some((self.fresh_gpm_sample()?, None));
@@ -332,19 +435,46 @@ impl NvmlDevice {
         Ok(())
     }
 
+    /// The whole GPU: this device, or a MIG instance's parent, whose handle GPM samples
+    /// instances through.
+    fn parent(&self) -> &Device<'static> {
+        match &self.scope {
+            Scope::Gpu => &self.device,
+            Scope::MigInstance { parent, .. } => parent,
+        }
+    }
+
     fn fresh_gpm_sample(&self) -> Result<GpmSample<'static>, ReadError> {
-        self.device.gpm_sample().map_err(classify)
+        match &self.scope {
+            Scope::Gpu => self.device.gpm_sample(),
+            Scope::MigInstance {
+                gpu_instance_id, ..
+            } => self.parent().gpm_mig_sample(*gpu_instance_id),
+        }
+        .map_err(classify)
     }
 
     /// Refills an allocated GPM sample in place; allocates a new one where the direct call is
     /// not available.
     fn refill(&self, buffer: GpmSample<'static>) -> Result<GpmSample<'static>, ReadError> {
-        let Some(get) = self.hot.gpm_sample_get else {
-            return self.fresh_gpm_sample();
+        let status = match (
+            &self.scope,
+            self.hot.gpm_sample_get,
+            self.hot.gpm_mig_sample_get,
+        ) {
+            // SAFETY (both arms): the handles come from the same loaded library and are alive;
+            // the sample is owned by `buffer`, which we return.
+            (Scope::Gpu, Some(get), _) => unsafe { get(self.device.handle(), buffer.handle()) },
+            (
+                Scope::MigInstance {
+                    gpu_instance_id, ..
+                },
+                _,
+                Some(get),
+            ) => unsafe { get(self.parent().handle(), *gpu_instance_id, buffer.handle()) },
+            _ => return self.fresh_gpm_sample(),
         };
-        // SAFETY: both handles come from the same loaded library and are alive; the sample is
-        // owned by `buffer`, which we return.
-        nvml_try(unsafe { get(self.device.handle(), buffer.handle()) }).map_err(classify)?;
+        nvml_try(status).map_err(classify)?;
         Ok(buffer)
     }
 }

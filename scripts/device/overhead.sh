@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The live source's overhead benchmark: `gpuslack run --usage` on every GPU at 10 Hz and 1 Hz,
+# with the process's mappings and whether libcuda is loaded, 12 s in. The binary is built here
+# and copied to .device-bin/gpuslack (see docs/benchmarks.md).
+set -uo pipefail
+bin=${1:-.device-bin/gpuslack}
+out=${OUT:-/tmp/gpuslack-overhead}
+mkdir -p "$out"
+for case in "100 30" "1000 60"; do
+  set -- $case
+  interval_ms=$1 seconds=$2
+  log="$out/overhead-${interval_ms}ms.txt"
+  "$bin" run --seconds "$seconds" --interval-ms "$interval_ms" --usage >"$log" 2>&1 &
+  pid=$!
+  sleep 12
+  {
+    echo "== 12 s in: /proc/$pid"
+    grep -E "VmRSS|RssAnon|RssFile|Threads" "/proc/$pid/status"
+    echo "libcuda mappings: $(grep -c libcuda "/proc/$pid/maps")"
+    awk '/^[0-9a-f]+-/{name=$6; perm=$2} /^Rss:/{if ($2 > 200) print "  ", $2, "KiB", perm, name}' \
+      "/proc/$pid/smaps" | sort -rn -k1
+  } >"$out/maps-${interval_ms}ms.txt"
+  wait "$pid"
+  cat "$out/maps-${interval_ms}ms.txt" >>"$log" && rm "$out/maps-${interval_ms}ms.txt"
+  head -3 "$log"
+done
