@@ -364,3 +364,19 @@ fn a_mig_instance_is_diagnosed_from_its_own_evidence_and_named_as_such() {
     assert!(instance.contains("not measured   power"), "{instance}");
     assert!(report.contains("GPU 0 · NVIDIA H200 · TDP 700 W"));
 }
+
+/// `no_libcuda` works only if the executable exports its `dlopen` for NVML to bind to; a linker
+/// that drops the export (build.rs) would silently bring libcuda's 4 MiB back.
+#[test]
+fn the_executable_exports_its_dlopen() {
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only", env!("CARGO_BIN_EXE_gpuslack")])
+        .output()
+        .expect("nm (binutils) runs");
+    assert!(nm.status.success(), "{}", stderr(&nm));
+    let symbols = stdout(&nm);
+    assert!(
+        symbols.lines().any(|l| l.ends_with(" T dlopen")),
+        "dlopen is not exported:\n{symbols}"
+    );
+}
