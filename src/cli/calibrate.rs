@@ -288,33 +288,30 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         started: Instant::now(),
     };
     let now = super::live::unix_now;
+    // An idle phase of every GPU at once: `s` seconds from now.
+    let idle_for_s = |name: &str| {
+        let t0 = now();
+        std::thread::sleep(Duration::from_secs_f64(s));
+        PhaseSpan {
+            name: name.into(),
+            t0,
+            t1: now(),
+            gpus: None,
+        }
+    };
     let mut phases = Vec::new();
     // Bare idle: no CUDA context exists yet in this process. A GPU still warm from earlier
     // work draws more at idle (leakage rises with temperature): wait for it to settle.
     std::thread::sleep(Duration::from_secs(1));
     settle(&sampler, &gpus, Duration::from_secs(60));
-    let t0 = now();
-    std::thread::sleep(Duration::from_secs_f64(s));
-    phases.push(PhaseSpan {
-        name: "idle".into(),
-        t0,
-        t1: now(),
-        gpus: None,
-    });
+    phases.push(idle_for_s("idle"));
     progress.step(gpus[0], "bare idle measured");
     let opened = gpus
         .iter()
         .map(|&g| Gpu::open(g))
         .collect::<Result<Vec<_>, _>>()?;
     std::thread::sleep(Duration::from_secs(2));
-    let t0 = now();
-    std::thread::sleep(Duration::from_secs_f64(s));
-    phases.push(PhaseSpan {
-        name: "idle_held".into(),
-        t0,
-        t1: now(),
-        gpus: None,
-    });
+    phases.push(idle_for_s("idle_held"));
     progress.step(gpus[0], "context-held idle measured");
     for gpu in &opened {
         let index = gpu.ordinal as u32;
