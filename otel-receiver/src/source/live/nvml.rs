@@ -154,19 +154,8 @@ impl NvmlBackend {
             match self.nvml.device_by_index(index) {
                 Ok(device) => {
                     if device.mig_mode().is_ok_and(|m| m.current == 1) {
-                        for (instance, gpu_instance_id) in self.mig_instances(index, &device) {
-                            // A second handle on the same GPU: handles are plain pointers.
-                            let Ok(parent) = self.nvml.device_by_index(index) else {
-                                continue;
-                            };
-                            instances.push(open(
-                                instance,
-                                Scope::MigInstance {
-                                    parent,
-                                    parent_index: index,
-                                    gpu_instance_id,
-                                },
-                            ));
+                        for (instance, scope) in self.mig_instances(index, &device) {
+                            instances.push(open(instance, scope));
                         }
                     }
                     gpus.push((index, open(device, Scope::Gpu)));
@@ -181,8 +170,9 @@ impl NvmlBackend {
         Ok(gpus)
     }
 
-    /// The MIG instances of GPU `index`, with their GPU-instance ids (which GPM needs).
-    fn mig_instances(&self, index: u32, gpu: &Device<'static>) -> Vec<(Device<'static>, u32)> {
+    /// The MIG instances of GPU `index`, each with its scope: the GPU-instance id GPM needs and
+    /// a handle of its own on the parent.
+    fn mig_instances(&self, index: u32, gpu: &Device<'static>) -> Vec<(Device<'static>, Scope)> {
         let slots = match gpu.mig_device_count() {
             Ok(n) => n,
             Err(e) => {
@@ -196,10 +186,18 @@ impl NvmlBackend {
             let Ok(instance) = gpu.mig_device_by_index(slot) else {
                 continue;
             };
-            match self.gpu_instance_id(&instance) {
-                Ok(id) => out.push((instance, id)),
+            let scope = self.gpu_instance_id(&instance).and_then(|gpu_instance_id| {
+                Ok(Scope::MigInstance {
+                    // A second handle on the same GPU: handles are plain pointers.
+                    parent: self.nvml.device_by_index(index)?,
+                    parent_index: index,
+                    gpu_instance_id,
+                })
+            });
+            match scope {
+                Ok(scope) => out.push((instance, scope)),
                 Err(e) => {
-                    tracing::warn!(gpu = index, slot, error = %e, "cannot read a MIG instance's GPU-instance id; skipping it")
+                    tracing::warn!(gpu = index, slot, error = %e, "cannot open a MIG instance (its GPU-instance id or its GPU's handle); skipping it")
                 }
             }
         }
