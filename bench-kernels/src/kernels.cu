@@ -96,6 +96,16 @@ __device__ unsigned long long splitmix64(unsigned long long x) {
     return z ^ (z >> 31);
 }
 
+// Holds the stream for `ns` nanoseconds of the GPU's global timer, so that whatever the host
+// queues behind it starts without waiting for the host (see Gpu::time_queued_ms).
+__global__ void hold_stream(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+
 __global__ void init_random(double *x, long n, unsigned long long seed) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
         unsigned long long bits = splitmix64(seed ^ ((unsigned long long)i * 0xD6E8FEB86659FD93ULL));

@@ -15,7 +15,10 @@ for case in "100 30" "1000 60"; do
   sleep 12
   {
     echo "== 12 s in: /proc/$pid"
-    grep -E "VmRSS|RssAnon|RssFile|Threads" "/proc/$pid/status"
+    grep -E "VmRSS|VmHWM|RssAnon|RssFile|Threads" "/proc/$pid/status"
+    # VmRSS and getrusage's peak come from the kernel's per-CPU counters, which may lag by a few
+    # hundred KiB; smaps_rollup walks the page tables.
+    echo "smaps_rollup $(grep -E '^Rss:' "/proc/$pid/smaps_rollup")"
     echo "libcuda mappings: $(grep -c libcuda "/proc/$pid/maps")"
     awk '/^[0-9a-f]+-/{name=$6; perm=$2} /^Rss:/{if ($2 > 200) print "  ", $2, "KiB", perm, name}' \
       "/proc/$pid/smaps" | sort -rn -k1

@@ -92,22 +92,33 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn init_logging(verbose: u8) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
 
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+        0 => LevelFilter::WARN,
+        1 => LevelFilter::INFO,
+        _ => LevelFilter::DEBUG,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // RUST_LOG as `target=level` directives. `Targets` rather than `EnvFilter`: span and field
+    // filters are not worth the regex engine EnvFilter brings (build time, resident pages).
+    let from_env = std::env::var("RUST_LOG")
+        .ok()
+        .map(|value| value.parse::<Targets>().map_err(|e| (value, e)));
+    let filter = match &from_env {
+        Some(Ok(targets)) => targets.clone(),
+        _ => Targets::new().with_default(default),
+    };
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_filter(filter)
         .with_filter(QuietRepeats);
     tracing_subscriber::registry().with(layer).init();
+    if let Some(Err((value, e))) = from_env {
+        tracing::warn!("RUST_LOG={value:?} is not a list of target=level directives ({e}); logging at {default}");
+    }
 }
 
 /// The OpenTelemetry SDK reports every failed export: with a collector down that is a line per

@@ -54,7 +54,7 @@ fn fma(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
     let mut rec = Recorder::start("compute", gpu.ordinal);
     let reps = options.reps_for(REPS, Duration::from_secs_f64(warm / 1e3));
     let mut ms: Vec<f64> = (0..reps)
-        .map(|_| gpu.time_ms(|| launch(&mut out)))
+        .map(|_| gpu.time_queued_ms(|| launch(&mut out)))
         .collect::<Result<_, _>>()?;
     rec.stop();
     let got = gpu.stream.clone_dtoh(&out)?;

@@ -62,6 +62,9 @@ fn signal_url(base: &str, path: &str) -> String {
 }
 
 fn http_client(cfg: &OtlpConfig) -> Result<reqwest::blocking::Client, OtlpError> {
+    // reqwest is built without a provider of its own (see Cargo.toml) and takes the process's.
+    // An error only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::blocking::Client::builder().timeout(cfg.timeout);
     if let Some(path) = &cfg.ca_file {
         let pem = std::fs::read(path).map_err(|source| OtlpError::Certificate {
