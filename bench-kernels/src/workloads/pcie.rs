@@ -34,6 +34,9 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
     let data = host_data();
     let bytes = (N * 4) as f64;
     let mut out = Vec::new();
+    let mut push = |variant: &str, (rec, gb_s): (Recorder, f64), check: String| {
+        out.push(rec.measure(variant, gb_s, "GB/s", &[("bytes", bytes)], check));
+    };
     // SAFETY: fully written by the copy below before any read.
     let mut dev = unsafe { gpu.stream.alloc::<f32>(N)? };
 
@@ -44,72 +47,82 @@ pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError>
             .alloc_pinned_with_flags::<f32>(N, CU_MEMHOSTALLOC_WRITECOMBINED)?
     };
     pinned.as_mut_slice()?.copy_from_slice(&data);
-    let mut rec = Recorder::start("pcie", gpu.ordinal);
-    let one = gpu.time_ms(|| Ok(gpu.stream.memcpy_htod(&pinned, &mut dev)?))?;
-    let reps = options.reps_for(REPS, Duration::from_secs_f64(one / 1e3));
-    let ms = gpu
-        .time_ms(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_htod(&pinned, &mut dev)?)))?;
-    rec.stop();
+    let rate = timed_rate(gpu, options, Clock::Events, bytes, || {
+        Ok(gpu.stream.memcpy_htod(&pinned, &mut dev)?)
+    })?;
     let back = gpu.stream.clone_dtoh(&dev)?;
-    let check = sampled_check(&back, &data, "device copy of the pinned buffer")?;
-    out.push(rec.measure(
+    push(
         "h2d_pinned",
-        bytes * reps as f64 / (ms / 1e3) / 1e9,
-        "GB/s",
-        &[("bytes", bytes)],
-        check,
-    ));
+        rate,
+        sampled_check(&back, &data, "device copy of the pinned buffer")?,
+    );
 
     // SAFETY: fully written by the copies below before any read.
     let mut pinned_back = unsafe { gpu.ctx.alloc_pinned_with_flags::<f32>(N, 0)? };
-    let mut rec = Recorder::start("pcie", gpu.ordinal);
-    let one = gpu.time_ms(|| Ok(gpu.stream.memcpy_dtoh(&dev, &mut pinned_back)?))?;
-    let reps = options.reps_for(REPS, Duration::from_secs_f64(one / 1e3));
-    let ms = gpu.time_ms(|| {
-        (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_dtoh(&dev, &mut pinned_back)?))
+    let rate = timed_rate(gpu, options, Clock::Events, bytes, || {
+        Ok(gpu.stream.memcpy_dtoh(&dev, &mut pinned_back)?)
     })?;
-    rec.stop();
-    let check = sampled_check(pinned_back.as_slice()?, &data, "pinned host copy")?;
-    out.push(rec.measure(
+    push(
         "d2h_pinned",
-        bytes * reps as f64 / (ms / 1e3) / 1e9,
-        "GB/s",
-        &[("bytes", bytes)],
-        check,
-    ));
+        rate,
+        sampled_check(pinned_back.as_slice()?, &data, "pinned host copy")?,
+    );
 
     // Pageable: plain Vec memory, staged by the driver.
-    let mut rec = Recorder::start("pcie", gpu.ordinal);
-    let one = gpu.wall_s(|| Ok(gpu.stream.memcpy_htod(&data, &mut dev)?))?;
-    let reps = options.reps_for(REPS, Duration::from_secs_f64(one));
-    let t =
-        gpu.wall_s(|| (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_htod(&data, &mut dev)?)))?;
-    rec.stop();
+    let rate = timed_rate(gpu, options, Clock::Host, bytes, || {
+        Ok(gpu.stream.memcpy_htod(&data, &mut dev)?)
+    })?;
     let back = gpu.stream.clone_dtoh(&dev)?;
-    let check = sampled_check(&back, &data, "device copy of the pageable buffer")?;
-    out.push(rec.measure(
+    push(
         "h2d_pageable",
-        bytes * reps as f64 / t / 1e9,
-        "GB/s",
-        &[("bytes", bytes)],
-        check,
-    ));
+        rate,
+        sampled_check(&back, &data, "device copy of the pageable buffer")?,
+    );
 
     let mut host_back = vec![0f32; N];
-    let mut rec = Recorder::start("pcie", gpu.ordinal);
-    let one = gpu.wall_s(|| Ok(gpu.stream.memcpy_dtoh(&dev, &mut host_back)?))?;
-    let reps = options.reps_for(REPS, Duration::from_secs_f64(one));
-    let t = gpu.wall_s(|| {
-        (0..reps).try_for_each(|_| Ok(gpu.stream.memcpy_dtoh(&dev, &mut host_back)?))
+    let rate = timed_rate(gpu, options, Clock::Host, bytes, || {
+        Ok(gpu.stream.memcpy_dtoh(&dev, &mut host_back)?)
     })?;
-    rec.stop();
-    let check = sampled_check(&host_back, &data, "pageable host copy")?;
-    out.push(rec.measure(
+    push(
         "d2h_pageable",
-        bytes * reps as f64 / t / 1e9,
-        "GB/s",
-        &[("bytes", bytes)],
-        check,
-    ));
+        rate,
+        sampled_check(&host_back, &data, "pageable host copy")?,
+    );
     Ok(out)
+}
+
+/// How a copy is timed: pinned copies run asynchronously and are timed with events; pageable
+/// ones are staged through the driver by the host and timed on its clock.
+#[derive(Clone, Copy)]
+enum Clock {
+    Events,
+    Host,
+}
+
+fn seconds(
+    gpu: &Gpu,
+    clock: Clock,
+    work: impl FnOnce() -> Result<(), BenchError>,
+) -> Result<f64, BenchError> {
+    match clock {
+        Clock::Events => Ok(gpu.time_ms(work)? / 1e3),
+        Clock::Host => gpu.wall_s(work),
+    }
+}
+
+/// Times `copy` once to size the run, then the run; the recorder (live readings) spans both.
+/// Returns it with the run's rate in GB/s.
+fn timed_rate(
+    gpu: &Gpu,
+    options: &Options,
+    clock: Clock,
+    bytes: f64,
+    mut copy: impl FnMut() -> Result<(), BenchError>,
+) -> Result<(Recorder, f64), BenchError> {
+    let mut rec = Recorder::start("pcie", gpu.ordinal);
+    let one = seconds(gpu, clock, &mut copy)?;
+    let reps = options.reps_for(REPS, Duration::from_secs_f64(one));
+    let run = seconds(gpu, clock, || (0..reps).try_for_each(|_| copy()))?;
+    rec.stop();
+    Ok((rec, bytes * reps as f64 / run / 1e9))
 }
