@@ -19,18 +19,20 @@ import time
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "Threads")
 
 
-def status(pid="self"):
+def status(pid="self", fields=FIELDS):
+    """The given /proc/PID/status fields, each as its first number (kB, or a count)."""
     out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in FIELDS:
+            if key in fields:
                 out[key] = int(value.split()[0])
     return out
 
 
 def mappings(pid="self", top=12):
-    """The mappings with the most resident memory: (rss_kib, anonymous_kib, size_kib, name)."""
+    """The mappings with the most resident memory, each with its address range, permissions,
+    name, size, resident, anonymous and anonymous-huge-page KiB."""
     rows, current = [], None
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
@@ -38,12 +40,14 @@ def mappings(pid="self", top=12):
             if "-" in head[0] and not head[0].endswith(":"):
                 lo, hi = (int(x, 16) for x in head[0].split("-"))
                 name = head[5] if len(head) > 5 else "[anon]"
-                current = {"name": name, "size_kib": (hi - lo) // 1024, "rss": 0, "anon": 0, "perm": head[1]}
+                current = {"addr": head[0], "name": name, "size_kib": (hi - lo) // 1024, "rss": 0, "anon": 0, "thp": 0, "perm": head[1]}
                 rows.append(current)
             elif head[0] == "Rss:":
                 current["rss"] = int(head[1])
             elif head[0] == "Anonymous:":
                 current["anon"] = int(head[1])
+            elif head[0] == "AnonHugePages:":
+                current["thp"] = int(head[1])
     rows.sort(key=lambda r: -r["rss"])
     return rows[:top]
 

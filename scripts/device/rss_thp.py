@@ -3,8 +3,8 @@
 
 For a bare ctypes NVML client and for `gpuslack run` at 10 Hz, with and without
 prctl(PR_SET_THP_DISABLE) set before NVML is loaded: VmRSS, VmHWM and, for the largest
-mappings, Rss and AnonHugePages. Also the PT_LOAD segments of libnvidia-ml (is the big
-anonymous block its .bss?).
+mappings, Rss and AnonHugePages (KiB throughout). Also the PT_LOAD segments of libnvidia-ml (is
+the big anonymous block its .bss?).
 
 Usage: rss_thp.py --bin PATH --out DIR
 """
@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+import rss_breakdown
+
 PR_SET_THP_DISABLE = 41
 
 
@@ -27,35 +29,15 @@ def thp_off():
 
 
 def status(pid="self"):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads", "THP_enabled"):
-                out[key] = value.strip()
-    return out
+    return rss_breakdown.status(pid, ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Threads", "THP_enabled"))
 
 
 def mappings(pid="self", top=8):
-    rows, cur = [], None
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            head = line.split()
-            if "-" in head[0] and not head[0].endswith(":"):
-                lo, hi = (int(x, 16) for x in head[0].split("-"))
-                cur = {"addr": head[0], "name": head[5] if len(head) > 5 else "[anon]",
-                       "size": (hi - lo) // 1024, "rss": 0, "thp": 0, "perm": head[1]}
-                rows.append(cur)
-            elif head[0] == "Rss:":
-                cur["rss"] = int(head[1])
-            elif head[0] == "AnonHugePages:":
-                cur["thp"] = int(head[1])
-    rows.sort(key=lambda r: -r["rss"])
-    return rows[:top]
+    return rss_breakdown.mappings(pid, top)
 
 
 def fmt_maps(rows):
-    return ["    rss=%6d thp=%6d size=%6d %s %s %s" % (m["rss"], m["thp"], m["size"], m["perm"], m["addr"], m["name"]) for m in rows]
+    return ["    rss=%6d thp=%6d size=%6d %s %s %s" % (m["rss"], m["thp"], m["size_kib"], m["perm"], m["addr"], m["name"]) for m in rows]
 
 
 def child(disable, flags):

@@ -1,13 +1,8 @@
+// driver.py adds the spin kernel that queues the timed runs.
 // Copy kernels for copy_hints.py: the one-access-per-thread copy with every pairing of a load
 // cache hint (plain, .cs evict-first, .lu last-use, .nc read-only, .nc without L1 allocation) and a
 // store hint (plain, .cs, .wt write-through, .cg global), to see whether any pairing beats the
 // plain copy on GPUs where copy stops at 4.29 TB/s while dot reaches 4.62.
-extern "C" __global__ void spin(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-}
-
 __device__ __forceinline__ double2 ld_nc_na(const double2 *p) {
     double2 v;
     asm volatile("ld.global.nc.L1::no_allocate.v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));

@@ -1,12 +1,7 @@
+// driver.py adds the spin kernel that queues the timed runs.
 // Copy kernels for copy_loops.py: persistent grid-stride loops against the one-access-per-thread
 // copy, to see which shape is both fast and steady from run to run (the driver's own memcpy
 // varies by 0.1% between runs, the one-access copy by 0.7%).
-extern "C" __global__ void spin(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
-}
-
 extern "C" __global__ void copy_p1(const double2 *__restrict__ a, double2 *__restrict__ c, long n2) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (i < n2) c[i] = a[i];

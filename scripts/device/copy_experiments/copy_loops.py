@@ -7,54 +7,11 @@ runs, TB/s counting bytes read plus written; every copy checked.
 Usage: copy_loops.py copy_loops.cu results.json"""
 import ctypes, json, sys, torch
 
-cu = ctypes.CDLL("libcuda.so.1")
-nvrtc = ctypes.CDLL("/usr/local/cuda/lib64/libnvrtc.so.13")
-src = open(sys.argv[1], "rb").read()
-prog = ctypes.c_void_p()
-assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"copy_loops.cu", 0, None, None) == 0
-opts = (ctypes.c_char_p * 1)(b"--gpu-architecture=sm_90")
-rc = nvrtc.nvrtcCompileProgram(prog, 1, opts)
-if rc != 0:
-    size = ctypes.c_size_t(); nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value); nvrtc.nvrtcGetProgramLog(prog, log)
-    sys.exit(log.value.decode())
-size = ctypes.c_size_t()
-nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
-cubin = ctypes.create_string_buffer(size.value)
-nvrtc.nvrtcGetCUBIN(prog, cubin)
+from driver import Module, best_and_median_tb_s, compile_cubin, copied
 
 dev = torch.device("cuda:0")
-torch.zeros(1, device=dev)  # makes the primary context current for the driver calls below
-mod = ctypes.c_void_p()
-assert cu.cuModuleLoadData(ctypes.byref(mod), cubin) == 0
-stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+mod = Module(compile_cubin(sys.argv[1]), dev)
 sms = torch.cuda.get_device_properties(0).multi_processor_count
-
-
-def fn(name):
-    f = ctypes.c_void_p()
-    assert cu.cuModuleGetFunction(ctypes.byref(f), mod, name.encode()) == 0
-    return f
-
-
-def launch(f, grid, block, args):
-    ptrs = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(x), ctypes.c_void_p) for x in args])
-    assert cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, ptrs, None) == 0
-
-
-spin = fn("spin")
-
-
-def times_ms(run, reps=40):
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        launch(spin, 1, 1, [ctypes.c_ulonglong(200_000)])
-        s.record(); run(); e.record(); e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return sorted(ts)
-
-
 n = 8 << 30
 a = torch.empty(n, dtype=torch.uint8, device=dev)
 c = torch.empty(n, dtype=torch.uint8, device=dev)
@@ -73,13 +30,10 @@ for label, kernel, grid, threads in cases:
     if kernel is None:
         run = lambda: c.copy_(a)
     else:
-        f = fn(kernel)
-        run = lambda: launch(f, grid, threads, [ap, cp, n2])
-    t = times_ms(run)
-    torch.cuda.synchronize()
-    idx = torch.randint(0, n // 8, (1 << 20,), device=dev)
-    ok = torch.equal(a.view(torch.float64)[idx], c.view(torch.float64)[idx]) and torch.equal(a[-4096:], c[-4096:])
-    best, median = 2 * n / (t[0] / 1e3) / 1e12, 2 * n / (t[len(t) // 2] / 1e3) / 1e12
+        f = mod.fn(kernel)
+        run = lambda: mod.launch(f, grid, threads, [ap, cp, n2])
+    best, median = best_and_median_tb_s(2 * n, mod.times_ms(run, 40, queued=True))
+    ok = copied(a, c)
     print(f"{label:28s} best {best:.4f} TB/s  median {median:.4f}  checked {ok}", flush=True)
     results.append({"name": label, "best_tb_s": best, "median_tb_s": median, "checked": ok})
 json.dump(results, open(sys.argv[2], "w"), indent=1)
