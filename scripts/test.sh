@@ -2,7 +2,8 @@
 # The test suite, from a fresh Debian machine with Rust: installs what the export tests talk to
 # (the Rotel OpenTelemetry collector and grpcio in a Python 3.11 venv, Prometheus from Debian)
 # and NVRTC (NVIDIA's wheel, so that the benchmark kernels are compiled for sm_90 without a GPU),
-# then runs every test of the workspace. Idempotent: a second run reuses what is installed.
+# then runs every test of the workspace and checks the release build. Idempotent: a second run
+# reuses what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +31,8 @@ export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GPUSLACK_REQUIRE_NVRTC=1
 
 cargo test --workspace --locked
+
+# The release build: it links with build.rs's arguments, and its symbol ordering still packs the
+# agent's code (a stale one costs the agent ~2 MiB of memory; scripts/device/text_order).
+cargo build --release --locked
+python3 scripts/device/text_order/functions.py check target/release/gpuslack link/symbol-order.txt
