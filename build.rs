@@ -6,6 +6,7 @@ use std::env;
 const SYMBOL_ORDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/link/symbol-order.txt");
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
     // Exports this executable's `dlopen` (src/no_libcuda.rs) so that the libraries it loads at
     // run time, NVML among them, call it rather than the C library's.
     println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=dlopen");
@@ -25,5 +26,4 @@ fn main() {
         println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={SYMBOL_ORDER}");
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
-    println!("cargo:rerun-if-changed=build.rs");
 }

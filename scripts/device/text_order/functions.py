@@ -9,8 +9,14 @@
       to stderr how much code each group adds
   functions.py check BINARY ORDER_FILE
       how many of the first group's names (the agent's) BINARY still has; exits 1 under 90%
+  functions.py rebase BINARY ORDER_FILE
+      rewrites ORDER_FILE: the same functions under BINARY's names, without a GPU: a new compiler, profile or
+      dependency version changes the hashes in symbol names, not the paths they spell; a name
+      whose path now has several hashes (generic instances) brings all of them, and one not
+      found stays, for `check` to count
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -40,6 +46,7 @@ def order(binary, traces):
     print("# LLD --symbol-ordering-file (build.rs): the functions the agent runs, packed together")
     print("# at the start of .text. Written by scripts/device/text_order (see README.md there).")
     placed = set()
+    written = set()  # a local function may have copies, under one name, in several crates
     code = 0
     for trace in traces:
         with open(trace) as f:
@@ -48,7 +55,10 @@ def order(binary, traces):
         placed.update(new)
         code += sum(table[o][0] for o in new)
         print(f"# group: {os.path.basename(trace)}")
-        print("\n".join(name for offset in new for name in table[offset][1]))
+        for name in (name for offset in new for name in table[offset][1]):
+            if name not in written:
+                written.add(name)
+                print(name)
         print(f"{trace}: {len(placed)} functions so far, {code / 1024:.0f} KiB", file=sys.stderr)
     total = sum(size for size, _ in table.values())
     print(f"of {len(table)} functions, {total / 1024:.0f} KiB", file=sys.stderr)
@@ -72,8 +82,52 @@ def check(binary, order_file):
           f"({share:.1%})")
     if share < FRESH_ENOUGH:
         sys.exit(f"{order_file} is stale (under {FRESH_ENOUGH:.0%}): the agent's code is no "
-                 "longer packed and its memory grows by ~2 MiB; regenerate it on a GPU machine "
-                 "as scripts/device/text_order/README.md says")
+                 "longer packed and its memory grows by ~2 MiB. After a compiler, profile or "
+                 "dependency change, `functions.py rebase` renames it without a GPU; after new "
+                 "code, trace it again (scripts/device/text_order/README.md)")
+
+
+def paths(names):
+    """{name: the path it spells}: demangled by c++filt (binutils, beside readelf), without
+    what a rebuild may change: the legacy scheme's `::h<hash>` tail and the v0 scheme's crate
+    disambiguators (`[hash]`)."""
+    names = list(names)
+    out = subprocess.run(["c++filt"], input="\n".join(names), check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    return {name: re.sub(r"::h[0-9a-f]{16}$|\[[0-9a-f]+\]", "", path)
+            for name, path in zip(names, out)}
+
+
+def rebase(binary, order_file):
+    names = {name for _, names in functions(binary).values() for name in names}
+    by_path = {}
+    for name, path in paths(names).items():
+        by_path.setdefault(path, []).append(name)
+    with open(order_file) as f:
+        lines = [line.strip() for line in f]
+    old_paths = paths(line for line in lines if line and not line.startswith("#"))
+    kept = renamed = lost = 0
+    out = []
+    for line in lines:
+        if not line or line.startswith("#"):
+            out.append(line)
+        elif line in names:
+            out.append(line)
+            kept += 1
+        elif old_paths[line] in by_path:
+            out += sorted(by_path[old_paths[line]])
+            renamed += 1
+        else:
+            out.append(line)  # kept, so that `check` still counts it missing; LLD skips it
+            lost += 1
+    seen = set()
+    with open(order_file, "w") as f:
+        for line in out:
+            if line.startswith("#") or line not in seen:
+                seen.add(line)
+                f.write(line + "\n")
+    print(f"{order_file}: {kept} names kept, {renamed} found under new names, {lost} not found",
+          file=sys.stderr)
 
 
 def main():
@@ -85,6 +139,8 @@ def main():
         order(args[1], args[2:])
     elif len(args) == 3 and args[0] == "check":
         check(args[1], args[2])
+    elif len(args) == 3 and args[0] == "rebase":
+        rebase(args[1], args[2])
     else:
         sys.exit(__doc__)
 
