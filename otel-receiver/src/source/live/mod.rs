@@ -19,10 +19,10 @@ pub use backend::{DeviceReader, Field, ReadError};
 use crate::device::DeviceFacts;
 use crate::sample::Sample;
 
-/// How often each kind of field is read. The tick is the base cadence: cheap fields (3–80 µs of
-/// CPU each on an H200) and GPM (~180–270 µs for a sample and eleven metrics) are read every tick;
-/// process lists every second; limits every 10 s; the energy counter, which costs 4–5 ms of
-/// kernel CPU a read, every 30 ticks and at least 10 s apart. Window power then comes from the
+/// How often each kind of field is read. The tick is the base cadence: cheap fields (2–80 µs of
+/// CPU each on an H200) and GPM (120–270 µs for a sample and eleven metrics, by host) are read
+/// every tick; process lists every second; limits every 10 s; the energy counter, which costs
+/// 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart. Window power then comes from the
 /// power readings (within 1% of the energy counter in the H200 validation) and the counter
 /// keeps the exact total. `nvmlDeviceGetPcieThroughput` (21 ms) is never called: GPM's PCIe
 /// rates replace it.
