@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::score::{Labels, Score, Scorer};
 use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
@@ -15,12 +16,22 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn run(name: &str, window_s: f64) -> (Vec<WindowReport>, Labels) {
+    run_with_facts(name, window_s, |_| {})
+}
+
+/// `run`, with the facts beside the trace changed first.
+fn run_with_facts(
+    name: &str,
+    window_s: f64,
+    change: impl FnOnce(&mut DeviceFacts),
+) -> (Vec<WindowReport>, Labels) {
     let dir = fixture(name);
     let labels = Labels::load(&dir.join("labels.json")).expect("labels");
-    let facts = TraceFacts::beside(&dir.join("samples.csv"))
+    let mut facts = TraceFacts::beside(&dir.join("samples.csv"))
         .expect("facts")
         .unwrap_or_default()
         .default;
+    change(&mut facts);
     let diagnoser = Diagnoser::new(Thresholds::default())
         .with_default_facts(facts)
         .with_tdp_override(labels.tdp_w);
@@ -223,4 +234,28 @@ fn a_trace_written_by_gpuslack_record_replays_with_its_own_tdp() {
         "{:?}",
         gemm.throttle
     );
+}
+
+#[test]
+fn a_power_capped_gpu_at_its_maximum_limit_is_told_so() {
+    // The GEMM of the recorded live trace runs at the H200's 700 W limit (sw_power_cap), which
+    // is also the most an H200 may be set to (NVML's limit constraints on the device: 200–700 W).
+    let at_max = |r: &WindowReport| {
+        r.throttle
+            .iter()
+            .any(|t| t == "power_limit_at_max: 700 W is the most this GPU allows")
+    };
+    let (r, _) = run_with_facts("h200-live-torch", 2.0, |f| {
+        f.power_limit_max_w = Some(700.0);
+    });
+    let capped: Vec<&WindowReport> = r
+        .iter()
+        .filter(|w| w.throttle.iter().any(|t| t == "sw_power_cap"))
+        .collect();
+    assert!(!capped.is_empty());
+    assert!(capped.iter().all(|w| at_max(w)), "{:?}", capped[0].throttle);
+    assert_eq!(r.iter().filter(|w| at_max(w)).count(), capped.len());
+    // Without the constraints (a trace recorded before they were), nothing is claimed.
+    let (r, _) = run("h200-live-torch", 2.0);
+    assert!(!r.iter().any(at_max));
 }

@@ -18,6 +18,10 @@ pub struct DeviceFacts {
     pub tdp_w: Option<f64>,
     /// Enforced power limit (W), when it differs from the default (a cap).
     pub power_limit_w: Option<f64>,
+    /// The range an administrator may set the enforced limit within (`nvidia-smi -pl`), in W:
+    /// it tells a cap that can be lifted from a GPU already at its ceiling.
+    pub power_limit_min_w: Option<f64>,
+    pub power_limit_max_w: Option<f64>,
     pub temp_slowdown_c: Option<f64>,
     pub mem_total_bytes: Option<f64>,
     /// For a MIG instance, the index of the GPU it is carved from: power, clocks and

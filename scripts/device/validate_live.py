@@ -79,45 +79,64 @@ class PynvmlSampler(threading.Thread):
 
 
 def workloads(torch):
+    """(name, setup) pairs: setup allocates and fills the buffers, untimed, and returns the loop
+    the phase times. Filling 1 GiB of pinned host memory alone takes seconds of CPU, which would
+    otherwise open the transfer phase with a window of nothing but a held context."""
     dev = "cuda:0"
 
-    def matmul_bf16(stop):
+    def matmul_bf16():
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
-        while not stop():
-            for _ in range(10):
-                a @ b
-            torch.cuda.synchronize()
 
-    def device_copy(stop):
+        def loop(stop):
+            while not stop():
+                for _ in range(10):
+                    a @ b
+                torch.cuda.synchronize()
+        return loop
+
+    def device_copy():
         src = torch.randn(1 << 30, device=dev)  # 4 GiB of fp32
         dst = torch.empty_like(src)
-        while not stop():
-            for _ in range(10):
-                dst.copy_(src)
-            torch.cuda.synchronize()
 
-    def tiny_kernels(stop):
+        def loop(stop):
+            while not stop():
+                for _ in range(10):
+                    dst.copy_(src)
+                torch.cuda.synchronize()
+        return loop
+
+    def tiny_kernels():
         x = torch.randn(10, 10, device=dev)
-        while not stop():
-            for _ in range(1000):
-                x = x * 0.999 + 0.001
-            torch.cuda.synchronize()
 
-    def h2d_pinned(stop):
+        def loop(stop):
+            y = x
+            while not stop():
+                for _ in range(1000):
+                    y = y * 0.999 + 0.001
+                torch.cuda.synchronize()
+        return loop
+
+    def h2d_pinned():
         host = torch.randn(1 << 28, pin_memory=True)  # 1 GiB
         dst = torch.empty(1 << 28, device=dev)
-        while not stop():
-            dst.copy_(host, non_blocking=True)
-            torch.cuda.synchronize()
 
-    def starved_bursts(stop):
+        def loop(stop):
+            while not stop():
+                dst.copy_(host, non_blocking=True)
+                torch.cuda.synchronize()
+        return loop
+
+    def starved_bursts():
         a = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
-        while not stop():
-            for _ in range(8):
-                a @ a
-            torch.cuda.synchronize()
-            time.sleep(0.08)  # the host "loading the next batch"
+
+        def loop(stop):
+            while not stop():
+                for _ in range(8):
+                    a @ a
+                torch.cuda.synchronize()
+                time.sleep(0.08)  # the host "loading the next batch"
+        return loop
 
     return [
         ("matmul_bf16", matmul_bf16),
@@ -170,11 +189,15 @@ def main():
     time.sleep(PHASE_S)
     phases.append({"name": "idle_held", "t0": t0, "t1": time.time()})
 
-    for name, fn in workloads(torch):
+    for name, setup in workloads(torch):
+        loop = setup()
+        torch.cuda.synchronize()
         time.sleep(GAP_S)
         t0 = time.time()
-        run_for(fn, PHASE_S)
+        run_for(loop, PHASE_S)
         phases.append({"name": name, "t0": t0, "t1": time.time()})
+        del loop
+        torch.cuda.empty_cache()
         print(f"phase {name} done", flush=True)
     torch.cuda.empty_cache()
     time.sleep(1)
@@ -251,14 +274,16 @@ def main():
         f.write(score.stdout)
 
     # diagnose, live, beside two workloads.
-    for name, fn in workloads(torch):
+    for name, setup in workloads(torch):
         if name not in ("matmul_bf16", "tiny_kernels"):
             continue
+        loop = setup()
+        torch.cuda.synchronize()
         diag = subprocess.Popen(
             [args.bin, "diagnose", "--seconds", "6"],
             stdout=open(f"{out}/diagnose_{name}.txt", "w"), stderr=subprocess.STDOUT,
         )
-        run_for(fn, 8)
+        run_for(loop, 8)
         diag.wait(timeout=30)
         print(open(f"{out}/diagnose_{name}.txt").read(), flush=True)
 

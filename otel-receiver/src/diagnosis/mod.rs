@@ -206,8 +206,8 @@ impl Diagnoser {
         }
     }
 
-    /// Conditions beside the class: clock-event reasons, a capped power limit, a P-state above
-    /// P0 under load, a temperature near slowdown.
+    /// Conditions beside the class: clock-event reasons, the power limit where it decides
+    /// something, a P-state above P0 under load, a temperature near slowdown.
     fn throttle(&self, w: &WindowStats, s: &Signals) -> Vec<String> {
         let mut out: Vec<String> = w
             .clock_reasons
@@ -216,14 +216,13 @@ impl Diagnoser {
             .map(str::to_string)
             .collect();
         let facts = self.facts(w.gpu);
-        let limit_w = facts.power_limit_w;
-        if let (Some(limit), Some(tdp)) = (limit_w, self.tdp_w(w)) {
-            if limit < tdp * 0.99 {
-                out.push(format!(
-                    "power_limit_capped: {limit:.0} W of default {tdp:.0} W"
-                ));
-            }
-        }
+        let power_capped = out.iter().any(|reason| reason == "sw_power_cap");
+        out.extend(power_limit_evidence(
+            facts.power_limit_w,
+            self.tdp_w(w),
+            facts.power_limit_max_w,
+            power_capped,
+        ));
         if let Some(pstate) = w.max(Metric::Pstate) {
             if pstate > 0.0 && s.util_pct.unwrap_or(0.0) >= 50.0 {
                 out.push(format!("pstate: P{pstate:.0} under load (P0 expected)"));
@@ -238,5 +237,61 @@ impl Diagnoser {
             }
         }
         out
+    }
+}
+
+/// What the power limit says beside the class, in W: a limit set below the default, and how
+/// far it may be raised; for a GPU held back by its power cap, whether a higher limit may be set
+/// or the limit is already the most the GPU allows.
+fn power_limit_evidence(
+    limit_w: Option<f64>,
+    tdp_w: Option<f64>,
+    max_w: Option<f64>,
+    power_capped: bool,
+) -> Option<String> {
+    let limit = limit_w?;
+    let raise_to = max_w
+        .filter(|max| *max > limit * 1.01)
+        .map(|max| format!("; it can be raised to {max:.0} W"));
+    match (tdp_w, max_w) {
+        (Some(tdp), _) if limit < tdp * 0.99 => Some(format!(
+            "power_limit_capped: {limit:.0} W of default {tdp:.0} W{}",
+            raise_to.unwrap_or_default()
+        )),
+        (_, Some(_)) if power_capped => Some(match raise_to {
+            Some(raise_to) => format!("power_limit_raisable: {limit:.0} W{raise_to}"),
+            None => format!("power_limit_at_max: {limit:.0} W is the most this GPU allows"),
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::power_limit_evidence;
+
+    #[test]
+    fn a_cap_says_how_far_it_can_be_raised_and_a_ceiling_says_it_cannot() {
+        assert_eq!(
+            power_limit_evidence(Some(500.0), Some(700.0), Some(700.0), true).as_deref(),
+            Some("power_limit_capped: 500 W of default 700 W; it can be raised to 700 W")
+        );
+        assert_eq!(
+            power_limit_evidence(Some(500.0), Some(700.0), None, false).as_deref(),
+            Some("power_limit_capped: 500 W of default 700 W")
+        );
+        assert_eq!(
+            power_limit_evidence(Some(700.0), Some(700.0), Some(700.0), true).as_deref(),
+            Some("power_limit_at_max: 700 W is the most this GPU allows")
+        );
+        assert_eq!(
+            power_limit_evidence(Some(700.0), Some(700.0), Some(1000.0), true).as_deref(),
+            Some("power_limit_raisable: 700 W; it can be raised to 1000 W")
+        );
+        // Not held back by power: the limit decides nothing.
+        assert_eq!(
+            power_limit_evidence(Some(700.0), Some(700.0), Some(700.0), false),
+            None
+        );
     }
 }

@@ -93,6 +93,16 @@ pub const GPU_TEMPERATURE: MetricDef = gauge(
     "Highest GPU temperature in the window",
 );
 pub const GPU_POWER_LIMIT: MetricDef = gauge("gpu.power.limit", "W", "Enforced power limit");
+pub const GPU_POWER_MIN_LIMIT: MetricDef = gauge(
+    "gpu.power.min_limit",
+    "W",
+    "Lowest power limit an administrator may set",
+);
+pub const GPU_POWER_MAX_LIMIT: MetricDef = gauge(
+    "gpu.power.max_limit",
+    "W",
+    "Highest power limit an administrator may set: a cap below it can be lifted",
+);
 pub const GPU_POWER_TDP: MetricDef = gauge(
     "gpu.power.tdp",
     "W",
@@ -125,7 +135,7 @@ pub const GPU_POWER_EXPECTED: MetricDef = gauge(
     "What this GPU draws, by its profile, when it does what its current verdict says",
 );
 
-pub const ALL: [MetricDef; 22] = [
+pub const ALL: [MetricDef; 24] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -142,6 +152,8 @@ pub const ALL: [MetricDef; 22] = [
     GPU_CLOCK_MEMORY,
     GPU_TEMPERATURE,
     GPU_POWER_LIMIT,
+    GPU_POWER_MIN_LIMIT,
+    GPU_POWER_MAX_LIMIT,
     GPU_POWER_TDP,
     GPU_THROTTLE,
     GPU_EFFICIENCY,
@@ -262,6 +274,8 @@ pub fn points(view: &GpuView) -> Vec<Point> {
     push(GPU_CLOCK_MEMORY, w.mean(Metric::MemMhz), vec![]);
     push(GPU_TEMPERATURE, w.max(Metric::TempC), vec![]);
     push(GPU_POWER_LIMIT, view.facts.power_limit_w, vec![]);
+    push(GPU_POWER_MIN_LIMIT, view.facts.power_limit_min_w, vec![]);
+    push(GPU_POWER_MAX_LIMIT, view.facts.power_limit_max_w, vec![]);
     push(GPU_POWER_TDP, r.tdp_w, vec![]);
     if w.clock_reasons.samples() > 0 {
         for (reason, share) in w.clock_reasons.shares() {

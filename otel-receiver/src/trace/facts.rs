@@ -123,6 +123,10 @@ struct FactsEntry {
     power_limit_enforced_mw: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     power_limit_default_mw: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    power_limit_min_mw: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    power_limit_max_mw: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temp_slowdown_c: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +144,8 @@ impl FactsEntry {
             driver: self.driver.clone(),
             tdp_w: self.power_limit_default_mw.map(|mw| mw / 1000.0),
             power_limit_w: self.power_limit_enforced_mw.map(|mw| mw / 1000.0),
+            power_limit_min_w: self.power_limit_min_mw.map(|mw| mw / 1000.0),
+            power_limit_max_w: self.power_limit_max_mw.map(|mw| mw / 1000.0),
             temp_slowdown_c: self.temp_slowdown_c,
             mem_total_bytes: self.mem_total,
             mig_parent: self.mig_parent_gpu,
@@ -153,6 +159,8 @@ impl FactsEntry {
             driver: f.driver.clone(),
             power_limit_enforced_mw: f.power_limit_w.map(|w| w * 1000.0),
             power_limit_default_mw: f.tdp_w.map(|w| w * 1000.0),
+            power_limit_min_mw: f.power_limit_min_w.map(|w| w * 1000.0),
+            power_limit_max_mw: f.power_limit_max_w.map(|w| w * 1000.0),
             temp_slowdown_c: f.temp_slowdown_c,
             mem_total: f.mem_total_bytes,
             mig_parent_gpu: f.mig_parent,
@@ -184,6 +192,8 @@ mod tests {
             driver: Some("580.159.04".into()),
             tdp_w: Some(700.0),
             power_limit_w: Some(limit),
+            power_limit_min_w: Some(200.0),
+            power_limit_max_w: Some(700.0),
             temp_slowdown_c: Some(89.0),
             mem_total_bytes: Some(150754820096.0),
             mig_parent: None,

@@ -8,7 +8,7 @@
       those new in the second, and so on, each group under a comment naming its trace; prints
       to stderr how much code each group adds
   functions.py check BINARY ORDER_FILE
-      how many of the first group's names (the agent's) BINARY still has; exits 1 under 90%
+      how many of the first group's names (the agent's) BINARY still has; exits 1 under 95%
   functions.py rebase BINARY ORDER_FILE
       rewrites ORDER_FILE: the same functions under BINARY's names, without a GPU: a new compiler, profile or
       dependency version changes the hashes in symbol names, not the paths they spell; a name
@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 # Under this share of the agent's functions found, the ordering no longer packs the agent.
-FRESH_ENOUGH = 0.90
+FRESH_ENOUGH = 0.95
 
 
 def functions(binary):
@@ -82,7 +82,7 @@ def check(binary, order_file):
           f"({share:.1%})")
     if share < FRESH_ENOUGH:
         sys.exit(f"{order_file} is stale (under {FRESH_ENOUGH:.0%}): the agent's code is no "
-                 "longer packed and its memory grows by ~2 MiB. After a compiler, profile or "
+                 "longer packed and its memory grows by ~2 MiB. After a compiler, profile, type or "
                  "dependency change, `functions.py rebase` renames it without a GPU; after new "
                  "code, trace it again (scripts/device/text_order/README.md)")
 

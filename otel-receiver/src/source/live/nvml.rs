@@ -276,6 +276,12 @@ impl DeviceReader for NvmlDevice {
                 ..DeviceFacts::default()
             };
         }
+        let limit_range_w = d.power_management_limit_constraints().ok().map(|c| {
+            (
+                f64::from(c.min_limit) / 1000.0,
+                f64::from(c.max_limit) / 1000.0,
+            )
+        });
         DeviceFacts {
             name: d.name().ok(),
             uuid: d.uuid().ok(),
@@ -288,6 +294,8 @@ impl DeviceReader for NvmlDevice {
                 .enforced_power_limit()
                 .ok()
                 .map(|mw| f64::from(mw) / 1000.0),
+            power_limit_min_w: limit_range_w.map(|(min, _)| min),
+            power_limit_max_w: limit_range_w.map(|(_, max)| max),
             temp_slowdown_c: d
                 .temperature_threshold(TemperatureThreshold::Slowdown)
                 .ok()
