@@ -10,10 +10,10 @@
   functions.py check BINARY ORDER_FILE
       how many of the first group's names (the agent's) BINARY still has; exits 1 under 95%
   functions.py rebase BINARY ORDER_FILE
-      rewrites ORDER_FILE: the same functions under BINARY's names, without a GPU: a new compiler, profile or
-      dependency version changes the hashes in symbol names, not the paths they spell; a name
-      whose path now has several hashes (generic instances) brings all of them, and one not
-      found stays, for `check` to count
+      rewrites ORDER_FILE: the same functions under BINARY's names, without a GPU: a new
+      compiler, profile, dependency version or type changes the hashes in symbol names, not
+      the paths they spell; a name whose path now has several hashes (generic instances)
+      brings all of them, and one not found stays, for `check` to count
 """
 import os
 import re

@@ -17,7 +17,8 @@ trace() {
 # 1. The agent as the overhead benchmark runs it: 25 s covers the energy and limits cadences.
 trace 1-run-10hz run --seconds 25 --interval-ms 100 --usage
 # 2. Serving Prometheus, scraped twice, and exporting to collectors that are not there.
-(sleep 6; for i in 1 2; do python3 -c 'import urllib.request as u; print(len(u.urlopen("http://127.0.0.1:9464/metrics").read()))'; sleep 3; done) &
+scrape='import urllib.request as u; print(len(u.urlopen("http://127.0.0.1:9464/metrics").read()))'
+(sleep 6; for i in 1 2; do python3 -c "$scrape"; sleep 3; done) &
 trace 2-run-export run --seconds 15 --prometheus 127.0.0.1:9464 \
   --otlp-endpoint http://127.0.0.1:4317 --export-interval-ms 2000 -v
 wait

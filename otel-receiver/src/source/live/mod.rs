@@ -22,10 +22,10 @@ use crate::sample::Sample;
 /// How often each kind of field is read. The tick is the base cadence: cheap fields (2–80 µs of
 /// CPU each on an H200) and GPM (120–270 µs for a sample and eleven metrics, by host) are read
 /// every tick; process lists every second; limits every 10 s; the energy counter, which costs
-/// 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart. Window power then comes from the
-/// power readings (within 1% of the energy counter in the H200 validation) and the counter
-/// keeps the exact total. `nvmlDeviceGetPcieThroughput` (21 ms) is never called: GPM's PCIe
-/// rates replace it.
+/// 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart. Window power then
+/// comes from the power readings (within 1% of the energy counter in the H200 validation) and
+/// the counter keeps the exact total. `nvmlDeviceGetPcieThroughput` (21 ms) is never called:
+/// GPM's PCIe rates replace it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cadence {
     pub tick: Duration,
