@@ -41,6 +41,11 @@ def functions(binary):
     return table
 
 
+def names_in(binary):
+    """Every function name in BINARY."""
+    return {name for _, names in functions(binary).values() for name in names}
+
+
 def order(binary, traces):
     table = functions(binary)
     print("# LLD --symbol-ordering-file (build.rs): the functions the agent runs, packed together")
@@ -65,7 +70,7 @@ def order(binary, traces):
 
 
 def check(binary, order_file):
-    names = {name for _, names in functions(binary).values() for name in names}
+    names = names_in(binary)
     groups = []
     with open(order_file) as f:
         for line in map(str.strip, f):
@@ -99,7 +104,7 @@ def paths(names):
 
 
 def rebase(binary, order_file):
-    names = {name for _, names in functions(binary).values() for name in names}
+    names = names_in(binary)
     by_path = {}
     for name, path in paths(names).items():
         by_path.setdefault(path, []).append(name)
