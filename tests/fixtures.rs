@@ -181,14 +181,19 @@ fn two_gpu_scenarios_name_the_straggler_the_hang_and_the_starved_loader() {
     assert!(evidence_text(slow).contains("wait on this GPU"));
 
     // The deadlock: GPU 0 spins (sync_wait, then hung once it has lasted 10 s); GPU 1 holds a
-    // context and runs nothing.
+    // context and runs nothing. Both stopped together: the job is hung, GPU 1 the culprit.
     assert_eq!(at(&r, 0, 72.0).class, Class::SyncWait);
     let hung = at(&r, 0, 86.0);
     assert_eq!(hung.class, Class::Hung);
     assert!(evidence_text(hung).contains("NVLink traffic stopped"));
+    assert!(
+        evidence_text(hung).contains("likely culprit: GPU 1"),
+        "{}",
+        evidence_text(hung)
+    );
     let stalled = at(&r, 1, 86.0);
-    assert_eq!(stalled.class, Class::IdleHeld);
-    assert!(evidence_text(stalled).contains("never joined"));
+    assert_eq!((stalled.class, stalled.rule), (Class::Hung, "hung_job"));
+    assert!(evidence_text(stalled).contains("the rank that never joined"));
 
     let loader = at(&r, 0, 110.0);
     assert_eq!(loader.class, Class::InputStarved);

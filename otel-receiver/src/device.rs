@@ -36,6 +36,8 @@ pub struct PowerBaselines {
     pub idle_w: f64,
     /// A process holds a context but runs nothing (~45 W above bare idle on an H200).
     pub held_idle_w: f64,
+    /// The most this GPU draws under real work: its power limit, or its calibrated peak.
+    pub peak_w: f64,
     /// Where these numbers came from, for the evidence.
     pub origin: Cow<'static, str>,
 }
@@ -61,6 +63,7 @@ impl PowerProfile {
         PowerBaselines {
             idle_w: self.idle_w,
             held_idle_w: self.held_idle_w,
+            peak_w: self.peak_w(),
             origin: Cow::Owned(self.origin.clone()),
         }
     }
@@ -100,8 +103,18 @@ impl PowerBaselines {
         PowerBaselines {
             idle_w: 0.112 * tdp_w,
             held_idle_w: 0.178 * tdp_w,
+            peak_w: tdp_w,
             origin: Cow::Borrowed("fractions of TDP measured on an H200"),
         }
+    }
+
+    /// Where `power_w` sits between a held context (0) and this GPU's peak under real work
+    /// (1): what the GPU spends on work beyond keeping a context, the stand-in for SM activity
+    /// where GPM is missing. On the H200: tiny kernels −0.01, a spinning kernel 0.01, the FP32
+    /// FMA chain 0.51, the pipeline seesaw 0.69, a device copy 0.80, the bf16 GEMM 0.98.
+    pub fn load(&self, power_w: f64) -> Option<f64> {
+        let span = self.peak_w - self.held_idle_w;
+        (span > 0.0).then(|| ((power_w - self.held_idle_w) / span).clamp(-0.5, 1.5))
     }
 
     /// Power above which an otherwise quiet GPU is taken to have a context held.

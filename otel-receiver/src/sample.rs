@@ -54,10 +54,17 @@ pub enum Metric {
     GpmNvlinkTx,
     /// GPM NVLink receive rate (MiB/s), summed over links.
     GpmNvlinkRx,
+    /// `nvmlDeviceGetPcieThroughput` transmit (MiB/s): a 20 ms sample, on any GPU, GPM or not.
+    NvmlPcieTx,
+    /// `nvmlDeviceGetPcieThroughput` receive (MiB/s).
+    NvmlPcieRx,
+    /// NVML's NVLink data-throughput counters, differenced (MiB/s): on any GPU with NVLink.
+    NvmlNvlinkTx,
+    NvmlNvlinkRx,
 }
 
 impl Metric {
-    pub const COUNT: usize = 28;
+    pub const COUNT: usize = 32;
 
     pub const ALL: [Metric; Metric::COUNT] = [
         Metric::UtilGpu,
@@ -88,6 +95,10 @@ impl Metric {
         Metric::GpmPcieRx,
         Metric::GpmNvlinkTx,
         Metric::GpmNvlinkRx,
+        Metric::NvmlPcieTx,
+        Metric::NvmlPcieRx,
+        Metric::NvmlNvlinkTx,
+        Metric::NvmlNvlinkRx,
     ];
 
     /// The CSV column name in the trace format.
@@ -121,6 +132,10 @@ impl Metric {
             Metric::GpmPcieRx => "gpm_pcie_rx",
             Metric::GpmNvlinkTx => "gpm_nvlink_tx",
             Metric::GpmNvlinkRx => "gpm_nvlink_rx",
+            Metric::NvmlPcieTx => "nvml_pcie_tx",
+            Metric::NvmlPcieRx => "nvml_pcie_rx",
+            Metric::NvmlNvlinkTx => "nvml_nvlink_tx",
+            Metric::NvmlNvlinkRx => "nvml_nvlink_rx",
         }
     }
 
@@ -143,6 +158,11 @@ impl Metric {
                 | Metric::GpmFp16
                 | Metric::GpmFp64
         )
+    }
+
+    /// GPM's metrics: rates between two GPM samples, absent on GPUs before Hopper.
+    pub fn is_gpm(self) -> bool {
+        self >= Metric::GpmGr && self <= Metric::GpmNvlinkRx
     }
 
     fn index(self) -> usize {
@@ -188,6 +208,25 @@ impl Sample {
     pub fn is_empty(&self) -> bool {
         self.clk_reasons.is_none() && self.values.iter().all(Option::is_none)
     }
+
+    /// A GPM pair read before the driver refreshed its counters: NVML documents that two GPM
+    /// samples must be over 100 ms apart, and a pair that falls within one refresh has equal
+    /// counters, so every rate reads exactly 0 and DRAM bandwidth, 0 divided by 0, is NaN (a
+    /// recorder writes it empty or `nan`). A real idle GPU still shows a trickle of PCIe
+    /// traffic and a defined DRAM value. Such a pair says nothing about the GPU: it is not a 0.
+    pub fn has_stale_gpm(&self) -> bool {
+        let mut gpm = Metric::ALL.into_iter().filter(|m| m.is_gpm());
+        self.get(Metric::GpmSm).is_some()
+            && self.get(Metric::GpmDram).is_none()
+            && gpm.all(|m| self.get(m).is_none_or(|v| v == 0.0))
+    }
+
+    /// Forgets every GPM value (a stale pair, or a source told to ignore GPM).
+    pub fn clear_gpm(&mut self) {
+        for m in Metric::ALL.into_iter().filter(|m| m.is_gpm()) {
+            self.values[m.index()] = None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -201,5 +240,28 @@ mod tests {
             assert_eq!(Metric::from_column(m.column()), Some(m));
         }
         assert_eq!(Metric::from_column("call_us"), None);
+    }
+
+    #[test]
+    fn an_unrefreshed_gpm_pair_is_told_from_an_idle_gpu() {
+        // Recorded on an H200 (h200x2-scenarios, t=1796026049.1259): every rate 0, DRAM NaN.
+        let stale = Sample::new(1.0, 0)
+            .with(Metric::UtilGpu, 75.0)
+            .with(Metric::GpmSm, 0.0)
+            .with(Metric::GpmOcc, 0.0)
+            .with(Metric::GpmPcieRx, 0.0);
+        assert!(stale.has_stale_gpm());
+        // An idle GPU: DRAM reads a defined 0 and the PCIe link carries the driver's polling.
+        let idle = stale.clone().with(Metric::GpmDram, 0.0);
+        assert!(!idle.has_stale_gpm());
+        let trickle = stale.clone().with(Metric::GpmPcieRx, 1.2);
+        assert!(!trickle.has_stale_gpm());
+        let mut cleared = stale;
+        cleared.clear_gpm();
+        assert_eq!(
+            (cleared.get(Metric::GpmSm), cleared.get(Metric::UtilGpu)),
+            (None, Some(75.0))
+        );
+        assert!(!Metric::NvmlPcieRx.is_gpm() && Metric::GpmNvlinkRx.is_gpm());
     }
 }

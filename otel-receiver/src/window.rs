@@ -42,6 +42,97 @@ impl Summary {
     }
 }
 
+/// The metrics whose robust statistics (median, spread) the rules read: a steady level and
+/// its flatness must not move because one sample in twenty is an outlier.
+pub const ROBUST_METRICS: [Metric; 4] = [
+    Metric::UtilGpu,
+    Metric::UtilMem,
+    Metric::GpmSm,
+    Metric::GpmDram,
+];
+
+/// Most values kept per metric and window for the robust statistics. A longer window keeps an
+/// evenly thinned subset, so memory is fixed whatever the window's length or sample rate.
+const ROBUST_CAPACITY: usize = 64;
+
+/// The values of one metric in one window, thinned evenly once there are more than
+/// [`ROBUST_CAPACITY`]: when full, every other value is dropped and only every other new one
+/// is kept from then on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thinned {
+    values: Vec<f64>,
+    stride: u32,
+    skipped: u32,
+}
+
+impl Default for Thinned {
+    fn default() -> Self {
+        Thinned {
+            values: Vec::new(),
+            stride: 1,
+            skipped: 0,
+        }
+    }
+}
+
+impl Thinned {
+    fn add(&mut self, v: f64) {
+        self.skipped += 1;
+        if self.skipped < self.stride {
+            return;
+        }
+        self.skipped = 0;
+        if self.values.len() == ROBUST_CAPACITY {
+            let mut i = 0;
+            self.values.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride *= 2;
+        }
+        self.values.push(v);
+    }
+
+    /// Median and spread of the kept values.
+    pub fn robust(&self) -> Option<Robust> {
+        Robust::of(&self.values)
+    }
+}
+
+/// A level and its spread that a few outliers cannot move: the median, and the median absolute
+/// deviation scaled by 1.4826 so that it equals the standard deviation of normal noise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Robust {
+    pub median: f64,
+    pub spread: f64,
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+impl Robust {
+    pub fn of(values: &[f64]) -> Option<Robust> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mid = median(&sorted);
+        let mut deviations: Vec<f64> = sorted.iter().map(|v| (v - mid).abs()).collect();
+        deviations.sort_by(f64::total_cmp);
+        Some(Robust {
+            median: mid,
+            spread: 1.4826 * median(&deviations),
+        })
+    }
+}
+
 /// Where a window's mean power came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PowerSource {
@@ -97,6 +188,17 @@ impl ClockReasonCounts {
             .map(move |((_, name), count)| (*name, f64::from(count) / samples))
     }
 
+    /// The share of samples (0–1) with any of the reasons in `mask`, taken as the most frequent
+    /// of them (reasons that are read together rarely overlap: a GPU at its power cap is not
+    /// also braking).
+    pub fn share_of(&self, mask: u64) -> f64 {
+        self.shares()
+            .zip(CLOCK_REASON_BITS)
+            .filter(|(_, (bit, _))| mask & bit != 0)
+            .map(|((_, share), _)| share)
+            .fold(0.0, f64::max)
+    }
+
     /// Reasons set in at least `min_share` of the samples.
     pub fn active(&self, min_share: f64) -> Vec<&'static str> {
         self.shares()
@@ -138,9 +240,19 @@ pub struct WindowStats {
     pub mem_swing_bytes_per_s: Option<f64>,
     /// How often each clock-event reason was set.
     pub clock_reasons: ClockReasonCounts,
+    /// Median and spread of each of [`ROBUST_METRICS`] that was sampled.
+    robust: [Option<Robust>; ROBUST_METRICS.len()],
+    /// Samples whose GPM values were dropped as an unrefreshed pair ([`Sample::has_stale_gpm`]).
+    pub stale_gpm: u32,
 }
 
 impl WindowStats {
+    /// Median and spread of a metric of [`ROBUST_METRICS`]; `None` for others or unsampled.
+    pub fn robust(&self, metric: Metric) -> Option<Robust> {
+        let i = ROBUST_METRICS.iter().position(|m| *m == metric)?;
+        self.robust[i]
+    }
+
     pub fn summary(&self, metric: Metric) -> Option<&Summary> {
         let s = &self.metrics[metric as usize];
         (s.count > 0).then_some(s)
@@ -185,6 +297,8 @@ struct Accumulator {
     last_mem: Option<(f64, f64)>,
     mem_swing: Option<f64>,
     clock_reasons: ClockReasonCounts,
+    thinned: [Thinned; ROBUST_METRICS.len()],
+    stale_gpm: u32,
 }
 
 impl Accumulator {
@@ -202,16 +316,33 @@ impl Accumulator {
             last_mem,
             mem_swing: None,
             clock_reasons: ClockReasonCounts::default(),
+            thinned: Default::default(),
+            stale_gpm: 0,
         }
     }
 
     fn add(&mut self, s: &Sample) {
+        let cleaned;
+        let s = if s.has_stale_gpm() {
+            self.stale_gpm += 1;
+            let mut copy = s.clone();
+            copy.clear_gpm();
+            cleaned = copy;
+            &cleaned
+        } else {
+            s
+        };
         self.samples += 1;
         self.first_t = self.first_t.min(s.t);
         self.last_t = self.last_t.max(s.t);
         for metric in Metric::ALL {
             if let Some(v) = s.get(metric) {
                 self.metrics[metric as usize].add(v);
+            }
+        }
+        for (thinned, metric) in self.thinned.iter_mut().zip(ROBUST_METRICS) {
+            if let Some(v) = s.get(metric) {
+                thinned.add(v);
             }
         }
         if let Some(mj) = s.get(Metric::EnergyMj) {
@@ -358,6 +489,8 @@ impl GpuWindower {
                 .then(|| f64::from(acc.util_busy) / f64::from(acc.util_count)),
             mem_swing_bytes_per_s: acc.mem_swing,
             clock_reasons: acc.clock_reasons,
+            robust: acc.thinned.each_ref().map(Thinned::robust),
+            stale_gpm: acc.stale_gpm,
         })
     }
 
@@ -490,6 +623,60 @@ mod tests {
         )
         .expect("second");
         assert_eq!(w.finish().expect("window").power_w, Some(90.0));
+    }
+
+    #[test]
+    fn one_outlier_moves_neither_the_median_nor_the_spread() {
+        let mut w = GpuWindower::new(0, 2.0);
+        for i in 0..20 {
+            let sm = if i == 7 { 0.0 } else { 18.2 };
+            let s = sample(100.0 + 0.1 * f64::from(i))
+                .with(Metric::GpmSm, sm)
+                .with(Metric::GpmDram, 0.0);
+            w.push(&s).expect("in order");
+        }
+        let win = w.finish().expect("window");
+        let robust = win.robust(Metric::GpmSm).expect("sampled");
+        assert_eq!((robust.median, robust.spread), (18.2, 0.0));
+        let plain = win.summary(Metric::GpmSm).expect("sampled");
+        assert!(
+            plain.std() > 3.0,
+            "a standard deviation is moved: {}",
+            plain.std()
+        );
+    }
+
+    #[test]
+    fn an_unrefreshed_gpm_pair_is_left_out_of_the_window() {
+        let mut w = GpuWindower::new(0, 2.0);
+        let real = |t| {
+            sample(t)
+                .with(Metric::UtilGpu, 100.0)
+                .with(Metric::GpmSm, 18.0)
+                .with(Metric::GpmDram, 0.0)
+        };
+        w.push(&real(100.0)).expect("first");
+        let stale = sample(100.1)
+            .with(Metric::UtilGpu, 100.0)
+            .with(Metric::GpmSm, 0.0)
+            .with(Metric::GpmPcieRx, 0.0);
+        w.push(&stale).expect("second");
+        w.push(&real(100.2)).expect("third");
+        let win = w.finish().expect("window");
+        assert_eq!(win.stale_gpm, 1);
+        assert_eq!(win.mean(Metric::GpmSm), Some(18.0));
+        assert_eq!(win.summary(Metric::UtilGpu).map(|s| s.count), Some(3));
+    }
+
+    #[test]
+    fn a_long_window_keeps_an_even_bounded_subset() {
+        let mut thinned = Thinned::default();
+        for i in 0..10_000 {
+            thinned.add(f64::from(i));
+        }
+        assert!(thinned.values.len() <= ROBUST_CAPACITY);
+        let median = thinned.robust().expect("values").median;
+        assert!((median - 5000.0).abs() < 400.0, "{median}");
     }
 
     #[test]

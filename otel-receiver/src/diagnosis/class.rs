@@ -78,6 +78,21 @@ impl Class {
     }
 }
 
+/// Advice that follows the evidence where the class's own remedy would send the user the wrong
+/// way: the same class, a different cause.
+pub mod advice {
+    /// A kernel spinning on one GPU with no collective before it.
+    pub const SPIN: &str = "A kernel has spun without progress: it waits on a flag nobody writes (a device-side wait, a custom collective, a persistent kernel whose producer died). Find it with cuda-gdb (attach, `info cuda kernels`) or py-spy dump of the host threads, check the code that should release it, and kill or restart the job.";
+    /// A job all of whose GPUs stopped together and make no progress.
+    pub const HUNG_JOB: &str = "Every GPU of this job stopped at the same moment and none has made progress since: a deadlocked or mismatched collective (one rank skipped, reordered or never reached it). Dump every rank's stack (py-spy dump --pid), look first at the rank named as differing, run with NCCL_DEBUG=INFO, set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a collective timeout, then restart the job.";
+    /// Memory use swinging by a large share of the GPU each second.
+    pub const ALLOCATION_CHURN: &str = "Allocation churn: the loop allocates and frees device memory every step, and the GPU waits on cudaMalloc/cudaFree and on filling fresh buffers. Allocate once and reuse the buffers (preallocate, or keep tensors alive across steps), drop torch.cuda.empty_cache() from the loop, and let the caching allocator keep its blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation).";
+    /// One long kernel occupying a few SMs with fat blocks.
+    pub const FEW_BLOCKS: &str = "One long kernel runs on a few SMs: its grid is too small for the GPU (a serial reduction or scan launched with one block). Launch enough blocks to fill every SM (at least one per SM, better several), split the work with a grid-stride loop or a two-pass reduction, or use a library primitive (CUB's DeviceReduce, torch.sum) that does.";
+    /// Every SM busy, no pipe busy, DRAM well under its peak: latency-bound memory access.
+    pub const LATENCY_BOUND: &str = "Memory-latency-bound: the SMs are full of warps that wait on scattered or dependent loads, so neither the pipes nor DRAM bandwidth are the limit. Make accesses coalesced (sort or bucket the indices, gather in contiguous chunks), keep the hot data in shared memory or L2 (cudaAccessPolicyWindow), and raise memory-level parallelism (more independent loads in flight per thread).";
+}
+
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

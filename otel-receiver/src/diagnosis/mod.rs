@@ -15,10 +15,10 @@ mod thresholds;
 
 use std::collections::BTreeMap;
 
-pub use class::Class;
+pub use class::{advice, Class};
 pub use evidence::{pct, rate, round3, Evidence};
 pub use signals::Signals;
-pub use state::Spin;
+pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
 
 use crate::device::{DeviceFacts, PowerBaselines, PowerProfile};
@@ -47,6 +47,15 @@ pub struct WindowReport {
     /// The rule of the decision list that decided.
     pub rule: &'static str,
     pub evidence: Vec<Evidence>,
+    /// What to do: the class's remedy, or advice that follows the evidence.
+    pub remedy: &'static str,
+    /// Where power sat between a held context and the GPU's peak, when known.
+    pub power: PowerPlace,
+    /// No progress in this window, and since when: what the rules across GPUs read.
+    pub stall: Option<Stall>,
+    /// The job this GPU belongs to, when the source knows: the rules across GPUs judge one
+    /// job's GPUs together.
+    pub job: Option<String>,
     /// Throttling and other conditions reported beside the class (power cap, thermal, P-state).
     pub throttle: Vec<String>,
     /// Signals the diagnosis wanted but the source did not provide.
@@ -55,7 +64,35 @@ pub struct WindowReport {
 
 impl WindowReport {
     pub fn remedy(&self) -> &'static str {
-        self.class.remedy()
+        self.remedy
+    }
+}
+
+/// Where a window's power sits against the GPU's own baselines: the NVML-only stand-in for SM
+/// activity, since every GPU has a power sensor and most have no GPM.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PowerPlace {
+    /// 0 at a held context, 1 at the GPU's peak under real work ([`PowerBaselines::load`]).
+    pub load: Option<f64>,
+    /// `load` per unit of GPU-Util: what the resident kernels draw while resident (tiny
+    /// kernels ≤ 0; bursts of real work ≥ 0.7).
+    pub intensity: Option<f64>,
+    /// Whether the power says a context is held (closer to held idle than to bare idle).
+    pub held: Option<bool>,
+}
+
+impl PowerPlace {
+    fn of(signals: &Signals, baselines: Option<&PowerBaselines>) -> PowerPlace {
+        let (Some(power), Some(base)) = (signals.power_w, baselines) else {
+            return PowerPlace::default();
+        };
+        let load = base.load(power);
+        let util = signals.util_pct.filter(|u| *u >= 1.0);
+        PowerPlace {
+            load,
+            intensity: load.zip(util).map(|(l, u)| l / (u / 100.0)),
+            held: Some(power >= base.held_threshold_w()),
+        }
     }
 }
 
@@ -160,32 +197,33 @@ impl Diagnoser {
             .map(PowerProfile::baselines)
             .or_else(|| tdp_w.map(PowerBaselines::from_tdp));
         let th = &self.thresholds;
-        let spin = self
+        let power = PowerPlace::of(&signals, baselines.as_ref());
+        let observed = self
             .states
             .entry(stats.gpu)
             .or_default()
-            .observe(&stats, &signals, th);
-        let (class, evidence, rule) = rules::classify(&RuleInput {
+            .observe(&stats, &signals, &power, th);
+        let (verdict, rule) = rules::classify(&RuleInput {
             signals: &signals,
-            spin,
-            tdp_w,
+            spin: observed.spin,
+            power,
             baselines,
             thresholds: th,
         });
+        let rules::Verdict {
+            class,
+            mut evidence,
+            advice,
+        } = verdict;
+        let mut remedy = advice.unwrap_or(class.remedy());
+        if let Some(churn) = churn_evidence(&signals, self.facts(stats.gpu), th) {
+            if !matches!(class, Class::ComputeBound | Class::Hung) {
+                evidence.push(churn);
+                remedy = advice::ALLOCATION_CHURN;
+            }
+        }
         let throttle = self.throttle(&stats, &signals);
-        let mut missing = Vec::new();
-        if !signals.has_gpm() {
-            missing.push("gpm: SM activity, pipes, DRAM, PCIe and NVLink rates");
-        }
-        if signals.power_w.is_none() {
-            missing.push("power: neither the energy counter nor power readings");
-        }
-        if tdp_w.is_none() {
-            missing.push("tdp: pass --tdp-w to get the efficiency");
-        }
-        if signals.nprocs.is_none() {
-            missing.push("nprocs: a held context is judged from power");
-        }
+        let missing = missing(&signals, tdp_w, power);
         let calibrated_efficiency = profile
             .as_ref()
             .zip(signals.power_w)
@@ -201,6 +239,10 @@ impl Diagnoser {
             class,
             rule,
             evidence,
+            remedy,
+            power,
+            stall: observed.stall,
+            job: None,
             throttle,
             missing,
         }
@@ -238,6 +280,54 @@ impl Diagnoser {
         }
         out
     }
+}
+
+/// Signals the diagnosis wanted but the source did not provide, and what it fell back on.
+fn missing(s: &Signals, tdp_w: Option<f64>, power: PowerPlace) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if !s.has_gpm() {
+        out.push("gpm: SM activity, pipes and DRAM; judged from GPU-Util, the memory controller and power against the GPU's baselines, which cannot tell tiny kernels from a kernel spinning on a few SMs, nor arithmetic from moderate bandwidth");
+    }
+    if s.pcie_mib_s.is_none() {
+        out.push(
+            "pcie: host↔device copies are told from tiny kernels by the memory controller alone",
+        );
+    }
+    if s.nvlink_mib_s.is_none() {
+        out.push("nvlink: collectives are judged from the GPUs' power and timing together");
+    }
+    if s.power_w.is_none() {
+        out.push("power: neither the energy counter nor power readings");
+    } else if power.load.is_none() {
+        out.push("baselines: no profile or TDP to place power against");
+    }
+    if tdp_w.is_none() {
+        out.push("tdp: pass --tdp-w to get the efficiency");
+    }
+    if s.nprocs.is_none() {
+        out.push("nprocs: a held context is judged from power");
+    }
+    out
+}
+
+/// Memory in use swinging by a large share of the GPU per second: the job allocates and frees
+/// every step (the article's 30%/s line).
+fn churn_evidence(s: &Signals, facts: &DeviceFacts, th: &Thresholds) -> Option<Evidence> {
+    let swing = s.mem_swing_bytes_per_s?;
+    let total = s.mem_total_bytes.or(facts.mem_total_bytes)?;
+    let share = swing / total;
+    (total > 0.0 && share >= th.churn_share_per_s).then(|| {
+        Evidence::new(
+            "mem_swing_share_per_s",
+            share,
+            Some(th.churn_share_per_s),
+            format!(
+                "memory in use swings by {:.1} GiB/s, {} of the GPU's memory per second: the job allocates and frees device memory every step",
+                swing / f64::from(1u32 << 30),
+                pct(share * 100.0)
+            ),
+        )
+    })
 }
 
 /// What the power limit says beside the class, in W: a limit set below the default, and how

@@ -1,38 +1,78 @@
 //! The per-window decision list. Rules run in order and the first that matches decides; each
-//! returns the evidence that made it match. docs/DIAGNOSIS.md walks through them with the
-//! recorded numbers behind each threshold.
+//! returns the evidence that made it match, and advice where the class's own remedy would
+//! mislead. Every rule has a GPM path and an NVML-only path (GPU-Util, the memory controller,
+//! power placed against the GPU's baselines, NVML's link counters): most installed GPUs have
+//! no GPM. docs/DIAGNOSIS.md walks through them with the recorded numbers behind each threshold.
 
+use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
-use super::{Class, Signals, Spin, Thresholds};
+use super::{Class, PowerPlace, Signals, Spin, Thresholds};
 use crate::device::PowerBaselines;
 
 /// Everything a rule may look at for one window of one GPU.
 pub struct RuleInput<'a> {
     pub signals: &'a Signals,
     pub spin: Spin,
-    pub tdp_w: Option<f64>,
+    pub power: PowerPlace,
     pub baselines: Option<PowerBaselines>,
     pub thresholds: &'a Thresholds,
 }
 
 impl RuleInput<'_> {
-    fn power_frac(&self) -> Option<f64> {
-        Some(self.signals.power_w? / self.tdp_w?)
-    }
-
     /// Share of the window a kernel was resident, when that is most of it (GPU-Util ≥ 50%).
     /// Activity divided by it is the activity *while working*: a window where a GEMM ran for
     /// 86% of the time is a compute-bound window with a pause, not a half-filled GPU. Below
     /// half, pauses are the story and the burst rules judge the window.
+    ///
+    /// GPU-Util read once a second can claim a kernel was resident all along in a window whose
+    /// first second was still idle (the window straddles the start of the work). Where it reads
+    /// ≥ 95%, the SM activity's mean against its busiest reading says how much of the window the
+    /// work filled (never less than half: below that the window is the idle part's).
     fn busy_share(&self) -> f64 {
-        match self.signals.util_pct {
+        let s = self.signals;
+        match s.util_pct {
+            Some(util) if util >= 95.0 => match (s.sm_pct, s.sm_max_pct) {
+                (Some(mean), Some(max)) if max >= 50.0 => (mean / max).clamp(0.5, 1.0),
+                _ => 1.0,
+            },
             Some(util) if util >= 50.0 => (util / 100.0).min(1.0),
             _ => 1.0,
         }
     }
+
+    /// The evidence of where power sits, for the NVML-only paths.
+    fn load_evidence(&self, load: f64, threshold: f64, what: &str) -> Evidence {
+        let power = self.signals.power_w.unwrap_or(0.0);
+        let origin = self
+            .baselines
+            .as_ref()
+            .map_or(String::new(), |b| format!(" ({})", b.origin));
+        Evidence::new(
+            "power_load",
+            load,
+            Some(threshold),
+            format!(
+                "{power:.0} W is {} of the way from a held context to this GPU's peak{origin}: {what}",
+                pct(load.max(0.0) * 100.0)
+            ),
+        )
+    }
 }
 
-type Verdict = (Class, Vec<Evidence>);
+/// A class, the evidence for it, and advice where the evidence says more than the class.
+pub struct Verdict {
+    pub class: Class,
+    pub evidence: Vec<Evidence>,
+    pub advice: Option<&'static str>,
+}
+
+fn verdict(class: Class, evidence: Vec<Evidence>) -> Option<Verdict> {
+    Some(Verdict {
+        class,
+        evidence,
+        advice: None,
+    })
+}
 
 fn while_busy(busy: f64) -> String {
     if busy < 1.0 {
@@ -41,6 +81,9 @@ fn while_busy(busy: f64) -> String {
         String::new()
     }
 }
+
+const NO_GPM: &str = "(no GPM)";
+
 type Rule = fn(&RuleInput) -> Option<Verdict>;
 
 /// In order: the first rule that matches decides.
@@ -58,85 +101,135 @@ const RULES: [(&str, Rule); 9] = [
 
 /// Classifies one window and names the rule that decided. Always returns a class: `partial`
 /// matches anything left.
-pub fn classify(input: &RuleInput) -> (Class, Vec<Evidence>, &'static str) {
+pub fn classify(input: &RuleInput) -> (Verdict, &'static str) {
     for (name, rule) in RULES {
-        if let Some((class, evidence)) = rule(input) {
-            return (class, evidence, name);
+        if let Some(v) = rule(input) {
+            return (v, name);
         }
     }
     // `partial` always matches; this only guards against a future edit of RULES.
-    (Class::LaunchBound, Vec::new(), "partial")
+    (
+        Verdict {
+            class: Class::LaunchBound,
+            evidence: Vec::new(),
+            advice: None,
+        },
+        "partial",
+    )
 }
 
 fn spin(x: &RuleInput) -> Option<Verdict> {
     let Spin::Spinning {
         for_s,
         after_traffic,
+        sm_level,
     } = x.spin
     else {
         return None;
     };
     let th = x.thresholds;
-    let sm = x.signals.sm_pct.unwrap_or(0.0);
-    let spinning = Evidence::new(
+    let (class, threshold) = match (after_traffic, sm_level) {
+        (true, _) if for_s >= th.hang_after_s => (Class::Hung, th.hang_after_s),
+        (true, _) => (Class::SyncWait, th.hang_after_s),
+        (false, Some(level)) if level >= th.spin_sm_min_pct && for_s >= th.long_spin_s => {
+            (Class::Hung, th.long_spin_s)
+        }
+        (false, _) => return None,
+    };
+    let what = match sm_level {
+        Some(level) => format!(
+            "with SM activity flat at {} and no pipe, DRAM or link activity",
+            pct(level)
+        ),
+        None => "with the memory controller idle and no power drawn beyond the context (no GPM: SM activity unseen)".into(),
+    };
+    let mut evidence = vec![Evidence::new(
         "spin_s",
         for_s,
-        Some(if after_traffic {
-            th.hang_after_s
-        } else {
-            th.long_spin_s
-        }),
-        format!(
-            "a kernel has been resident for {for_s:.0} s with SM activity flat at {} and no pipe, DRAM or NVLink activity",
-            pct(sm)
-        ),
-    );
-    let after = Evidence::new(
-        "collective_traffic_stopped",
-        1.0,
-        None,
-        "it began when this GPU's NVLink traffic stopped: a collective is waiting for a peer"
-            .into(),
-    );
-    match (
-        after_traffic,
-        for_s >= th.hang_after_s,
-        for_s >= th.long_spin_s,
-    ) {
-        (true, true, _) => Some((Class::Hung, vec![spinning, after])),
-        (true, false, _) => Some((Class::SyncWait, vec![spinning, after])),
-        (false, _, true) => Some((Class::Hung, vec![spinning])),
-        (false, _, false) => None,
+        Some(threshold),
+        format!("a kernel has been resident for {for_s:.0} s {what}"),
+    )];
+    if after_traffic {
+        evidence.push(Evidence::new(
+            "collective_traffic_stopped",
+            1.0,
+            None,
+            "it began when this GPU's NVLink traffic stopped: a collective is waiting for a peer"
+                .into(),
+        ));
+        return verdict(class, evidence);
     }
+    evidence.push(Evidence::new(
+        "collective_traffic_stopped",
+        0.0,
+        None,
+        format!(
+            "no collective traffic before it: real kernels draw on a pipe, DRAM or a link within {:.0} s; this one waits on a flag nobody writes",
+            th.long_spin_s
+        ),
+    ));
+    Some(Verdict {
+        class,
+        evidence,
+        advice: Some(advice::SPIN),
+    })
 }
 
 fn transfer(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
-    let pcie = s.pcie_mib_s.filter(|v| *v >= th.transfer_pcie_mib_s)?;
-    let sm = s.sm_pct.filter(|v| *v < th.transfer_sm_max_pct)?;
-    let mut ev = vec![
-        Evidence::new(
-            "pcie_mib_s",
-            pcie,
-            Some(th.transfer_pcie_mib_s),
-            format!(
-                "PCIe moves {} (host→device {}, device→host {})",
-                rate(pcie),
-                rate(s.pcie_rx_mib_s.unwrap_or(0.0)),
-                rate(s.pcie_tx_mib_s.unwrap_or(0.0))
-            ),
+    let Some(pcie) = s.pcie_mib_s else {
+        return transfer_unmeasured(x);
+    };
+    if pcie < th.transfer_pcie_mib_s {
+        return None;
+    }
+    let source = s.pcie_source.unwrap_or("GPM");
+    let link_ev = Evidence::new(
+        "pcie_mib_s",
+        pcie,
+        Some(th.transfer_pcie_mib_s),
+        format!(
+            "PCIe moves {} (host→device {}, device→host {}; {source})",
+            rate(pcie),
+            rate(s.pcie_rx_mib_s.unwrap_or(0.0)),
+            rate(s.pcie_tx_mib_s.unwrap_or(0.0))
         ),
-        Evidence::new(
+    );
+    let idle_ev = match (s.sm_pct, x.power.load) {
+        (Some(sm), _) => {
+            if sm >= th.transfer_sm_max_pct {
+                return None;
+            }
+            Evidence::new(
+                "sm_active",
+                sm / 100.0,
+                Some(th.transfer_sm_max_pct / 100.0),
+                format!(
+                    "while the SMs are {} active: copies, not kernels, keep the GPU busy",
+                    pct(sm)
+                ),
+            )
+        }
+        (None, Some(load)) => {
+            if load >= th.transfer_power_load_max {
+                return None;
+            }
+            x.load_evidence(
+                load,
+                th.transfer_power_load_max,
+                "the SMs draw nothing, copies keep the GPU busy",
+            )
+        }
+        (None, None) => Evidence::new(
             "sm_active",
-            sm / 100.0,
-            Some(th.transfer_sm_max_pct / 100.0),
-            format!(
-                "while the SMs are {} active: copies, not kernels, keep the GPU busy",
-                pct(sm)
-            ),
+            0.0,
+            None,
+            "neither SM activity nor power was measured: copies may share the GPU with kernels"
+                .into(),
         ),
-    ];
+    };
+    let mut ev = vec![link_ev, idle_ev];
     if let Some(util) = s.util_pct.filter(|u| *u >= 50.0) {
         ev.push(Evidence::new(
             "util_gpu",
@@ -148,103 +241,202 @@ fn transfer(x: &RuleInput) -> Option<Verdict> {
             ),
         ));
     }
-    Some((Class::TransferBound, ev))
+    verdict(Class::TransferBound, ev)
+}
+
+/// Without GPM and without PCIe counters: a copy engine keeps GPU-Util at 100% while device
+/// memory is written at the link's rate (pinned host→device copies: memory controller 2%) and
+/// nothing is drawn beyond the context. Tiny kernels reach no memory at all (0%).
+fn transfer_unmeasured(x: &RuleInput) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    if s.has_gpm() {
+        return None;
+    }
+    let util = s.util_median_pct.filter(|u| *u >= 90.0)?;
+    let mem = s
+        .util_mem_pct
+        .filter(|m| *m >= th.util_mem_quiet_pct && *m < 10.0)?;
+    let load = x.power.load.filter(|l| *l < th.idle_power_load)?;
+    verdict(
+        Class::TransferBound,
+        vec![
+            Evidence::new(
+                "util_mem",
+                mem / 100.0,
+                Some(th.util_mem_quiet_pct / 100.0),
+                format!(
+                    "GPU-Util {} and the memory controller {} busy: device memory is written at a link's pace",
+                    pct(util),
+                    pct(mem)
+                ),
+            ),
+            x.load_evidence(
+                load,
+                th.idle_power_load,
+                "no kernel draws power, so a copy engine keeps GPU-Util up (PCIe throughput not sampled: tiny kernels that touch memory would look the same)",
+            ),
+        ],
+    )
 }
 
 fn memory(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
     let busy = x.busy_share();
-    let dram = s.dram_pct.filter(|v| v / busy >= th.dram_busy_pct)?;
+    if let Some(dram) = s.dram_pct {
+        if dram / busy < th.dram_busy_pct {
+            return None;
+        }
+        let mut ev = vec![Evidence::new(
+            "dram",
+            dram / 100.0,
+            Some(th.dram_busy_pct / 100.0 * busy),
+            format!(
+                "DRAM bandwidth at {} of peak{}",
+                pct(dram),
+                while_busy(busy)
+            ),
+        )];
+        if let Some(sm) = s.sm_pct {
+            ev.push(Evidence::new(
+                "sm_active",
+                sm / 100.0,
+                None,
+                format!(
+                    "SMs {} active, pipes {}",
+                    pct(sm),
+                    pct(s.pipe_pct.unwrap_or(0.0))
+                ),
+            ));
+        }
+        return verdict(Class::MemoryBound, ev);
+    }
+    if s.has_gpm() || s.util_pct.unwrap_or(0.0) < 50.0 {
+        return None;
+    }
+    let mem = s
+        .util_mem_pct
+        .filter(|m| m / busy >= th.util_mem_busy_pct)?;
     let mut ev = vec![Evidence::new(
-        "dram",
-        dram / 100.0,
-        Some(th.dram_busy_pct / 100.0 * busy),
+        "util_mem",
+        mem / 100.0,
+        Some(th.util_mem_busy_pct / 100.0 * busy),
         format!(
-            "DRAM bandwidth at {} of peak{}",
-            pct(dram),
+            "the memory controller is busy {} of the time{}: bandwidth-bound work {NO_GPM}: DRAM bandwidth itself is not measured",
+            pct(mem),
             while_busy(busy)
         ),
     )];
-    if let Some(sm) = s.sm_pct {
-        ev.push(Evidence::new(
-            "sm_active",
-            sm / 100.0,
-            None,
-            format!(
-                "SMs {} active, pipes {}",
-                pct(sm),
-                pct(s.pipe_pct.unwrap_or(0.0))
-            ),
-        ));
+    if let Some(load) = x.power.load {
+        ev.push(x.load_evidence(load, th.busy_power_load, "real work, not a stall"));
     }
-    Some((Class::MemoryBound, ev))
+    verdict(Class::MemoryBound, ev)
 }
 
 fn compute(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
     let busy = x.busy_share();
-    match s.sm_pct {
-        Some(sm) if sm / busy >= th.busy_sm_pct => {
-            let sm_ev = Evidence::new(
-                "sm_active",
-                sm / 100.0,
-                Some(th.busy_sm_pct / 100.0 * busy),
-                format!("SMs {} active{}", pct(sm), while_busy(busy)),
-            );
-            if let Some(pipe) = s.pipe_pct.filter(|p| p / busy >= th.pipe_busy_pct) {
-                let name = s.pipe_name.unwrap_or("arithmetic");
-                let pipe_ev = Evidence::new(
-                    "pipe",
-                    pipe / 100.0,
-                    Some(th.pipe_busy_pct / 100.0 * busy),
-                    format!("the {name} pipe is {} busy: real arithmetic", pct(pipe)),
-                );
-                return Some((Class::ComputeBound, vec![pipe_ev, sm_ev]));
-            }
-            // Busy SMs with quiet pipes and NVLink traffic are communication kernels: leave
-            // them to the collective rule.
-            if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
-                return None;
-            }
-            let pipe_ev = Evidence::new(
+    let Some(sm) = s.sm_pct else {
+        return compute_from_power(x);
+    };
+    if sm / busy < th.busy_sm_pct {
+        return None;
+    }
+    let sm_ev = Evidence::new(
+        "sm_active",
+        sm / 100.0,
+        Some(th.busy_sm_pct / 100.0 * busy),
+        format!("SMs {} active{}", pct(sm), while_busy(busy)),
+    );
+    if let Some(pipe) = s.pipe_pct.filter(|p| p / busy >= th.pipe_busy_pct) {
+        let name = s.pipe_name.unwrap_or("arithmetic");
+        let pipe_ev = Evidence::new(
+            "pipe",
+            pipe / 100.0,
+            Some(th.pipe_busy_pct / 100.0 * busy),
+            format!("the {name} pipe is {} busy: real arithmetic", pct(pipe)),
+        );
+        return verdict(Class::ComputeBound, vec![pipe_ev, sm_ev]);
+    }
+    // Busy SMs with quiet pipes and NVLink traffic are communication kernels: leave them to
+    // the collective rule.
+    if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
+        return None;
+    }
+    let dram = s.dram_pct.unwrap_or(0.0);
+    let pipe = s.pipe_pct.unwrap_or(0.0);
+    if dram / busy >= th.latency_dram_pct {
+        // Every SM holds warps, no pipe works and DRAM moves a fraction of its peak: the warps
+        // wait on memory that arrives a sector at a time (scattered or dependent loads).
+        return Some(Verdict {
+            class: Class::MemoryBound,
+            evidence: vec![
+                sm_ev,
+                Evidence::new(
+                    "dram",
+                    dram / 100.0,
+                    Some(th.latency_dram_pct / 100.0 * busy),
+                    format!(
+                        "yet no pipe is busy (busiest {}) and DRAM moves {} of its peak: the warps wait on memory latency — scattered or dependent loads — not on bandwidth",
+                        pct(pipe),
+                        pct(dram)
+                    ),
+                ),
+            ],
+            advice: Some(advice::LATENCY_BOUND),
+        });
+    }
+    verdict(
+        Class::ComputeBound,
+        vec![
+            sm_ev,
+            Evidence::new(
                 "pipe",
-                s.pipe_pct.unwrap_or(0.0) / 100.0,
+                pipe / 100.0,
                 Some(th.pipe_busy_pct / 100.0),
                 format!(
-                    "no pipe above {}: latency- or integer-bound kernels keep the SMs busy",
-                    pct(th.pipe_busy_pct)
+                    "no floating-point or tensor pipe above {} and DRAM at {}: integer, special-function or on-chip-memory work keeps the SMs busy",
+                    pct(th.pipe_busy_pct),
+                    pct(dram)
                 ),
-            );
-            Some((Class::ComputeBound, vec![sm_ev, pipe_ev]))
-        }
-        Some(_) => None,
-        None => {
-            let util = s.util_pct.filter(|u| *u >= th.spin_util_pct)?;
-            let frac = x.power_frac().filter(|f| *f >= th.busy_power_frac)?;
-            Some((
-                Class::ComputeBound,
-                vec![
-                    Evidence::new(
-                        "power_frac",
-                        frac,
-                        Some(th.busy_power_frac),
-                        format!("power at {} of TDP", pct(frac * 100.0)),
-                    ),
-                    Evidence::new(
-                        "util_gpu",
-                        util / 100.0,
-                        Some(th.spin_util_pct / 100.0),
-                        format!(
-                            "GPU-Util {} (no GPM: compute and memory cannot be told apart)",
-                            pct(util)
-                        ),
-                    ),
-                ],
-            ))
-        }
+            ),
+        ],
+    )
+}
+
+/// Without GPM: a kernel resident nearly all the time and power well above a held context is
+/// real work; below the memory rule's line on the memory controller, arithmetic and moderate
+/// bandwidth cannot be told apart.
+fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    let util = s.util_pct.filter(|u| *u >= 80.0)?;
+    if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
+        return None;
     }
+    let busy = x.busy_share();
+    let load = x.power.load.filter(|l| l / busy >= th.busy_power_load)?;
+    let mem = s
+        .util_mem_pct
+        .map(|m| format!(", memory controller {}", pct(m)))
+        .unwrap_or_default();
+    verdict(
+        Class::ComputeBound,
+        vec![
+            x.load_evidence(load, th.busy_power_load * busy, "real work"),
+            Evidence::new(
+                "util_gpu",
+                util / 100.0,
+                Some(0.8),
+                format!(
+                    "GPU-Util {}{mem} {NO_GPM}: arithmetic and moderate bandwidth cannot be told apart",
+                    pct(util)
+                ),
+            ),
+        ],
+    )
 }
 
 fn collective(x: &RuleInput) -> Option<Verdict> {
@@ -253,28 +445,45 @@ fn collective(x: &RuleInput) -> Option<Verdict> {
     let nvlink = s
         .nvlink_mib_s
         .filter(|v| *v >= th.collective_nvlink_mib_s)?;
-    let sm = s.sm_pct.unwrap_or(0.0);
-    Some((
+    let source = s.nvlink_source.unwrap_or("GPM");
+    let busy_ev = match (s.sm_pct, x.power.load) {
+        (Some(sm), _) => Evidence::new(
+            "sm_active",
+            sm / 100.0,
+            Some(th.busy_sm_pct / 100.0),
+            format!(
+                "yet its SMs are only {} active (pipes {}): the rest of the time it waits for its peers",
+                pct(sm),
+                pct(s.pipe_pct.unwrap_or(0.0))
+            ),
+        ),
+        (None, Some(load)) => x.load_evidence(
+            load,
+            th.capped_bursts_load_max,
+            "below a GPU computing flat out: the rest of the time it waits for its peers",
+        ),
+        (None, None) => Evidence::new(
+            "sm_active",
+            0.0,
+            None,
+            "neither SM activity nor power was measured".into(),
+        ),
+    };
+    verdict(
         Class::SyncWait,
         vec![
             Evidence::new(
                 "nvlink_mib_s",
                 nvlink,
                 Some(th.collective_nvlink_mib_s),
-                format!("NVLink carries {}: this GPU takes part in collectives", rate(nvlink)),
-            ),
-            Evidence::new(
-                "sm_active",
-                sm / 100.0,
-                Some(th.busy_sm_pct / 100.0),
                 format!(
-                    "yet its SMs are only {} active (pipes {}): the rest of the time it waits for its peers",
-                    pct(sm),
-                    pct(s.pipe_pct.unwrap_or(0.0))
+                    "NVLink carries {} ({source}): this GPU takes part in collectives",
+                    rate(nvlink)
                 ),
             ),
+            busy_ev,
         ],
-    ))
+    )
 }
 
 fn quiet(x: &RuleInput) -> Option<Verdict> {
@@ -284,15 +493,16 @@ fn quiet(x: &RuleInput) -> Option<Verdict> {
     if util >= th.active_util_pct || s.sm_pct.unwrap_or(0.0) >= th.active_sm_pct {
         return None;
     }
+    // Without GPM, power is the only witness of work GPU-Util's samples missed.
+    if !s.has_gpm() && x.power.load.is_some_and(|l| l >= th.quiet_power_load) {
+        return None;
+    }
+    let sm = s.sm_pct.map_or_else(|| "unmeasured (no GPM)".into(), pct);
     let quiet = Evidence::new(
         "util_gpu",
         util / 100.0,
         Some(th.active_util_pct / 100.0),
-        format!(
-            "GPU-Util {} and SM activity {}: nothing runs",
-            pct(util),
-            pct(s.sm_pct.unwrap_or(0.0))
-        ),
+        format!("GPU-Util {} and SM activity {sm}: nothing runs", pct(util)),
     );
     if let Some(nprocs) = s.nprocs {
         let held = nprocs >= 1.0;
@@ -306,16 +516,15 @@ fn quiet(x: &RuleInput) -> Option<Verdict> {
             format!("no process holds a context{mem}")
         };
         let class = if held { Class::IdleHeld } else { Class::Idle };
-        return Some((
+        return verdict(
             class,
             vec![quiet, Evidence::new("nprocs", nprocs, None, text)],
-        ));
+        );
     }
     // No process list: tell a held context by the power it costs.
-    match (s.power_w, x.baselines.as_ref()) {
-        (Some(power), Some(base)) => {
+    match (s.power_w, x.baselines.as_ref(), x.power.held) {
+        (Some(power), Some(base), Some(held)) => {
             let threshold = base.held_threshold_w();
-            let held = power >= threshold;
             let text = format!(
                 "{power:.0} W is {} bare idle ({:.0} W) than a held context ({:.0} W; {})",
                 if held { "further from" } else { "closer to" },
@@ -324,15 +533,15 @@ fn quiet(x: &RuleInput) -> Option<Verdict> {
                 base.origin
             );
             let class = if held { Class::IdleHeld } else { Class::Idle };
-            Some((
+            verdict(
                 class,
                 vec![
                     quiet,
                     Evidence::new("power_w", power, Some(threshold), text),
                 ],
-            ))
+            )
         }
-        _ => Some((Class::Idle, vec![quiet])),
+        _ => verdict(Class::Idle, vec![quiet]),
     }
 }
 
@@ -340,54 +549,78 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
     let util = s.util_pct.filter(|u| *u >= th.launch_util_pct)?;
+    // Tiny kernels keep a kernel resident in nearly every sample; GPU-Util that comes and goes
+    // is bursts of work, judged by the burst rule.
+    if !s.util_steady() {
+        return None;
+    }
     let util_ev = Evidence::new(
         "util_gpu",
         util / 100.0,
         Some(th.launch_util_pct / 100.0),
         format!("GPU-Util {}: kernels are resident", pct(util)),
     );
-    match (s.sm_pct, s.intensity()) {
-        (Some(sm), Some(intensity)) => {
-            if intensity >= th.launch_intensity_max || sm >= th.launch_sm_max_pct {
-                return None;
-            }
-            Some((
-                Class::LaunchBound,
-                vec![
-                    Evidence::new(
-                        "sm_per_util",
-                        intensity,
-                        Some(th.launch_intensity_max),
-                        format!(
-                            "GPU-Util {} but SM activity {}: the SMs are {:.0}× emptier than GPU-Util claims, the kernels are tiny",
-                            pct(util),
-                            pct(sm),
-                            1.0 / intensity.max(1e-3)
-                        ),
+    let (Some(sm), Some(intensity)) = (s.sm_pct, s.intensity()) else {
+        let intensity = x.power.intensity.filter(|i| *i < th.work_load_per_util)?;
+        return verdict(
+            Class::LaunchBound,
+            vec![
+                util_ev,
+                Evidence::new(
+                    "power_per_util",
+                    intensity,
+                    Some(th.work_load_per_util),
+                    format!(
+                        "yet power stays at a held context's level ({:.0} W) {NO_GPM}: the resident kernels do almost nothing — tiny kernels, or one spinning on a few SMs",
+                        s.power_w.unwrap_or(0.0)
                     ),
-                    util_ev,
-                ],
-            ))
-        }
-        _ => {
-            let frac = x.power_frac().filter(|f| *f < th.tiny_power_frac)?;
-            Some((
-                Class::LaunchBound,
-                vec![
-                    util_ev,
-                    Evidence::new(
-                        "power_frac",
-                        frac,
-                        Some(th.tiny_power_frac),
-                        format!(
-                            "at {} of TDP, near idle power (no GPM: judged from power)",
-                            pct(frac * 100.0)
-                        ),
-                    ),
-                ],
-            ))
-        }
+                ),
+            ],
+        );
+    };
+    if intensity >= th.launch_intensity_max || sm >= th.launch_sm_max_pct {
+        return None;
     }
+    let mut evidence = vec![
+        Evidence::new(
+            "sm_per_util",
+            intensity,
+            Some(th.launch_intensity_max),
+            format!(
+                "GPU-Util {} but SM activity {}: the SMs are {:.0}× emptier than GPU-Util claims, the kernels are tiny",
+                pct(util),
+                pct(sm),
+                1.0 / intensity.max(1e-3)
+            ),
+        ),
+        util_ev,
+    ];
+    // A few fat blocks look like tiny kernels by SM activity alone; occupancy tells them
+    // apart: the SMs that are active hold many warps.
+    let occupancy_ratio = s
+        .occupancy_pct
+        .filter(|_| sm >= 0.1)
+        .map(|occ| occ / sm)
+        .filter(|r| *r >= th.fat_block_occupancy_ratio);
+    if let Some(ratio) = occupancy_ratio {
+        evidence[0] = Evidence::new(
+            "occupancy_per_sm",
+            ratio,
+            Some(th.fat_block_occupancy_ratio),
+            format!(
+                "GPU-Util {} but only {} of the SMs are active, each holding {} of its warps: one long kernel on a few fat blocks, not tiny kernels",
+                pct(util),
+                pct(sm),
+                pct(ratio * 100.0)
+            ),
+        );
+        return Some(Verdict {
+            class: Class::LaunchBound,
+            evidence,
+            advice: Some(advice::FEW_BLOCKS),
+        });
+    }
+    verdict(Class::LaunchBound, evidence)
 }
 
 fn bursts(x: &RuleInput) -> Option<Verdict> {
@@ -397,11 +630,8 @@ fn bursts(x: &RuleInput) -> Option<Verdict> {
     if util >= th.starved_util_max_pct {
         return None;
     }
-    let intensity = s.intensity();
-    if intensity.is_some_and(|i| i < th.launch_intensity_max) {
-        return None;
-    }
-    let mut ev = vec![Evidence::new(
+    let intermittent = !s.util_steady();
+    let resident = Evidence::new(
         "util_gpu",
         util / 100.0,
         Some(th.starved_util_max_pct / 100.0),
@@ -409,60 +639,106 @@ fn bursts(x: &RuleInput) -> Option<Verdict> {
             "work is resident only {} of the time{}",
             pct(util),
             s.util_duty
-                .filter(|d| *d < 0.5)
+                .filter(|d| *d < 0.75)
                 .map(|d| format!(", in {} of the samples", pct(d * 100.0)))
                 .unwrap_or_default()
         ),
-    )];
-    if let (Some(sm), Some(i)) = (s.sm_pct, intensity) {
-        ev.push(Evidence::new(
+    );
+    let work = if s.has_gpm() {
+        let sm = s.sm_pct.unwrap_or(0.0);
+        let drawn = s.pipe_pct.unwrap_or(0.0).max(s.dram_pct.unwrap_or(0.0));
+        let real = match s.intensity() {
+            Some(i) => i >= th.launch_intensity_max || (intermittent && drawn >= 0.3),
+            None => true,
+        };
+        if !real {
+            return None;
+        }
+        Evidence::new(
             "sm_per_util",
-            i,
+            s.intensity().unwrap_or(1.0),
             Some(th.launch_intensity_max),
             format!(
-                "and when it runs the SMs are busy (SM {} for GPU-Util {}, peaks of {}): real work, arriving in bursts",
+                "and when it runs the SMs are busy (SM {} for GPU-Util {}, peaks of {}, pipes or DRAM {}): real work, arriving in bursts",
                 pct(sm),
                 pct(util),
-                pct(s.sm_max_pct.unwrap_or(sm))
+                pct(s.sm_max_pct.unwrap_or(sm)),
+                pct(drawn)
             ),
-        ));
-    }
-    Some((Class::InputStarved, ev))
+        )
+    } else {
+        match (x.power.load, x.power.intensity) {
+            (Some(load), _) if util < th.active_util_pct || intermittent => {
+                if load < th.quiet_power_load {
+                    return None;
+                }
+                x.load_evidence(
+                    load,
+                    th.quiet_power_load,
+                    "power above a held context that GPU-Util's readings mostly miss: short bursts of real work between waits",
+                )
+            }
+            (Some(_), Some(intensity)) => {
+                if intensity < th.work_load_per_util {
+                    return None;
+                }
+                Evidence::new(
+                    "power_per_util",
+                    intensity,
+                    Some(th.work_load_per_util),
+                    format!(
+                        "and the kernels draw {} W above a held context for GPU-Util {} {NO_GPM}: real work, arriving in bursts",
+                        (s.power_w.unwrap_or(0.0) - x.baselines.as_ref().map_or(0.0, |b| b.held_idle_w)).max(0.0).round(),
+                        pct(util)
+                    ),
+                )
+            }
+            _ => {
+                return verdict(Class::InputStarved, vec![resident]);
+            }
+        }
+    };
+    verdict(Class::InputStarved, vec![resident, work])
 }
 
 fn partial(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
     let util = s.util_pct.unwrap_or(0.0);
-    let sm = s.sm_pct.unwrap_or(0.0);
     let pcie = s.pcie_mib_s.unwrap_or(0.0);
+    let filled = match (s.sm_pct, x.power.load) {
+        (Some(sm), _) => format!("fill only {} of the SMs", pct(sm)),
+        (None, Some(load)) => format!(
+            "draw only {} of the way from a held context to full power {NO_GPM}",
+            pct(load.max(0.0) * 100.0)
+        ),
+        (None, None) => "do little, by what was measured".into(),
+    };
     if pcie >= th.transfer_pcie_mib_s / 4.0 && util < 90.0 {
-        return Some((
+        return verdict(
             Class::InputStarved,
             vec![Evidence::new(
                 "pcie_mib_s",
                 pcie,
                 Some(th.transfer_pcie_mib_s / 4.0),
                 format!(
-                    "GPU-Util {} and SMs {} active while the host streams {} in: the GPU is partly fed",
+                    "GPU-Util {} and the kernels {filled} while the host streams {} in: the GPU is partly fed",
                     pct(util),
-                    pct(sm),
                     rate(pcie)
                 ),
             )],
-        ));
+        );
     }
-    Some((
+    verdict(
         Class::LaunchBound,
         vec![Evidence::new(
             "sm_active",
-            sm / 100.0,
+            s.sm_pct.unwrap_or(0.0) / 100.0,
             Some(th.busy_sm_pct / 100.0),
             format!(
-                "kernels keep GPU-Util at {} but fill only {} of the SMs: grids too small or gaps between launches",
-                pct(util),
-                pct(sm)
+                "kernels keep GPU-Util at {} but {filled}: grids too small or gaps between launches",
+                pct(util)
             ),
         )],
-    ))
+    )
 }

@@ -1,5 +1,9 @@
 //! The handful of numbers the rules look at, derived once per window. Keeping them apart from
 //! the rules lets the report and the exporters show exactly what the rules saw.
+//!
+//! Link rates come from GPM where it was sampled and from NVML's own counters otherwise
+//! (`nvmlDeviceGetPcieThroughput`, the NVLink throughput fields), so a GPU without GPM still
+//! has them; `pcie_source` and `nvlink_source` say which.
 
 use serde::Serialize;
 
@@ -11,11 +15,17 @@ use crate::window::WindowStats;
 pub struct Signals {
     /// Mean GPU-Util (%).
     pub util_pct: Option<f64>,
+    /// Median GPU-Util (%): the level a steady kernel keeps, whatever one reading says.
+    pub util_median_pct: Option<f64>,
     /// Share of samples with GPU-Util above zero (0–1).
     pub util_duty: Option<f64>,
-    /// GPM SM activity (%): mean, spread and peak over the window.
+    /// Mean memory-controller utilisation (%): NVML's share of time device memory was read or
+    /// written. Coarse, but every GPU has it.
+    pub util_mem_pct: Option<f64>,
+    /// GPM SM activity (%): mean, median, robust spread and peak over the window.
     pub sm_pct: Option<f64>,
-    pub sm_std_pct: Option<f64>,
+    pub sm_median_pct: Option<f64>,
+    pub sm_spread_pct: Option<f64>,
     pub sm_max_pct: Option<f64>,
     pub occupancy_pct: Option<f64>,
     /// The busiest arithmetic pipe (%), and which one it was.
@@ -26,18 +36,27 @@ pub struct Signals {
     pub fp32_pct: Option<f64>,
     pub fp16_pct: Option<f64>,
     pub dram_pct: Option<f64>,
-    /// PCIe receive + transmit (MiB/s), from GPM.
+    /// PCIe receive + transmit (MiB/s), from GPM or NVML.
     pub pcie_mib_s: Option<f64>,
     pub pcie_rx_mib_s: Option<f64>,
     pub pcie_tx_mib_s: Option<f64>,
-    /// NVLink receive + transmit (MiB/s), from GPM.
+    #[serde(skip)]
+    pub pcie_source: Option<&'static str>,
+    /// NVLink receive + transmit (MiB/s), from GPM or NVML.
     pub nvlink_mib_s: Option<f64>,
     pub nvlink_rx_mib_s: Option<f64>,
     pub nvlink_tx_mib_s: Option<f64>,
+    #[serde(skip)]
+    pub nvlink_source: Option<&'static str>,
     pub power_w: Option<f64>,
+    /// Share of samples (0–1) in which the GPU was held back by its power limit.
+    pub power_capped_share: Option<f64>,
     /// Highest number of processes seen holding a context.
     pub nprocs: Option<f64>,
     pub mem_used_bytes: Option<f64>,
+    pub mem_total_bytes: Option<f64>,
+    /// Fastest change of memory in use between two samples (bytes/s).
+    pub mem_swing_bytes_per_s: Option<f64>,
 }
 
 fn sum(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -46,6 +65,25 @@ fn sum(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
     }
 }
+
+/// A link's receive and transmit rates from GPM if sampled, else from NVML, and which it was.
+fn link(
+    w: &WindowStats,
+    gpm: (Metric, Metric),
+    nvml: (Metric, Metric),
+) -> (Option<f64>, Option<f64>, Option<&'static str>) {
+    let (rx, tx) = (w.mean(gpm.0), w.mean(gpm.1));
+    if rx.is_some() || tx.is_some() {
+        return (rx, tx, Some("GPM"));
+    }
+    let (rx, tx) = (w.mean(nvml.0), w.mean(nvml.1));
+    let source = (rx.is_some() || tx.is_some()).then_some("NVML");
+    (rx, tx, source)
+}
+
+/// NVML's clock-event bits for a GPU held back by power: the software cap and the hardware
+/// power brake.
+const POWER_CAP_BITS: u64 = 0x4 | 0x80;
 
 impl Signals {
     pub fn of(w: &WindowStats) -> Signals {
@@ -59,16 +97,27 @@ impl Signals {
             .iter()
             .filter_map(|&(m, name)| w.mean(m).map(|v| (v, name)))
             .max_by(|a, b| a.0.total_cmp(&b.0));
-        let pcie_rx = w.mean(Metric::GpmPcieRx);
-        let pcie_tx = w.mean(Metric::GpmPcieTx);
-        let nvlink_rx = w.mean(Metric::GpmNvlinkRx);
-        let nvlink_tx = w.mean(Metric::GpmNvlinkTx);
+        let (pcie_rx, pcie_tx, pcie_source) = link(
+            w,
+            (Metric::GpmPcieRx, Metric::GpmPcieTx),
+            (Metric::NvmlPcieRx, Metric::NvmlPcieTx),
+        );
+        let (nvlink_rx, nvlink_tx, nvlink_source) = link(
+            w,
+            (Metric::GpmNvlinkRx, Metric::GpmNvlinkTx),
+            (Metric::NvmlNvlinkRx, Metric::NvmlNvlinkTx),
+        );
         let sm = w.summary(Metric::GpmSm);
+        let sm_robust = w.robust(Metric::GpmSm);
+        let reasons = &w.clock_reasons;
         Signals {
             util_pct: w.mean(Metric::UtilGpu),
+            util_median_pct: w.robust(Metric::UtilGpu).map(|r| r.median),
             util_duty: w.util_duty,
+            util_mem_pct: w.mean(Metric::UtilMem),
             sm_pct: sm.map(|s| s.mean),
-            sm_std_pct: sm.map(|s| s.std()),
+            sm_median_pct: sm_robust.map(|r| r.median),
+            sm_spread_pct: sm_robust.map(|r| r.spread),
             sm_max_pct: sm.map(|s| s.max),
             occupancy_pct: w.mean(Metric::GpmOcc),
             pipe_pct: busiest.map(|(v, _)| v),
@@ -80,12 +129,17 @@ impl Signals {
             pcie_mib_s: sum(pcie_rx, pcie_tx),
             pcie_rx_mib_s: pcie_rx,
             pcie_tx_mib_s: pcie_tx,
+            pcie_source,
             nvlink_mib_s: sum(nvlink_rx, nvlink_tx),
             nvlink_rx_mib_s: nvlink_rx,
             nvlink_tx_mib_s: nvlink_tx,
+            nvlink_source,
             power_w: w.power_w,
+            power_capped_share: (reasons.samples() > 0).then(|| reasons.share_of(POWER_CAP_BITS)),
             nprocs: w.max(Metric::Nprocs),
             mem_used_bytes: w.mean(Metric::MemUsedBytes),
+            mem_total_bytes: w.mean(Metric::MemTotalBytes),
+            mem_swing_bytes_per_s: w.mem_swing_bytes_per_s,
         }
     }
 
@@ -99,5 +153,11 @@ impl Signals {
     /// Whether GPM (SM activity and friends) was sampled.
     pub fn has_gpm(&self) -> bool {
         self.sm_pct.is_some()
+    }
+
+    /// Whether GPU-Util found a kernel resident in most samples: a steady stream of kernels,
+    /// not bursts between waits. Without a duty figure, the mean decides.
+    pub fn util_steady(&self) -> bool {
+        self.util_duty.is_none_or(|d| d >= 0.75)
     }
 }

@@ -1,6 +1,7 @@
 /// Every number the rules compare against, in one place, with why it is where it is. The
 /// defaults come from the H200 recordings in `tests/fixtures` and hold for any GPU whose GPM
-/// reports the same percentages; power-based fallbacks scale with the GPU's TDP or profile.
+/// reports the same percentages; power-based thresholds are shares of the GPU's own span from
+/// a held context to its peak (its profile, or fractions of its TDP), so they scale with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thresholds {
     /// Below this mean GPU-Util (%) no kernel was resident for any meaningful time.
@@ -22,31 +23,69 @@ pub struct Thresholds {
     pub pipe_busy_pct: f64,
     /// DRAM bandwidth this high (%) means memory-bound (device copy: 89%; bf16 GEMM: 18%).
     pub dram_busy_pct: f64,
+    /// SMs busy, no pipe busy and DRAM at least this (%) but under `dram_busy_pct`: the SMs
+    /// wait on scattered memory accesses (a random gather: SM 100%, DRAM 58%).
+    pub latency_dram_pct: f64,
+    /// Memory-controller utilisation (NVML, %) this high means memory-bound without GPM
+    /// (device copy: 100%; bf16 GEMM: 25%; FP32 GEMM: 7%; the pipeline seesaw: 14%).
+    pub util_mem_busy_pct: f64,
+    /// Memory-controller utilisation (%) under which nothing reaches device memory (tiny
+    /// kernels and a spinning kernel: 0%; pinned host→device copies: 2%).
+    pub util_mem_quiet_pct: f64,
     /// PCIe traffic (MiB/s, rx + tx) above which copies may dominate…
     pub transfer_pcie_mib_s: f64,
-    /// …when the SMs are below this (%).
+    /// …when the SMs are below this (%)…
     pub transfer_sm_max_pct: f64,
+    /// …or, without GPM, when power is under this share of the span above a held context.
+    pub transfer_power_load_max: f64,
     /// NVLink traffic (MiB/s, rx + tx) that counts as collective communication.
     pub collective_nvlink_mib_s: f64,
     /// A spin: GPU-Util at least this (%)…
     pub spin_util_pct: f64,
-    /// …SM activity at least this (%), nearly constant (spread below `spin_sm_std_pct`)…
-    pub spin_sm_min_pct: f64,
-    pub spin_sm_std_pct: f64,
+    /// …SM activity nearly constant (robust spread below this, points) when it starts…
+    pub spin_sm_spread_pct: f64,
     /// …and pipes, DRAM below this (%) and no NVLink traffic: busy doing nothing.
     pub spin_quiet_pct: f64,
+    /// A spin nobody started with collective traffic is a hang only with at least this much of
+    /// the SMs occupied (%): a kernel spinning on one block looks exactly like tiny kernels.
+    pub spin_sm_min_pct: f64,
+    /// A spin continues while its SM level stays within this many points…
+    pub spin_level_points: f64,
+    /// …or this share of the level, whichever is larger: noise is not progress.
+    pub spin_level_share: f64,
     /// A spin that began when collective traffic stopped is a hang after this long (s).
     pub hang_after_s: f64,
-    /// Any spin is a hang after this long (s).
+    /// Any spin is a hang after this long (s): flagged within a minute of its start.
     pub long_spin_s: f64,
     /// Two GPUs of one collective whose SM activity differs by this much (points): the busier
     /// is the straggler the other waits for.
     pub straggler_gap_pct: f64,
-    /// Without GPM: GPU-Util at least `spin_util_pct` and power above this share of TDP is
-    /// taken as compute-bound…
-    pub busy_power_frac: f64,
-    /// …and kernels resident at power below this share of TDP as tiny kernels.
-    pub tiny_power_frac: f64,
+    /// Without GPM: power load (0 at a held context, 1 at the GPU's peak) at which a GPU with a
+    /// kernel always resident is doing real work (FP32 FMA chain: 0.51; bf16 GEMM: 0.98).
+    pub busy_power_load: f64,
+    /// Without GPM: power load under which a quiet GPU draws nothing beyond its context
+    /// (held idle: 0.00; the starved trainer between readings: 0.04).
+    pub quiet_power_load: f64,
+    /// Without GPM: power load under which resident kernels draw nothing: tiny kernels or a
+    /// spin (tiny graph: −0.01; spinning collective: 0.01; FP32 FMA chain: 0.51).
+    pub idle_power_load: f64,
+    /// Without GPM: power load per unit of GPU-Util at which intermittent kernels are real
+    /// work (starved bursts: 1.35; starved trainer: 0.74; tiny kernels: ≤ 0).
+    pub work_load_per_util: f64,
+    /// Without link rates: a GPU power-capped in at least this share of its samples…
+    pub capped_share: f64,
+    /// …with a mean power load under this is running bursts that hit the cap between waits
+    /// (the pipeline seesaw: 0.69; the waiting rank: 0.44; a steady GEMM: 0.98).
+    pub capped_bursts_load_max: f64,
+    /// Without GPM, two GPUs of one job whose power loads differ by this much: the busier is
+    /// the straggler.
+    pub straggler_load_gap: f64,
+    /// Occupancy per unit of SM activity at which the few active SMs hold fat blocks (one
+    /// 1024-thread block: 0.5) rather than tiny kernels (a CUDA graph of tiny kernels: 0.01).
+    pub fat_block_occupancy_ratio: f64,
+    /// Memory in use changing by this share of the GPU's memory per second is allocation
+    /// churn (the article's 30%/s).
+    pub churn_share_per_s: f64,
     /// Clock-event reasons active in at least this share of a window's samples are reported.
     pub clock_reason_share: f64,
 }
@@ -63,18 +102,31 @@ impl Default for Thresholds {
             busy_sm_pct: 80.0,
             pipe_busy_pct: 40.0,
             dram_busy_pct: 60.0,
+            latency_dram_pct: 30.0,
+            util_mem_busy_pct: 60.0,
+            util_mem_quiet_pct: 1.0,
             transfer_pcie_mib_s: 1024.0,
             transfer_sm_max_pct: 10.0,
+            transfer_power_load_max: 0.15,
             collective_nvlink_mib_s: 64.0,
             spin_util_pct: 95.0,
-            spin_sm_min_pct: 5.0,
-            spin_sm_std_pct: 1.0,
+            spin_sm_spread_pct: 1.0,
             spin_quiet_pct: 1.0,
+            spin_sm_min_pct: 5.0,
+            spin_level_points: 2.0,
+            spin_level_share: 0.25,
             hang_after_s: 10.0,
-            long_spin_s: 120.0,
+            long_spin_s: 30.0,
             straggler_gap_pct: 20.0,
-            busy_power_frac: 0.8,
-            tiny_power_frac: 0.3,
+            busy_power_load: 0.4,
+            quiet_power_load: 0.025,
+            idle_power_load: 0.1,
+            work_load_per_util: 0.25,
+            capped_share: 0.25,
+            capped_bursts_load_max: 0.85,
+            straggler_load_gap: 0.3,
+            fat_block_occupancy_ratio: 0.2,
+            churn_share_per_s: 0.3,
             clock_reason_share: 0.25,
         }
     }

@@ -1,0 +1,181 @@
+//! Verdicts in the forms they are judged in: each fixture as a GPU without GPM would have
+//! recorded it and as a 1 Hz agent would have (scripts/degrade-trace.py, the judges' own tool),
+//! scored by `gpuslack score` itself; and a hang stretched to ten minutes with the outliers a
+//! live GPU produces (scripts/stretch-hang.py), which must read `hung` on every GPU of the job
+//! within a minute of its start and for every window to its end.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn python() -> String {
+    std::env::var("GPUSLACK_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuslack-degraded-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Writes nogpm.csv, hz1.csv and nogpm_hz1.csv for `trace` into `dir`.
+fn degrade(trace: &Path, dir: &Path) {
+    let status = Command::new(python())
+        .arg(repo("scripts/degrade-trace.py"))
+        .arg(trace)
+        .arg(dir)
+        .status()
+        .expect("python3 runs scripts/degrade-trace.py");
+    assert!(
+        status.success(),
+        "degrade-trace.py failed on {}",
+        trace.display()
+    );
+}
+
+/// `gpuslack score TRACE LABELS --json`: (overall share, per segment (scenario, gpu, share)).
+fn score(trace: &Path, labels: &Path) -> (f64, Vec<(String, u64, f64)>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .arg("score")
+        .arg(trace)
+        .arg(labels)
+        .arg("--json")
+        .output()
+        .expect("gpuslack runs");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "score {}: {e}: {}",
+            trace.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let mut right = 0;
+    let mut windows = 0;
+    let mut segments = Vec::new();
+    for seg in json["segments"].as_array().expect("segments") {
+        let n = seg["windows"].as_u64().expect("windows");
+        let c = seg["correct"].as_u64().expect("correct");
+        windows += n;
+        right += c;
+        let share = if n == 0 { 0.0 } else { c as f64 / n as f64 };
+        segments.push((
+            seg["scenario"].as_str().unwrap_or("").to_string(),
+            seg["gpu"].as_u64().unwrap_or(0),
+            share,
+        ));
+    }
+    (right as f64 / windows.max(1) as f64, segments)
+}
+
+struct Forms {
+    full: f64,
+    nogpm: f64,
+    hz1: f64,
+    nogpm_hz1: f64,
+}
+
+fn forms(name: &str) -> Forms {
+    let dir = repo("tests/fixtures").join(name);
+    let trace = dir.join("samples.csv");
+    let labels = dir.join("labels.json");
+    let out = temp_dir(name);
+    degrade(&trace, &out);
+    Forms {
+        full: score(&trace, &labels).0,
+        nogpm: score(&out.join("nogpm.csv"), &labels).0,
+        hz1: score(&out.join("hz1.csv"), &labels).0,
+        nogpm_hz1: score(&out.join("nogpm_hz1.csv"), &labels).0,
+    }
+}
+
+#[test]
+fn without_gpm_and_at_1_hz_the_fixtures_keep_their_verdicts() {
+    // The fixtures recorded before NVML's link counters were: the floor is 75%
+    // without GPM; they score 97–100% (docs/DIAGNOSIS.md), held here at 90%.
+    for name in ["h200-reference", "h200x2-scenarios", "h200-live-torch"] {
+        let f = forms(name);
+        eprintln!(
+            "{name}: full {:.3} nogpm {:.3} hz1 {:.3} nogpm_hz1 {:.3}",
+            f.full, f.nogpm, f.hz1, f.nogpm_hz1
+        );
+        assert!(f.nogpm >= 0.90, "{name} without GPM: {:.3}", f.nogpm);
+        // One transition window of the 21 of h200-live-torch is 4.8 points; of the larger
+        // fixtures' 51 and 100, 2 and 1.
+        let windows_of_slack = if name == "h200-live-torch" {
+            0.05
+        } else {
+            0.03
+        };
+        assert!(
+            f.hz1 >= f.full - windows_of_slack,
+            "{name} at 1 Hz: {:.3} against {:.3}",
+            f.hz1,
+            f.full
+        );
+        assert!(
+            f.nogpm_hz1 >= f.nogpm - windows_of_slack,
+            "{name} without GPM at 1 Hz: {:.3} against {:.3}",
+            f.nogpm_hz1,
+            f.nogpm
+        );
+    }
+}
+
+/// The hang of h200x2-scenarios: GPU 0 spins in an all-reduce GPU 1 never joined, from
+/// t≈1796025972.5 to the kill at 1796025995.8. The block [980, 990) is repeated 60 times.
+const HANG_START: f64 = 1796025972.5;
+const BLOCK: (f64, f64) = (1796025980.0, 1796025990.0);
+const REPEATS: u32 = 60;
+
+fn long_hang_labels(dir: &Path) -> PathBuf {
+    let end = BLOCK.1 + f64::from(REPEATS) * (BLOCK.1 - BLOCK.0);
+    let within = HANG_START + 60.0;
+    let mut segments = Vec::new();
+    for (gpu, rank) in [(0, "spinning"), (1, "stalled")] {
+        segments.push(serde_json::json!({
+            "gpu": gpu, "start": within, "end": end,
+            "scenario": format!("hang_after_its_first_minute_{rank}_rank"), "accept": ["hung"],
+        }));
+    }
+    let labels = serde_json::json!({ "tdp_w": 700, "segments": segments });
+    let path = dir.join("long-hang.labels.json");
+    std::fs::write(&path, labels.to_string()).expect("labels");
+    path
+}
+
+#[test]
+fn a_ten_minute_hang_with_outliers_reads_hung_on_both_ranks_to_its_end() {
+    let dir = temp_dir("long-hang");
+    let trace = dir.join("long-hang.csv");
+    let out = Command::new(python())
+        .arg(repo("scripts/stretch-hang.py"))
+        .arg(repo("tests/fixtures/h200x2-scenarios/samples.csv"))
+        .arg(BLOCK.0.to_string())
+        .arg(BLOCK.1.to_string())
+        .arg(REPEATS.to_string())
+        .output()
+        .expect("python3 runs scripts/stretch-hang.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&trace, &out.stdout).expect("trace");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stale = text.lines().filter(|l| l.contains(",nan,")).count();
+    assert!(stale >= 100, "{stale} unrefreshed GPM pairs injected");
+    let labels = long_hang_labels(&dir);
+    degrade(&trace, &dir);
+    for form in ["long-hang.csv", "nogpm.csv", "hz1.csv", "nogpm_hz1.csv"] {
+        let (overall, segments) = score(&dir.join(form), &labels);
+        assert_eq!(
+            overall, 1.0,
+            "{form}: every window of both ranks from a minute in must read hung: {segments:?}"
+        );
+    }
+}
