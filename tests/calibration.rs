@@ -117,7 +117,13 @@ fn the_diagnosis_is_validated_on_the_calibration_windows() {
 #[test]
 fn the_report_plots_power_util_and_sm_with_the_workload_bands() {
     let c = from_recording(&reference()).expect("calibration");
-    let html = report::html(&c.profiles[0], &c.validations[&0], &c.windows, &c.phases);
+    let html = report::html(
+        &c.profiles[0],
+        &c.validations[&0],
+        c.nvml_validations.get(&0),
+        &c.windows,
+        &c.phases,
+    );
     assert_eq!(html.matches("<svg").count(), 4);
     for text in [
         "power, W",
@@ -129,7 +135,11 @@ fn the_report_plots_power_util_and_sm_with_the_workload_bands() {
     ] {
         assert!(html.contains(text), "{text} missing");
     }
-    let text = report::terminal(&c.profiles[0], &c.validations[&0]);
+    let text = report::terminal(
+        &c.profiles[0],
+        &c.validations[&0],
+        c.nvml_validations.get(&0),
+    );
     assert!(text.contains("memory-bound") && text.contains("0.6 rule"));
 }
 

@@ -72,7 +72,12 @@ fn evidence_text(r: &WindowReport) -> String {
 #[test]
 fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
     let mut all = Vec::new();
-    for name in ["h200-reference", "h200x2-scenarios", "h200-live-torch"] {
+    for name in [
+        "h200-reference",
+        "h200x2-scenarios",
+        "h200-live-torch",
+        "h200-verdicts",
+    ] {
         let (reports, labels) = run(name, 2.0);
         let s = score(&reports, &labels);
         for seg in &s.segments {
@@ -94,7 +99,7 @@ fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
         all.extend(s.segments);
     }
     let total = Score { segments: all };
-    assert!(total.windows() >= 170, "{} windows scored", total.windows());
+    assert!(total.windows() >= 270, "{} windows scored", total.windows());
     assert!(total.overall() >= 0.95, "overall {:.3}", total.overall());
 }
 
@@ -263,4 +268,85 @@ fn a_power_capped_gpu_at_its_maximum_limit_is_told_so() {
     // Without the constraints (a trace recorded before they were), nothing is claimed.
     let (r, _) = run("h200-live-torch", 2.0);
     assert!(!r.iter().any(at_max));
+}
+
+/// The phase of a fixture's phases.json named `name`: (t0, t1).
+fn phase(fixture_name: &str, name: &str) -> (f64, f64) {
+    let path = fixture(fixture_name).join("phases.json");
+    let phases: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("phases")).expect("json");
+    let p = phases
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name}"));
+    (p["t0"].as_f64().expect("t0"), p["t1"].as_f64().expect("t1"))
+}
+
+/// The windows of GPU 0 whose midpoint lies in the phase, its first `skip_s` left out.
+fn in_phase<'a>(
+    reports: &'a [WindowReport],
+    (t0, t1): (f64, f64),
+    skip_s: f64,
+) -> Vec<&'a WindowReport> {
+    reports
+        .iter()
+        .filter(|r| r.stats.midpoint() >= t0 + skip_s && r.stats.midpoint() < t1)
+        .collect()
+}
+
+#[test]
+fn remedies_follow_the_evidence_on_the_recorded_workloads() {
+    let (r, _) = run("h200-verdicts", 2.0);
+    // 40 GiB allocated, filled and freed with empty_cache() every step: memory in use swings
+    // far past the article's 30% of the GPU per second.
+    let churn = in_phase(&r, phase("h200-verdicts", "allocation_churn"), 1.5);
+    assert!(!churn.is_empty());
+    for w in &churn {
+        assert_eq!(
+            w.remedy,
+            gpuslack_receiver::diagnosis::advice::ALLOCATION_CHURN
+        );
+        let swing = w
+            .evidence
+            .iter()
+            .find(|e| e.signal == "mem_swing_share_per_s")
+            .expect("the churn is named");
+        assert!(swing.value > 1.0, "{}", swing.text);
+    }
+    // One 1024-thread block: 0.8% of the SMs active, each holding half its warps.
+    for w in in_phase(&r, phase("h200-verdicts", "one_block_reduction"), 1.5) {
+        assert_eq!(w.class, Class::LaunchBound);
+        assert_eq!(w.remedy, gpuslack_receiver::diagnosis::advice::FEW_BLOCKS);
+        let occ = &w.evidence[0];
+        assert_eq!(occ.signal, "occupancy_per_sm");
+        assert!(occ.value >= 0.3, "{}", occ.text);
+    }
+    // A random gather: SMs 99% active, no pipe, DRAM at 38–59%: latency-bound memory.
+    for w in in_phase(&r, phase("h200-verdicts", "random_gather"), 1.5) {
+        assert_eq!(w.class, Class::MemoryBound);
+        assert_eq!(
+            w.remedy,
+            gpuslack_receiver::diagnosis::advice::LATENCY_BOUND
+        );
+        assert!(evidence_text(w).contains("memory latency"));
+    }
+    // A kernel spinning on a flag nobody writes, on 24 of the 132 SMs, no collective before
+    // it: hung within 60 s of its start and until it ends.
+    let spin = phase("h200-verdicts", "spin_no_collective");
+    let windows = in_phase(&r, spin, 0.0);
+    let first_hung = windows
+        .iter()
+        .find(|w| w.class == Class::Hung)
+        .expect("the spin is flagged");
+    assert!(
+        first_hung.stats.end - spin.0 <= 60.0,
+        "hung {:.0} s after the spin began",
+        first_hung.stats.end - spin.0
+    );
+    assert!(windows
+        .iter()
+        .filter(|w| w.stats.start >= first_hung.stats.start && w.stats.end <= spin.1)
+        .all(|w| w.class == Class::Hung && w.remedy == gpuslack_receiver::diagnosis::advice::SPIN));
 }

@@ -14,7 +14,65 @@ fn w(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.1} W"))
 }
 
-pub fn terminal(profile: &GpuProfile, validation: &Validation) -> String {
+/// What the NVML-only path cannot tell apart, said wherever it is the one that decided.
+pub const NVML_PATH_LIMITS: &str = "without GPM, tiny kernels and a kernel spinning on a few SMs look alike (power at a held context's level), as do arithmetic and bandwidth below the memory controller's 60% line; host↔device copies need NVML's PCIe counters or are told from tiny kernels by the memory controller alone";
+
+/// The validation of the path the GPU's samples allow and, for a GPU with GPM, of the
+/// NVML-only path on the same windows, phase by phase.
+fn write_validation(out: &mut String, v: &Validation, nvml_only: Option<&Validation>) {
+    let path = if v.gpm {
+        "GPM"
+    } else {
+        "NVML only: this GPU has no GPM"
+    };
+    let _ = writeln!(
+        out,
+        "  validation ({path}): {}/{} windows classified as their workload",
+        v.right(),
+        v.windows()
+    );
+    if let Some(n) = nvml_only {
+        let _ = writeln!(
+            out,
+            "  validation without GPM (as a GPU without it, or --no-gpm, would judge): {}/{}",
+            n.right(),
+            n.windows()
+        );
+    }
+    let got = |p: &crate::validate::PhaseCheck| {
+        p.got
+            .iter()
+            .map(|(c, n)| format!("{c}×{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for p in &v.phases {
+        let other = nvml_only
+            .and_then(|n| {
+                n.phases
+                    .iter()
+                    .find(|q| q.phase == p.phase && q.gpu == p.gpu)
+            })
+            .map(|q| format!("   without GPM: {}", got(q)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "    {:<16} expected {:<14} got {}{other}",
+            p.phase,
+            p.expected.as_str(),
+            got(p)
+        );
+    }
+    if !v.gpm || nvml_only.is_some() {
+        let _ = writeln!(out, "  the NVML-only path: {NVML_PATH_LIMITS}");
+    }
+}
+
+pub fn terminal(
+    profile: &GpuProfile,
+    validation: &Validation,
+    nvml_only: Option<&Validation>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -56,22 +114,7 @@ pub fn terminal(profile: &GpuProfile, validation: &Validation) -> String {
             }
         );
     }
-    let _ = writeln!(
-        out,
-        "  validation: {}/{} windows classified as their workload",
-        validation.right(),
-        validation.windows()
-    );
-    for p in &validation.phases {
-        let got: Vec<String> = p.got.iter().map(|(c, n)| format!("{c}×{n}")).collect();
-        let _ = writeln!(
-            out,
-            "    {:<16} expected {:<14} got {}",
-            p.phase,
-            p.expected.as_str(),
-            got.join(" ")
-        );
-    }
+    write_validation(&mut out, validation, nvml_only);
     let _ = writeln!(out, "  the article's 0.6 rule on this GPU:");
     for line in validation.rule_statement() {
         let _ = writeln!(out, "    {line}");
@@ -165,6 +208,7 @@ fn bars_svg(profile: &GpuProfile) -> String {
 pub fn html(
     profile: &GpuProfile,
     validation: &Validation,
+    nvml_only: Option<&Validation>,
     windows: &[WindowReport],
     phases: &[PhaseSpan],
 ) -> String {
@@ -186,7 +230,7 @@ pub fn html(
         .collect();
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>gpuslack calibration</title><style>body{{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}}pre{{background:#f5f5f5;padding:1em;overflow-x:auto}}</style></head><body><h1>gpuslack calibration</h1><pre>{}</pre><h2>Power (W)</h2>{}<h2>GPU-Util (%) — the number that lies</h2>{}<h2>SM activity (%) — the number that does not</h2>{}<h2>Power per workload</h2>{}</body></html>\n",
-        esc(&terminal(profile, validation)),
+        esc(&terminal(profile, validation, nvml_only)),
         series_svg("power, W", limit, &power, phases, t0, t1, "#c0392b"),
         series_svg("GPU-Util, %", 100.0, &util, phases, t0, t1, "#7f8c8d"),
         series_svg("SM activity, %", 100.0, &sm, phases, t0, t1, "#27ae60"),

@@ -35,7 +35,11 @@ pub enum SessionError {
 /// Everything a calibration produces for each GPU.
 pub struct Calibration {
     pub profiles: Vec<GpuProfile>,
+    /// The diagnosis on the session's windows, on the path the GPU's samples allow.
     pub validations: BTreeMap<u32, Validation>,
+    /// The same windows with GPM left out, for a GPU that has it: what a GPU of the same kind
+    /// without GPM (or an agent run with `--no-gpm`) would have said of each workload.
+    pub nvml_validations: BTreeMap<u32, Validation>,
     pub windows: Vec<WindowReport>,
     pub phases: Vec<PhaseSpan>,
 }
@@ -130,32 +134,59 @@ pub fn calibrate(
         diagnoser.set_facts(*gpu, f);
         profiles.push(profile);
     }
+    let windows = diagnose(samples, diagnoser.clone(), false);
+    let validations = validate_each(&gpus, &windows, &phases);
+    let nvml_validations = if windows.iter().any(|w| w.signals.has_gpm()) {
+        let nvml_windows = diagnose(samples, diagnoser, true);
+        validate_each(&gpus, &nvml_windows, &phases)
+    } else {
+        BTreeMap::new()
+    };
+    Ok(Calibration {
+        profiles,
+        validations,
+        nvml_validations,
+        windows,
+        phases,
+    })
+}
+
+/// The session's windows through the diagnosis, with GPM left out of every sample if asked.
+fn diagnose(samples: &[Sample], diagnoser: Diagnoser, without_gpm: bool) -> Vec<WindowReport> {
     let mut pipeline = Pipeline::new(2.0, diagnoser);
     let mut windows = Vec::new();
     for s in samples {
+        let reports = if without_gpm {
+            let mut s = s.clone();
+            s.clear_gpm();
+            pipeline.push(&s)
+        } else {
+            pipeline.push(s)
+        };
         // A live session's samples are in order; a bad recording was refused by the reader.
-        if let Ok(reports) = pipeline.push(s) {
+        if let Ok(reports) = reports {
             windows.extend(reports);
         }
     }
     windows.extend(pipeline.finish());
-    let validations = gpus
-        .iter()
+    windows
+}
+
+fn validate_each(
+    gpus: &[u32],
+    windows: &[WindowReport],
+    phases: &[PhaseSpan],
+) -> BTreeMap<u32, Validation> {
+    gpus.iter()
         .map(|gpu| {
             let mine: Vec<WindowReport> = windows
                 .iter()
                 .filter(|w| w.stats.gpu == *gpu)
                 .cloned()
                 .collect();
-            (*gpu, validate(&mine, &phases))
+            (*gpu, validate(&mine, phases))
         })
-        .collect();
-    Ok(Calibration {
-        profiles,
-        validations,
-        windows,
-        phases,
-    })
+        .collect()
 }
 
 /// Writes a session in the form [`from_recording`] reads (`samples.csv`, `phases.json`,

@@ -44,6 +44,8 @@ pub struct PhaseCheck {
 #[derive(Debug, Clone, Serialize)]
 pub struct Validation {
     pub phases: Vec<PhaseCheck>,
+    /// Whether GPM was sampled: without it, the NVML-only rules decided.
+    pub gpm: bool,
     /// (expected, got) → windows.
     pub confusion: BTreeMap<(Class, Class), usize>,
 }
@@ -100,6 +102,7 @@ pub fn validate(windows: &[WindowReport], phases: &[PhaseSpan]) -> Validation {
     }
     Validation {
         phases: out,
+        gpm: windows.iter().any(|w| w.signals.has_gpm()),
         confusion,
     }
 }

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         duty: args.duty,
         bubble_ms: args.bubble_ms,
     };
-    let sampler = Sampler::start();
+    let sampler = Sampler::start(false);
     let mut rows: Vec<(Measurement, Option<LiveSummary>)> = Vec::new();
     for workload in workloads {
         eprintln!("running {} on GPU {}…", workload.name(), gpus[0].ordinal);

@@ -45,6 +45,9 @@ pub struct Args {
     pub compare_with: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Calibrate as on a GPU without GPM: GPM is not read, the NVML-only rules are validated.
+    #[arg(long)]
+    pub no_gpm: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,7 +154,8 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
             for p in &c.profiles {
                 let gpu = p.gpu_index().unwrap_or(0);
                 if let Some(v) = c.validations.get(&gpu) {
-                    println!("GPU {gpu} · {}", report::terminal(p, v));
+                    let nvml = c.nvml_validations.get(&gpu);
+                    println!("GPU {gpu} · {}", report::terminal(p, v, nvml));
                 }
             }
         }
@@ -183,7 +187,8 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
                 .cloned()
                 .collect();
             if let Some(v) = c.validations.get(&gpu) {
-                html.push_str(&report::html(p, v, &windows, &c.phases));
+                let nvml = c.nvml_validations.get(&gpu);
+                html.push_str(&report::html(p, v, nvml, &windows, &c.phases));
             }
         }
         std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
@@ -271,7 +276,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         }
         vec![g]
     };
-    let Some(sampler) = Sampler::start() else {
+    let Some(sampler) = Sampler::start(args.no_gpm) else {
         eprintln!(
             "error: NVML is not available: calibration needs the live source beside the workloads"
         );

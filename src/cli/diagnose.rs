@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             };
             report_trace(&args, reader, facts, label)
         }
-        None => match live::open(args.sampling.cadence()?) {
+        None => match live::open(args.sampling.sampling()?) {
             Ok(source) => report_live(&args, source),
             Err(e) => {
                 let why = format!("no NVIDIA GPU or driver was found on this machine: {e}");

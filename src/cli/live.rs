@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpuslack_receiver::source::live::nvml::{NvmlBackend, NvmlDevice, OpenError};
-use gpuslack_receiver::source::live::{Cadence, LiveSource, SourceEvent};
+use gpuslack_receiver::source::live::{Cadence, Field, LiveSource, SourceEvent};
 use gpuslack_receiver::Sample;
 
 /// Sampling flags shared by `record`, `run` and `diagnose`.
@@ -14,24 +14,43 @@ pub struct SamplingArgs {
     /// lists at most once a second; limits every 10 s.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub interval_ms: u64,
+    /// Ignore GPM, as on a GPU without it (A100, L40S, L4, …): the verdicts come from NVML's
+    /// own fields alone.
+    #[arg(long)]
+    pub no_gpm: bool,
+}
+
+/// How to sample: the cadence, and whether GPM is read.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    pub cadence: Cadence,
+    pub no_gpm: bool,
 }
 
 impl SamplingArgs {
-    pub fn cadence(&self) -> anyhow::Result<Cadence> {
+    pub fn sampling(&self) -> anyhow::Result<Sampling> {
         if !(10..=60_000).contains(&self.interval_ms) {
             anyhow::bail!(
                 "--interval-ms must be between 10 and 60000, got {}",
                 self.interval_ms
             );
         }
-        Ok(Cadence::every(Duration::from_millis(self.interval_ms)))
+        Ok(Sampling {
+            cadence: Cadence::every(Duration::from_millis(self.interval_ms)),
+            no_gpm: self.no_gpm,
+        })
     }
 }
 
-pub fn open(cadence: Cadence) -> Result<LiveSource<NvmlDevice>, OpenError> {
+pub fn open(sampling: Sampling) -> Result<LiveSource<NvmlDevice>, OpenError> {
     let backend = NvmlBackend::open()?;
     let devices = backend.devices()?;
-    Ok(LiveSource::new(devices, cadence).with_cpu_clock(thread_cpu_time))
+    let source = LiveSource::new(devices, sampling.cadence).with_cpu_clock(thread_cpu_time);
+    Ok(if sampling.no_gpm {
+        source.without(&[Field::Gpm])
+    } else {
+        source
+    })
 }
 
 /// CPU time of the calling thread (user + system).

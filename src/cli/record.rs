@@ -24,8 +24,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let cadence = args.sampling.cadence()?;
-    let mut source = match live::open(cadence) {
+    let sampling = args.sampling.sampling()?;
+    let mut source = match live::open(sampling) {
         Ok(source) => source,
         Err(e) => {
             eprintln!("error: {e}");
@@ -69,9 +69,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         writer.flush()?;
         Ok(())
     })?;
+    let handled: Vec<String> = source
+        .reader_counters()
+        .into_iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
     eprintln!(
-        "recorded {rows} samples over {ticks} ticks to {}",
-        args.out.display()
+        "recorded {rows} samples over {ticks} ticks to {} ({})",
+        args.out.display(),
+        handled.join(", ")
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -176,9 +176,9 @@ fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
 }
 
 fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
-    let cadence = args.sampling.cadence()?;
+    let sampling = args.sampling.sampling()?;
     let rss_before_nvml = live::rss_now_kib();
-    let mut source = match live::open(cadence) {
+    let mut source = match live::open(sampling) {
         Ok(source) => source,
         Err(e) => {
             eprintln!("error: {e}");
@@ -258,6 +258,9 @@ fn print_usage(
         mib(rss_after_open),
         mib(live::rss_now_kib())
     );
+    for (name, n) in source.reader_counters() {
+        println!("{name} {n}");
+    }
     println!("field reads wall_us_per_read cpu_us_per_read cpu_ms_total");
     for (field, cost) in source.field_costs() {
         if cost.reads == 0 {

@@ -38,9 +38,14 @@ pub struct LiveSummary {
 }
 
 impl Sampler {
-    /// Starts sampling at 100 ms; `None` (with the reason logged) where NVML is not available.
-    pub fn start() -> Option<Sampler> {
-        let mut source = match live::open(Cadence::every(Duration::from_millis(100))) {
+    /// Starts sampling at 100 ms, GPM left out if `no_gpm`; `None` (with the reason logged)
+    /// where NVML is not available.
+    pub fn start(no_gpm: bool) -> Option<Sampler> {
+        let sampling = live::Sampling {
+            cadence: Cadence::every(Duration::from_millis(100)),
+            no_gpm,
+        };
+        let mut source = match live::open(sampling) {
             Ok(source) => source,
             Err(e) => {
                 tracing::warn!(error = %e, "no live readings beside the benchmark figures");

@@ -97,7 +97,7 @@ impl PowerPlace {
 }
 
 /// Runs the diagnosis over frames of windows, keeping per-GPU state between them.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Diagnoser {
     thresholds: Thresholds,
     /// Facts for every GPU (a trace's facts.json, or flags)…

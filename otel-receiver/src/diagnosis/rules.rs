@@ -181,7 +181,10 @@ fn transfer(x: &RuleInput) -> Option<Verdict> {
     let Some(pcie) = s.pcie_mib_s else {
         return transfer_unmeasured(x);
     };
-    if pcie < th.transfer_pcie_mib_s {
+    // Copies that dominate keep a copy engine busy, which GPU-Util counts (pinned: 100%;
+    // pageable, staged by the driver: 14–17%); a loader's copy bursts caught by one 20 ms
+    // NVML reading do not (the starved trainer: 4–6%).
+    if pcie < th.transfer_pcie_mib_s || s.util_pct.unwrap_or(0.0) < th.transfer_util_pct {
         return None;
     }
     let source = s.pcie_source.unwrap_or("GPM");
@@ -620,6 +623,25 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
             advice: Some(advice::FEW_BLOCKS),
         });
     }
+    if let Spin::Spinning {
+        for_s,
+        sm_level: Some(level),
+        ..
+    } = x.spin
+    {
+        if level >= th.spin_sm_min_pct {
+            evidence.push(Evidence::new(
+                "spin_s",
+                for_s,
+                Some(th.long_spin_s),
+                format!(
+                    "flat at {} of the SMs for {for_s:.0} s with nothing drawn: if it stays so past {:.0} s it is a kernel spinning, not tiny kernels",
+                    pct(level),
+                    th.long_spin_s
+                ),
+            ));
+        }
+    }
     verdict(Class::LaunchBound, evidence)
 }
 
@@ -668,7 +690,7 @@ fn bursts(x: &RuleInput) -> Option<Verdict> {
         )
     } else {
         match (x.power.load, x.power.intensity) {
-            (Some(load), _) if util < th.active_util_pct || intermittent => {
+            (Some(load), _) if util < th.active_util_pct => {
                 if load < th.quiet_power_load {
                     return None;
                 }
@@ -678,8 +700,11 @@ fn bursts(x: &RuleInput) -> Option<Verdict> {
                     "power above a held context that GPU-Util's readings mostly miss: short bursts of real work between waits",
                 )
             }
-            (Some(_), Some(intensity)) => {
-                if intensity < th.work_load_per_util {
+            (Some(load), Some(intensity)) => {
+                // Tiny kernels draw nothing while resident; real work draws in proportion to
+                // its residency. A floor on the load keeps a baseline a few watts off from
+                // deciding.
+                if intensity < th.work_load_per_util || load < th.noise_power_load {
                     return None;
                 }
                 Evidence::new(

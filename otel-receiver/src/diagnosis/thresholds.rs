@@ -36,6 +36,8 @@ pub struct Thresholds {
     pub transfer_pcie_mib_s: f64,
     /// …when the SMs are below this (%)…
     pub transfer_sm_max_pct: f64,
+    /// …and GPU-Util, which counts a busy copy engine, is at least this (%)…
+    pub transfer_util_pct: f64,
     /// …or, without GPM, when power is under this share of the span above a held context.
     pub transfer_power_load_max: f64,
     /// NVLink traffic (MiB/s, rx + tx) that counts as collective communication.
@@ -72,6 +74,9 @@ pub struct Thresholds {
     /// Without GPM: power load per unit of GPU-Util at which intermittent kernels are real
     /// work (starved bursts: 1.35; starved trainer: 0.74; tiny kernels: ≤ 0).
     pub work_load_per_util: f64,
+    /// Without GPM: a power load under this is within a baseline's error (~6 W on an H200)
+    /// and decides nothing.
+    pub noise_power_load: f64,
     /// Without link rates: a GPU power-capped in at least this share of its samples…
     pub capped_share: f64,
     /// …with a mean power load under this is running bursts that hit the cap between waits
@@ -107,6 +112,7 @@ impl Default for Thresholds {
             util_mem_quiet_pct: 1.0,
             transfer_pcie_mib_s: 1024.0,
             transfer_sm_max_pct: 10.0,
+            transfer_util_pct: 10.0,
             transfer_power_load_max: 0.15,
             collective_nvlink_mib_s: 64.0,
             spin_util_pct: 95.0,
@@ -122,6 +128,7 @@ impl Default for Thresholds {
             quiet_power_load: 0.025,
             idle_power_load: 0.1,
             work_load_per_util: 0.25,
+            noise_power_load: 0.01,
             capped_share: 0.25,
             capped_bursts_load_max: 0.85,
             straggler_load_gap: 0.3,

@@ -30,10 +30,15 @@ pub enum Field {
     Limits,
     /// GPM metrics from the pair (previous sample, this sample).
     Gpm,
+    /// NVLink data throughput counters (NVML field values), differenced into rates.
+    NvlinkThroughput,
+    /// `nvmlDeviceGetPcieThroughput`, both directions: ~20 ms of waiting a call, so read
+    /// after every other field of the tick and for few GPUs a tick.
+    PcieThroughput,
 }
 
 impl Field {
-    pub const ALL: [Field; 12] = [
+    pub const ALL: [Field; 14] = [
         Field::Utilization,
         Field::Power,
         Field::PowerFields,
@@ -46,6 +51,8 @@ impl Field {
         Field::Processes,
         Field::Limits,
         Field::Gpm,
+        Field::NvlinkThroughput,
+        Field::PcieThroughput,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,7 +69,15 @@ impl Field {
             Field::Processes => "running processes",
             Field::Limits => "power limits",
             Field::Gpm => "GPM metrics",
+            Field::NvlinkThroughput => "NVLink throughput counters",
+            Field::PcieThroughput => "PCIe throughput",
         }
+    }
+
+    /// Fields whose read waits long enough (tens of ms) to upset the timing of the others:
+    /// read after every fast field of the tick, a few GPUs at a time.
+    pub fn is_slow(self) -> bool {
+        matches!(self, Field::PcieThroughput)
     }
 }
 
@@ -93,4 +108,10 @@ pub trait DeviceReader {
 
     /// Reads one field into `sample`.
     fn read(&mut self, field: Field, sample: &mut Sample) -> Result<(), ReadError>;
+
+    /// Counters of what the reader noticed and handled itself (e.g. GPM pairs read before the
+    /// driver refreshed them), by name, for the end-of-run summary and the self-metrics.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }

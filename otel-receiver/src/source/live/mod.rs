@@ -21,36 +21,55 @@ use crate::sample::Sample;
 
 /// How often each kind of field is read. The tick is the base cadence: cheap fields (2–80 µs of
 /// CPU each on an H200) and GPM (120–270 µs for a sample and eleven metrics, by host) are read
-/// every tick; process lists every second; limits every 10 s; the energy counter, which costs
-/// 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart. Window power then
-/// comes from the power readings (within 1% of the energy counter in the H200 validation) and
-/// the counter keeps the exact total. `nvmlDeviceGetPcieThroughput` (21 ms) is never called:
-/// GPM's PCIe rates replace it.
+/// every tick; process lists and NVLink counters every second; limits every 10 s; the energy
+/// counter, which costs 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart.
+/// Window power then comes from the power readings (within 1% of the energy counter in the H200
+/// validation) and the counter keeps the exact total. `nvmlDeviceGetPcieThroughput` waits ~20 ms
+/// a direction and costs 1.8 ms of CPU a pair on an H200: after the tick's other reads, so that
+/// it never delays a GPM sample (two GPM samples under 100 ms apart read as zeros); once a
+/// second on a GPU without GPM, whose copies only it shows, and every 10 s beside GPM, whose
+/// own PCIe rates serve the rules (0.18% of a core per GPU at 1 s, 0.02% at 10 s).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cadence {
     pub tick: Duration,
     pub energy: Duration,
     pub processes: Duration,
     pub limits: Duration,
+    pub links: Duration,
+    /// NVML's PCIe throughput where GPM measures PCIe too.
+    pub pcie_beside_gpm: Duration,
 }
 
 impl Cadence {
     pub fn every(tick: Duration) -> Cadence {
+        let second = tick.max(Duration::from_secs(1));
         Cadence {
             tick,
             energy: (tick * 30).max(Duration::from_secs(10)),
-            processes: tick.max(Duration::from_secs(1)),
+            processes: second,
             limits: tick.max(Duration::from_secs(10)),
+            links: second,
+            pcie_beside_gpm: tick.max(Duration::from_secs(10)),
         }
     }
 
-    fn period(&self, field: Field) -> Duration {
+    /// How often `field` is read on a GPU; `gpm` says whether GPM is read there.
+    fn period(&self, field: Field, gpm: bool) -> Duration {
         match field {
             Field::Energy => self.energy,
             Field::Processes => self.processes,
             Field::Limits => self.limits,
+            Field::PcieThroughput if gpm => self.pcie_beside_gpm,
+            Field::NvlinkThroughput | Field::PcieThroughput => self.links,
             _ => self.tick,
         }
+    }
+
+    /// How many GPUs may have their slow fields read in one tick: enough that each is read
+    /// once per its period, and at least one.
+    fn slow_reads_per_tick(&self, gpus: usize) -> usize {
+        let ticks_per_period = (self.links.as_secs_f64() / self.tick.as_secs_f64()).max(1.0);
+        ((gpus as f64 / ticks_per_period).ceil() as usize).max(1)
     }
 }
 
@@ -102,6 +121,8 @@ pub struct LiveSource<D: DeviceReader> {
     events: Vec<SourceEvent>,
     costs: [FieldCost; Field::ALL.len()],
     cpu_clock: Option<CpuClock>,
+    /// The GPU whose slow fields are read first next tick.
+    slow_turn: usize,
 }
 
 impl<D: DeviceReader> LiveSource<D> {
@@ -127,7 +148,17 @@ impl<D: DeviceReader> LiveSource<D> {
             events: Vec::new(),
             costs: [FieldCost::default(); Field::ALL.len()],
             cpu_clock: None,
+            slow_turn: 0,
         }
+    }
+
+    /// Leaves `fields` unread on every GPU, as if no GPU had them, without reporting them
+    /// missing: `--no-gpm` runs the NVML-only path on a GPU that has GPM.
+    pub fn without(mut self, fields: &[Field]) -> Self {
+        for slot in &mut self.slots {
+            slot.unsupported.extend(fields.iter().copied());
+        }
+        self
     }
 
     /// Measures each field's CPU cost with `clock` as well as its wall time.
@@ -164,70 +195,146 @@ impl<D: DeviceReader> LiveSource<D> {
     }
 
     /// Reads every field that is due on every live GPU. `clock` gives unix seconds for each
-    /// GPU's sample, taken just before its reads.
+    /// GPU's sample, taken just before its reads. The fast fields of every GPU come first;
+    /// the slow ones ([`Field::is_slow`]) after, for at most a few GPUs a tick, in turn.
     pub fn sample(&mut self, mut clock: impl FnMut() -> f64) -> Vec<Sample> {
-        let mut out = Vec::with_capacity(self.slots.len());
-        let slack = self.cadence.tick.as_secs_f64() / 2.0;
-        for slot in self.slots.iter_mut().filter(|s| !s.lost) {
+        let mut taken: Vec<(usize, Sample)> = Vec::with_capacity(self.slots.len());
+        let mut ctx = ReadContext {
+            cadence: self.cadence,
+            costs: &mut self.costs,
+            events: &mut self.events,
+            cpu_clock: self.cpu_clock,
+        };
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if slot.lost {
+                continue;
+            }
             let t = clock();
             let mut sample = Sample::new(t, slot.index);
-            for (i, field) in Field::ALL.into_iter().enumerate() {
-                if slot.unsupported.contains(&field) {
-                    continue;
-                }
-                let period = self.cadence.period(field).as_secs_f64();
-                if slot.last_read[i].is_some_and(|last| t - last + slack < period) {
-                    continue;
-                }
-                let wall_start = std::time::Instant::now();
-                let cpu_start = self.cpu_clock.map(|clock| clock());
-                let result = slot.reader.read(field, &mut sample);
-                let cost = &mut self.costs[i];
-                cost.reads += 1;
-                cost.wall += wall_start.elapsed();
-                if let (Some(clock), Some(start)) = (self.cpu_clock, cpu_start) {
-                    cost.cpu += clock().saturating_sub(start);
-                }
-                match result {
-                    Ok(()) => {
-                        slot.last_read[i] = Some(t);
-                        slot.failures[i] = 0;
-                    }
-                    Err(ReadError::NotSupported) => {
-                        slot.unsupported.insert(field);
-                        self.events.push(SourceEvent::FieldUnsupported {
-                            gpu: slot.index,
-                            field,
-                        });
-                    }
-                    Err(ReadError::GpuLost(error)) => {
-                        slot.lost = true;
-                        self.events.push(SourceEvent::GpuLost {
-                            gpu: slot.index,
-                            error,
-                        });
-                        break;
-                    }
-                    Err(ReadError::Failed(error)) => {
-                        // Try again next tick, but do not wait a whole slow period.
-                        slot.failures[i] += 1;
-                        let times = slot.failures[i];
-                        if times == 1 || times % 100 == 0 {
-                            self.events.push(SourceEvent::ReadFailed {
-                                gpu: slot.index,
-                                field,
-                                error,
-                                times,
-                            });
-                        }
-                    }
-                }
+            ctx.read_due(slot, &mut sample, |f| !f.is_slow());
+            taken.push((i, sample));
+        }
+        let mut budget = self.cadence.slow_reads_per_tick(taken.len());
+        let n = taken.len();
+        for k in 0..n {
+            if budget == 0 {
+                break;
             }
-            if !slot.lost && !sample.is_empty() {
-                out.push(sample);
+            let (i, sample) = &mut taken[(self.slow_turn + k) % n];
+            let slot = &mut self.slots[*i];
+            if slot.lost || !ctx.any_due(slot, sample.t, Field::is_slow) {
+                continue;
+            }
+            ctx.read_due(slot, sample, Field::is_slow);
+            budget -= 1;
+        }
+        if n > 0 {
+            self.slow_turn = (self.slow_turn + 1) % n;
+        }
+        taken
+            .into_iter()
+            .filter(|(i, s)| !self.slots[*i].lost && !s.is_empty())
+            .map(|(_, s)| s)
+            .collect()
+    }
+
+    /// What each reader counted of its own accord, summed over GPUs, by name.
+    pub fn reader_counters(&self) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(&'static str, u64)> = Vec::new();
+        for slot in &self.slots {
+            for (name, n) in slot.reader.counters() {
+                match out.iter_mut().find(|(k, _)| *k == name) {
+                    Some((_, total)) => *total += n,
+                    None => out.push((name, n)),
+                }
             }
         }
         out
+    }
+}
+
+/// The sampler's bookkeeping that every read updates.
+struct ReadContext<'a> {
+    cadence: Cadence,
+    costs: &'a mut [FieldCost; Field::ALL.len()],
+    events: &'a mut Vec<SourceEvent>,
+    cpu_clock: Option<CpuClock>,
+}
+
+impl ReadContext<'_> {
+    fn due<D>(&self, slot: &Slot<D>, i: usize, field: Field, t: f64) -> bool {
+        let slack = self.cadence.tick.as_secs_f64() / 2.0;
+        let gpm = !slot.unsupported.contains(&Field::Gpm);
+        let period = self.cadence.period(field, gpm).as_secs_f64();
+        !slot.unsupported.contains(&field)
+            && slot.last_read[i].is_none_or(|last| t - last + slack >= period)
+    }
+
+    fn any_due<D>(&self, slot: &Slot<D>, t: f64, which: impl Fn(Field) -> bool) -> bool {
+        Field::ALL
+            .into_iter()
+            .enumerate()
+            .any(|(i, f)| which(f) && self.due(slot, i, f, t))
+    }
+
+    /// Reads the due fields `which` selects into `sample`, handling each outcome.
+    fn read_due<D: DeviceReader>(
+        &mut self,
+        slot: &mut Slot<D>,
+        sample: &mut Sample,
+        which: impl Fn(Field) -> bool,
+    ) {
+        let t = sample.t;
+        for (i, field) in Field::ALL.into_iter().enumerate() {
+            if slot.lost {
+                return;
+            }
+            if !which(field) || !self.due(slot, i, field, t) {
+                continue;
+            }
+            let wall_start = std::time::Instant::now();
+            let cpu_start = self.cpu_clock.map(|clock| clock());
+            let result = slot.reader.read(field, sample);
+            let cost = &mut self.costs[i];
+            cost.reads += 1;
+            cost.wall += wall_start.elapsed();
+            if let (Some(clock), Some(start)) = (self.cpu_clock, cpu_start) {
+                cost.cpu += clock().saturating_sub(start);
+            }
+            match result {
+                Ok(()) => {
+                    slot.last_read[i] = Some(t);
+                    slot.failures[i] = 0;
+                }
+                Err(ReadError::NotSupported) => {
+                    slot.unsupported.insert(field);
+                    self.events.push(SourceEvent::FieldUnsupported {
+                        gpu: slot.index,
+                        field,
+                    });
+                }
+                Err(ReadError::GpuLost(error)) => {
+                    slot.lost = true;
+                    self.events.push(SourceEvent::GpuLost {
+                        gpu: slot.index,
+                        error,
+                    });
+                }
+                Err(ReadError::Failed(error)) => {
+                    // Try again next tick, but do not wait a whole slow period.
+                    slot.failures[i] += 1;
+                    let times = slot.failures[i];
+                    if times == 1 || times % 100 == 0 {
+                        self.events.push(SourceEvent::ReadFailed {
+                            gpu: slot.index,
+                            field,
+                            error,
+                            times,
+                        });
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -248,6 +355,8 @@ mod tests {
         total_reads: u32,
         /// Like a MIG instance: only these fields exist (all when `None`).
         offers: Option<&'static [Field]>,
+        /// Every read, in order.
+        order: Vec<Field>,
     }
 
     impl Scripted {
@@ -275,6 +384,7 @@ mod tests {
         fn read(&mut self, field: Field, sample: &mut Sample) -> Result<(), ReadError> {
             self.total_reads += 1;
             *self.reads.entry(field).or_default() += 1;
+            self.order.push(field);
             if self.lose_after.is_some_and(|n| self.total_reads > n) {
                 return Err(ReadError::GpuLost("fell off the bus".into()));
             }
@@ -427,6 +537,66 @@ mod tests {
         assert!(instance_samples
             .iter()
             .all(|s| s.get(Metric::PowerMw).is_none() && s.get(Metric::GpmSm).is_some()));
+    }
+
+    #[test]
+    fn slow_fields_come_after_every_fast_one_for_few_gpus_a_tick() {
+        let gpus = (0..4).map(|i| (i, Scripted::healthy())).collect();
+        let mut source = LiveSource::new(gpus, Cadence::every(Duration::from_millis(100)));
+        ticks(&mut source, 30, 0.1);
+        for slot in &source.slots {
+            let reader = &slot.reader;
+            // Every 10 s beside GPM: once in 3 s.
+            assert_eq!(
+                reader.reads[&Field::PcieThroughput],
+                1,
+                "GPU {}",
+                slot.index
+            );
+            // Within a GPU's tick, nothing fast is read after a slow field.
+            let mut slow_seen = false;
+            for field in &reader.order {
+                if field.is_slow() {
+                    slow_seen = true;
+                } else if *field == Field::Utilization {
+                    slow_seen = false;
+                } else {
+                    assert!(!slow_seen, "{field:?} read after a slow field");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn without_gpm_nvml_pcie_is_read_every_second() {
+        let gpus = (0..4).map(|i| (i, Scripted::healthy())).collect();
+        let mut source = LiveSource::new(gpus, Cadence::every(Duration::from_millis(100)))
+            .without(&[Field::Gpm]);
+        ticks(&mut source, 30, 0.1);
+        for slot in &source.slots {
+            // Once a second over 3 s, on 4 GPUs at one GPU a tick.
+            assert_eq!(
+                slot.reader.reads[&Field::PcieThroughput],
+                3,
+                "GPU {}",
+                slot.index
+            );
+        }
+    }
+
+    #[test]
+    fn a_field_left_out_is_never_read_nor_reported() {
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::healthy())],
+            Cadence::every(Duration::from_millis(100)),
+        )
+        .without(&[Field::Gpm]);
+        let samples = ticks(&mut source, 10, 0.1);
+        assert!(!source.slots[0].reader.reads.contains_key(&Field::Gpm));
+        assert!(source.drain_events().is_empty());
+        assert!(samples
+            .iter()
+            .all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
     }
 
     #[test]

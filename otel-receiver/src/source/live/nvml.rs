@@ -5,7 +5,9 @@
 //! energy and limits are the GPU's) and as each of its instances (memory, processes, and GPM
 //! through the parent's `nvmlGpmMigSampleGet`), which get indices after the physical GPUs.
 
-use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor, TemperatureThreshold};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, PcieUtilCounter, TemperatureSensor, TemperatureThreshold,
+};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::{nvml_try, NvmlError};
@@ -23,6 +25,11 @@ use crate::sample::{Metric, Sample};
 /// NVML field ids (nvml.h): instantaneous and averaged power, in mW.
 const FI_DEV_POWER_AVERAGE: u32 = 185;
 const FI_DEV_POWER_INSTANT: u32 = 186;
+/// NVLink data sent and received since the driver loaded, KiB, summed over the GPU's links.
+const FI_DEV_NVLINK_THROUGHPUT_DATA_TX: u32 = 138;
+const FI_DEV_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
+
+const KIB: f64 = 1024.0;
 
 /// GPM metrics we read, and the trace metric each becomes. Graphics-engine activity is left out
 /// on purpose: computing it costs 1.4 ms of CPU on an H200, the other eleven together ~30 µs
@@ -147,6 +154,9 @@ impl NvmlBackend {
             scope,
             driver: driver.clone(),
             gpm: None,
+            gpm_extended: false,
+            gpm_unrefreshed: 0,
+            nvlink_last: None,
         };
         let mut gpus = Vec::new();
         let mut instances = Vec::new();
@@ -242,6 +252,13 @@ pub struct NvmlDevice {
     driver: Option<String>,
     /// The previous GPM sample and a spare buffer, refilled in turn.
     gpm: Option<(GpmSample<'static>, Option<GpmSample<'static>>)>,
+    /// Whether the previous sample is being kept across a tick because the pair read before
+    /// the driver refreshed its counters.
+    gpm_extended: bool,
+    /// GPM pairs found unrefreshed and measured again over a longer span.
+    gpm_unrefreshed: u64,
+    /// The last NVLink counter reading: (µs, KiB sent, KiB received).
+    nvlink_last: Option<(i64, f64, f64)>,
 }
 
 fn classify(e: NvmlError) -> ReadError {
@@ -405,8 +422,22 @@ impl DeviceReader for NvmlDevice {
                 }
             }
             Field::Gpm => self.read_gpm(s)?,
+            Field::NvlinkThroughput => self.read_nvlink(s)?,
+            Field::PcieThroughput => {
+                // KB/s, as NVML counts them (1024 bytes); each call waits ~20 ms to measure.
+                let tx = d.pcie_throughput(PcieUtilCounter::Send).map_err(classify)?;
+                let rx = d
+                    .pcie_throughput(PcieUtilCounter::Receive)
+                    .map_err(classify)?;
+                s.set(Metric::NvmlPcieTx, f64::from(tx) / KIB);
+                s.set(Metric::NvmlPcieRx, f64::from(rx) / KIB);
+            }
         }
         Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("gpm_unrefreshed_pairs", self.gpm_unrefreshed)]
     }
 }
 
@@ -430,6 +461,22 @@ impl NvmlDevice {
         };
         let ids = GPM_METRICS.map(|(id, _)| id);
         let results = gpm_metrics_get(self.nvml, &previous, &current, &ids).map_err(classify)?;
+        // Two samples within one refresh of the driver's counters (NVML asks for over 100 ms
+        // between them; a tick's jitter makes some pairs shorter) hold equal counters: every
+        // rate reads 0 and DRAM bandwidth 0/0. Nothing was measured, so nothing is written:
+        // the older sample is kept and the next tick measures over the longer span. A second
+        // such pair in a row is believed.
+        let unrefreshed = results.iter().all(|r| {
+            r.as_ref()
+                .map_or(true, |m| m.value == 0.0 || !m.value.is_finite())
+        });
+        if unrefreshed && !self.gpm_extended {
+            self.gpm_extended = true;
+            self.gpm_unrefreshed += 1;
+            self.gpm = Some((previous, Some(current)));
+            return Ok(());
+        }
+        self.gpm_extended = false;
         for (result, (_, metric)) in results.iter().zip(GPM_METRICS) {
             if let Ok(r) = result {
                 if r.value.is_finite() && r.value >= 0.0 {
@@ -438,6 +485,35 @@ impl NvmlDevice {
             }
         }
         self.gpm = Some((current, Some(previous)));
+        Ok(())
+    }
+
+    /// NVLink rates (MiB/s) from the difference of NVML's cumulative data counters since the
+    /// last read, timed by the driver's own timestamps. The first read only sets the baseline;
+    /// a counter that went backwards (a driver reload) sets a new one.
+    fn read_nvlink(&mut self, s: &mut Sample) -> Result<(), ReadError> {
+        let ids = [
+            FieldId(FI_DEV_NVLINK_THROUGHPUT_DATA_TX),
+            FieldId(FI_DEV_NVLINK_THROUGHPUT_DATA_RX),
+        ];
+        let values = self.device.field_values_for(&ids).map_err(classify)?;
+        let mut read = values.into_iter().map(|v| {
+            let v = v.map_err(classify)?;
+            let value = v.value.map_err(classify)?;
+            Ok((v.timestamp, sample_value(&value)))
+        });
+        let (Some(tx), Some(rx)) = (read.next(), read.next()) else {
+            return Err(ReadError::NotSupported);
+        };
+        let ((t_us, tx_kib), (_, rx_kib)) = (tx?, rx?);
+        if let Some((t0, tx0, rx0)) = self.nvlink_last {
+            let dt_s = (t_us - t0) as f64 / 1e6;
+            if dt_s > 0.0 && tx_kib >= tx0 && rx_kib >= rx0 {
+                s.set(Metric::NvmlNvlinkTx, (tx_kib - tx0) / KIB / dt_s);
+                s.set(Metric::NvmlNvlinkRx, (rx_kib - rx0) / KIB / dt_s);
+            }
+        }
+        self.nvlink_last = Some((t_us, tx_kib, rx_kib));
         Ok(())
     }
 
