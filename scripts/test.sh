@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh Debian machine with Rust: installs what the export tests talk to
 # (the Rotel OpenTelemetry collector and grpcio in a Python 3.11 venv, Prometheus from Debian)
-# and NVRTC (NVIDIA's wheel, so that the benchmark kernels are compiled for sm_90 without a GPU),
-# then runs every test of the workspace and checks the release build. Idempotent: a second run
-# reuses what is installed.
+# and NVRTC (NVIDIA's wheels, CUDA 13's and 12.4's, so that the benchmark kernels are compiled
+# for every architecture from sm_70 to sm_120 without a GPU), then runs every test of the
+# workspace and checks the release build. Idempotent: a second run reuses what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +18,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check rotel==0.0.1a15 grpcio==1.85.3 \
-  nvidia-cuda-nvrtc==13.5.37
+  nvidia-cuda-nvrtc==13.5.37 nvidia-cuda-nvrtc-cu12==12.4.127
 
 export GPUSLACK_PYTHON="$PWD/$venv/bin/python"
 export GPUSLACK_ROTEL
@@ -30,7 +30,15 @@ nvrtc_lib=$("$GPUSLACK_PYTHON" -c 'import os, nvidia; print(os.path.join(nvidia.
 export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GPUSLACK_REQUIRE_NVRTC=1
 
+export GPUSLACK_REQUIRE_ARCHS="75 80 86 89 90 100 120"
 cargo test --workspace --locked
+
+# CUDA 13's NVRTC no longer targets Volta: compile the kernels again with 12.4's for sm_70.
+nvrtc12=$("$GPUSLACK_PYTHON" -c 'import os, nvidia; print(os.path.join(nvidia.__path__[0], "cuda_nvrtc", "lib"))')
+mkdir -p target/nvrtc12
+ln -sf "$nvrtc12/libnvrtc.so.12" target/nvrtc12/libnvrtc.so
+LD_LIBRARY_PATH="$PWD/target/nvrtc12:$nvrtc12" GPUSLACK_REQUIRE_ARCHS="70 75 80 86 89 90" \
+  cargo test --locked -p gpuslack-bench-kernels kernels_compile
 
 # The release build: it links with build.rs's arguments, and its symbol ordering still packs the
 # agent's code (a stale one costs the agent ~2 MiB of memory; scripts/device/text_order).

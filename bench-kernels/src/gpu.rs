@@ -268,13 +268,17 @@ impl Gpu {
 fn arch_name((major, minor): (i32, i32)) -> &'static str {
     match (major, minor) {
         (7, 0) => "sm_70",
+        (7, 2) => "sm_72",
         (7, 5) => "sm_75",
         (8, 0) => "sm_80",
         (8, 6) => "sm_86",
+        (8, 7) => "sm_87",
         (8, 9) => "sm_89",
         (9, 0) => "sm_90",
         (10, 0) => "sm_100",
+        (10, 3) => "sm_103",
         (12, 0) => "sm_120",
+        (12, 1) => "sm_121",
         // A newer chip: its PTX target, compiled by the driver on load.
         (major, minor) => Box::leak(format!("compute_{major}{minor}").into_boxed_str()),
     }
@@ -282,11 +286,34 @@ fn arch_name((major, minor): (i32, i32)) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    /// The kernels compile for Hopper and define every entry point the workloads load. Needs
-    /// NVRTC (a CUDA toolkit or the `nvidia-cuda-nvrtc` wheel, which scripts/test.sh installs)
-    /// but no GPU; where it is absent the test says so, and fails if GPUSLACK_REQUIRE_NVRTC is set.
+    /// The datacenter architectures a calibration may meet: Volta to Blackwell.
+    const ARCHS: [i32; 8] = [70, 75, 80, 86, 89, 90, 100, 120];
+
+    /// The architectures the loaded NVRTC can target.
+    fn supported_archs() -> Vec<i32> {
+        use cudarc::nvrtc::sys;
+        let mut n = 0;
+        // SAFETY: NVRTC writes one int, then `n` ints into a buffer of that size.
+        unsafe {
+            if sys::nvrtcGetNumSupportedArchs(&mut n) != sys::nvrtcResult::NVRTC_SUCCESS {
+                return Vec::new();
+            }
+            let mut archs = vec![0; n.max(0) as usize];
+            if sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) != sys::nvrtcResult::NVRTC_SUCCESS {
+                return Vec::new();
+            }
+            archs
+        }
+    }
+
+    /// The kernels compile for every architecture from sm_70 to sm_120 that the loaded NVRTC
+    /// targets, and define every entry point the workloads load. Needs NVRTC (a CUDA toolkit or
+    /// NVIDIA's wheels, which scripts/test.sh installs: CUDA 13's targets sm_75 and later, 12.4's
+    /// sm_70 to sm_90; the script runs this test with each) but no GPU. Where NVRTC is absent the
+    /// test says so, and fails if GPUSLACK_REQUIRE_NVRTC is set; GPUSLACK_REQUIRE_ARCHS lists the
+    /// architectures (e.g. `70 75`) this run must have compiled.
     #[test]
-    fn kernels_compile_for_sm_90_with_every_entry_point() {
+    fn kernels_compile_for_every_architecture_with_every_entry_point() {
         use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
         // SAFETY: only tries to load the library and its symbols.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -297,15 +324,7 @@ mod tests {
             eprintln!("skipped: no NVRTC on this machine");
             return;
         }
-        let ptx = compile_ptx_with_opts(
-            super::KERNELS,
-            CompileOptions {
-                arch: Some("sm_90"),
-                ..Default::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("kernels.cu does not compile: {e}"));
-        let ptx = ptx.to_src();
+        let supported = supported_archs();
         let mut entries = vec![
             "tiny_step",
             "tiny_fused",
@@ -320,17 +339,50 @@ mod tests {
             }
         }
         entries.extend(names.iter().map(String::as_str));
-        for entry in entries {
-            assert!(
-                ptx.contains(&format!(".entry {entry}(")),
-                "kernels.cu has no entry point {entry}"
-            );
+        let mut compiled = Vec::new();
+        for arch in ARCHS.into_iter().filter(|a| supported.contains(a)) {
+            let name = super::arch_name((arch / 10, arch % 10));
+            let ptx = compile_ptx_with_opts(
+                super::KERNELS,
+                CompileOptions {
+                    arch: Some(name),
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("kernels.cu does not compile for {name}: {e}"));
+            let ptx = ptx.to_src();
+            for entry in &entries {
+                assert!(
+                    ptx.contains(&format!(".entry {entry}(")),
+                    "kernels.cu has no entry point {entry} for {name}"
+                );
+            }
+            compiled.push(arch);
         }
+        eprintln!("compiled for {compiled:?} (NVRTC supports {supported:?})");
+        assert!(!compiled.is_empty(), "NVRTC supports none of {ARCHS:?}");
+        if let Ok(required) = std::env::var("GPUSLACK_REQUIRE_ARCHS") {
+            for arch in required.split_whitespace() {
+                let arch: i32 = arch.parse().expect("GPUSLACK_REQUIRE_ARCHS: numbers");
+                assert!(compiled.contains(&arch), "sm_{arch} was not compiled");
+            }
+        }
+    }
+
+    #[test]
+    fn the_tensor_workload_takes_the_gpus_own_16_bit_type() {
+        use crate::workloads::compute::tensor_type;
+        assert_eq!(tensor_type((7, 0)), "fp16");
+        assert_eq!(tensor_type((7, 5)), "fp16");
+        assert_eq!(tensor_type((8, 0)), "bf16");
+        assert_eq!(tensor_type((9, 0)), "bf16");
+        assert_eq!(tensor_type((12, 0)), "bf16");
     }
 
     #[test]
     fn targets_the_devices_own_architecture() {
         assert_eq!(super::arch_name((9, 0)), "sm_90");
+        assert_eq!(super::arch_name((7, 0)), "sm_70");
         assert_eq!(super::arch_name((13, 1)), "compute_131");
     }
 }

@@ -28,10 +28,37 @@ pub fn random_f64s(seed: u64, n: usize) -> Vec<f64> {
     (0..n as u64).map(|i| random_unit(seed, i)).collect()
 }
 
-/// bf16 inputs centred on zero, so a GEMM's sums do not grow with k.
-pub fn random_bf16s(seed: u64, n: usize) -> Vec<bf16> {
+/// A 16-bit float the tensor cores take: bf16 from Ampere (sm_80) on, fp16 before.
+pub trait Half: Copy + Default + Send + Sync + cudarc::driver::DeviceRepr + 'static {
+    const NAME: &'static str;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Half for bf16 {
+    const NAME: &'static str = "bf16";
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        bf16::to_f64(self)
+    }
+}
+
+impl Half for half::f16 {
+    const NAME: &'static str = "fp16";
+    fn from_f64(v: f64) -> Self {
+        half::f16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        half::f16::to_f64(self)
+    }
+}
+
+/// 16-bit inputs centred on zero, so a GEMM's sums do not grow with k.
+pub fn random_halves<T: Half>(seed: u64, n: usize) -> Vec<T> {
     (0..n as u64)
-        .map(|i| bf16::from_f64(random_unit(seed, i) - 1.0))
+        .map(|i| T::from_f64(random_unit(seed, i) - 1.0))
         .collect()
 }
 
@@ -72,7 +99,7 @@ pub fn stream_element(
 }
 
 /// One element of C = A·B for row-major A (m×k) and B (k×n), summed in f64.
-pub fn gemm_element(a: &[bf16], b: &[bf16], k: usize, n: usize, row: usize, col: usize) -> f64 {
+pub fn gemm_element<T: Half>(a: &[T], b: &[T], k: usize, n: usize, row: usize, col: usize) -> f64 {
     (0..k)
         .map(|p| a[row * k + p].to_f64() * b[p * n + col].to_f64())
         .sum()

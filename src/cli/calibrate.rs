@@ -333,7 +333,14 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
                     ("pcie", "h2d_pinned") => "pcie",
                     ("memory", "copy") => "memory",
                     ("compute", "fp32_fma") => "compute_fp32",
-                    ("compute", "bf16_gemm_8192") => "compute_tensor",
+                    ("compute", gemm) if gemm.ends_with("_gemm_8192") => {
+                        // The tensor cores' own 16-bit type: bf16 from sm_80, fp16 before.
+                        eprintln!(
+                            "GPU {index}: tensor-core workload: {gemm} ({:.0} {})",
+                            m.value, m.unit
+                        );
+                        "compute_tensor"
+                    }
                     _ => continue,
                 };
                 phases.push(PhaseSpan {

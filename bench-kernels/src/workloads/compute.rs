@@ -1,17 +1,20 @@
 //! Compute-bound references: an FP32 FMA chain on the non-tensor pipes (peak on an H200: 132
-//! SMs × 128 lanes × 2 flops × 1.98 GHz = 66.9 TFLOP/s) and an 8192³ bf16 GEMM on the tensor
-//! cores through cuBLASLt, with the fastest of its candidate algorithms.
+//! SMs × 128 lanes × 2 flops × 1.98 GHz = 66.9 TFLOP/s) and an 8192³ GEMM on the tensor cores
+//! through cuBLASLt, with the fastest of its candidate algorithms, in the 16-bit type the GPU's
+//! tensor cores take: bf16 from Ampere (sm_80) on, fp16 on Volta and Turing (sm_70, sm_75).
+//! FP8 (sm_89 on) is not used: bf16 already holds an H200 at its power cap (691 W of 700), the
+//! state the calibration measures, and FP8 GEMMs need scaled layouts of their own.
 
 use std::time::Duration;
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use half::bf16;
+use half::{bf16, f16};
 
 use super::lt_gemm::LtGemm;
 use super::{config, median};
 use crate::accounting::{fma_chain_flops, gemm_flops};
 use crate::reference::{
-    fma_chain, gemm_element, random_bf16s, random_f32s, relative_error, splitmix64,
+    fma_chain, gemm_element, random_f32s, random_halves, relative_error, splitmix64, Half,
 };
 use crate::{check_cublaslt, verify, BenchError, Gpu, Measurement, Options, Recorder};
 
@@ -26,7 +29,21 @@ const GEMM_CANDIDATES: usize = 8;
 const TUNE_REPS: u64 = 5;
 
 pub fn run(gpu: &Gpu, options: &Options) -> Result<Vec<Measurement>, BenchError> {
-    Ok(vec![fma(gpu, options)?, gemm_bf16(gpu, options)?])
+    let gemm = if tensor_type(gpu.compute_capability) == "bf16" {
+        gemm::<bf16>(gpu, options)?
+    } else {
+        gemm::<f16>(gpu, options)?
+    };
+    Ok(vec![fma(gpu, options)?, gemm])
+}
+
+/// The 16-bit type this GPU's tensor cores take: bf16 from Ampere (8.0) on, fp16 before.
+pub fn tensor_type((major, _): (i32, i32)) -> &'static str {
+    if major >= 8 {
+        "bf16"
+    } else {
+        "fp16"
+    }
 }
 
 fn fma(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
@@ -86,17 +103,17 @@ fn fma(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
     ))
 }
 
-fn gemm_bf16(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
+fn gemm<T: Half>(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
     check_cublaslt()?;
     let (m, n, k) = (GEMM, GEMM, GEMM);
-    let a = random_bf16s(41, m * k);
-    let b = random_bf16s(42, k * n);
+    let a: Vec<T> = random_halves(41, m * k);
+    let b: Vec<T> = random_halves(42, k * n);
     let a_dev = gpu.stream.clone_htod(&a)?;
     let b_dev = gpu.stream.clone_htod(&b)?;
     // SAFETY: every element of C is written by the GEMM (beta = 0).
-    let mut c_dev = unsafe { gpu.stream.alloc::<bf16>(m * n)? };
+    let mut c_dev = unsafe { gpu.stream.alloc::<T>(m * n)? };
     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: pass B first, with the dimensions swapped.
-    let gemm = LtGemm::new(
+    let gemm = LtGemm::<T>::new(
         gpu.stream.clone(),
         (n as u64, m as u64, k as u64),
         GEMM_CANDIDATES,
@@ -120,7 +137,7 @@ fn gemm_bf16(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
         .enumerate()
         .max_by(|x, y| x.1.total_cmp(y.1))
         .unwrap_or((0, &0.0));
-    let launch = |c: &mut CudaSlice<bf16>| gemm.run(best_algo, &b_dev, &a_dev, c);
+    let launch = |c: &mut CudaSlice<T>| gemm.run(best_algo, &b_dev, &a_dev, c);
 
     let warm = gpu.time_ms(|| launch(&mut c_dev))?;
     let mut rec = Recorder::start("compute", gpu.ordinal);
@@ -136,16 +153,16 @@ fn gemm_bf16(gpu: &Gpu, options: &Options) -> Result<Measurement, BenchError> {
             relative_error(c[idx].to_f64(), gemm_element(&a, &b, k, n, row, col), 1.0)
         })
         .fold(0.0, f64::max);
-    // bf16 output: 8 bits of mantissa, so ~0.4% per element.
+    // bf16 output: 8 bits of mantissa, so ~0.4% per element (fp16: 11 bits).
     let check = verify(
         "compute",
-        "bf16 GEMM elements",
+        &format!("{} GEMM elements", T::NAME),
         worst,
         1e-2,
         samples as usize,
     )?;
     Ok(rec.measure(
-        "bf16_gemm_8192",
+        format!("{}_gemm_8192", T::NAME),
         tflop_s(reps, total_ms),
         "TFLOP/s",
         &[

@@ -1,4 +1,4 @@
-//! A bf16 GEMM through cuBLASLt's own API rather than cudarc's `Matmul`, which always runs the
+//! A 16-bit (bf16, or fp16 before Ampere) GEMM through cuBLASLt's own API rather than cudarc's `Matmul`, which always runs the
 //! heuristic's first algorithm. Under a power cap that first choice is not always the fastest:
 //! the candidates differ in tile shape and so in data movement, and so in watts per flop. Asking
 //! for several and timing them is what cuBLASLt's documentation recommends for a fixed shape.
@@ -10,16 +10,25 @@ use std::sync::Arc;
 use cudarc::cublaslt::result::{self as lt, CublasError};
 use cudarc::cublaslt::sys;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use half::bf16;
 
+use crate::reference::Half;
 use crate::BenchError;
+
+/// cuBLASLt's name for each 16-bit type.
+fn data_type<T: Half>() -> sys::cudaDataType_t {
+    if T::NAME == "fp16" {
+        sys::cudaDataType_t::CUDA_R_16F
+    } else {
+        sys::cudaDataType_t::CUDA_R_16BF
+    }
+}
 
 /// cuBLASLt's recommended workspace on Hopper.
 const WORKSPACE_BYTES: usize = 32 << 20;
 
-/// Column-major `D = A·B` with A m×k, B k×n and D m×n, in bf16 with f32 accumulation; every
+/// Column-major `D = A·B` with A m×k, B k×n and D m×n, in `T` with f32 accumulation; every
 /// handle is destroyed on drop.
-pub(crate) struct LtGemm {
+pub(crate) struct LtGemm<T: Half> {
     stream: Arc<CudaStream>,
     handle: sys::cublasLtHandle_t,
     desc: sys::cublasLtMatmulDesc_t,
@@ -28,18 +37,19 @@ pub(crate) struct LtGemm {
     workspace: CudaSlice<u8>,
     /// The heuristic's candidates, best-guess first.
     algos: Vec<sys::cublasLtMatmulAlgo_t>,
+    element: std::marker::PhantomData<T>,
 }
 
-impl LtGemm {
+impl<T: Half> LtGemm<T> {
     /// Plans the GEMM and asks the heuristic for up to `candidates` algorithms.
     pub(crate) fn new(
         stream: Arc<CudaStream>,
         (m, n, k): (u64, u64, u64),
         candidates: usize,
-    ) -> Result<LtGemm, BenchError> {
+    ) -> Result<LtGemm<T>, BenchError> {
         // SAFETY: cuBLASLt writes every byte of the workspace it uses before reading it.
         let workspace = unsafe { stream.alloc::<u8>(WORKSPACE_BYTES)? };
-        let bf16_type = sys::cudaDataType_t::CUDA_R_16BF;
+        let element_type = data_type::<T>();
         let mut gemm = LtGemm {
             handle: lt::create_handle()?,
             desc: lt::create_matmul_desc(
@@ -47,14 +57,15 @@ impl LtGemm {
                 sys::cudaDataType_t::CUDA_R_32F,
             )?,
             layouts: [
-                lt::create_matrix_layout(bf16_type, m, k, m as i64)?,
-                lt::create_matrix_layout(bf16_type, k, n, k as i64)?,
-                lt::create_matrix_layout(bf16_type, m, n, m as i64)?,
+                lt::create_matrix_layout(element_type, m, k, m as i64)?,
+                lt::create_matrix_layout(element_type, k, n, k as i64)?,
+                lt::create_matrix_layout(element_type, m, n, m as i64)?,
             ],
             pref: lt::create_matmul_pref()?,
             workspace,
             stream,
             algos: Vec::new(),
+            element: std::marker::PhantomData,
         };
         // SAFETY: the preference handle is live; the value is a usize as the attribute expects.
         unsafe {
@@ -107,9 +118,9 @@ impl LtGemm {
     pub(crate) fn run(
         &self,
         algo: usize,
-        a: &CudaSlice<bf16>,
-        b: &CudaSlice<bf16>,
-        d: &mut CudaSlice<bf16>,
+        a: &CudaSlice<T>,
+        b: &CudaSlice<T>,
+        d: &mut CudaSlice<T>,
     ) -> Result<(), BenchError> {
         let alpha = 1.0f32;
         let beta = 0.0f32;
@@ -144,7 +155,7 @@ impl LtGemm {
     }
 }
 
-impl Drop for LtGemm {
+impl<T: Half> Drop for LtGemm<T> {
     fn drop(&mut self) {
         // Errors here cannot be acted on; a failed destroy leaks a handle until the process ends.
         // SAFETY: each handle was created in `new` and is destroyed once.
