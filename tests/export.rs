@@ -551,7 +551,10 @@ fn tls_with_a_custom_ca_over_grpc_and_http() {
             ],
             &[],
         );
-        assert!(untrusted.status.success());
+        // Nothing delivered: exit 3, and the failures are filed under TLS, not "network".
+        let said = String::from_utf8_lossy(&untrusted.stderr);
+        assert_eq!(untrusted.status.code(), Some(3), "{said}");
+        assert!(said.contains("failed (tls×"), "{protocol}: {said}");
         assert_eq!(
             requests(&out).len(),
             before,
@@ -583,6 +586,27 @@ fn tls_with_a_custom_ca_over_grpc_and_http() {
     }
 }
 
+/// The end-of-run summary's counts: (windows produced, delivered, dropped, undelivered).
+fn summary_windows(stderr: &str) -> (u64, u64, u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("windows produced"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let number = |before: &str| -> u64 {
+        let head = line.split(before).next().unwrap_or("");
+        head.rsplit(|c: char| !c.is_ascii_digit())
+            .find(|w| !w.is_empty())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("no count before {before:?} in {line}"))
+    };
+    (
+        number(" windows produced"),
+        number(" delivered, "),
+        number(" dropped, "),
+        number(" undelivered"),
+    )
+}
+
 fn failing_run(endpoint: &str, protocol: &str) -> (String, f64) {
     // 153 s of trace at 25×: ~6 s, an export attempt every 100 ms that fails.
     let run = replay_run(
@@ -603,11 +627,16 @@ fn failing_run(endpoint: &str, protocol: &str) -> (String, f64) {
         ],
         &[],
     );
-    assert!(
-        run.status.success(),
-        "the agent must survive its exporter: {}",
-        String::from_utf8_lossy(&run.stderr)
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    // It survives its exporter, and says nothing was delivered: exit 3, every window dropped.
+    assert_eq!(
+        run.status.code(),
+        Some(3),
+        "{endpoint} ({protocol}): {stderr}"
     );
+    let (produced, delivered, dropped, pending) = summary_windows(&stderr);
+    assert!(produced > 100, "{produced} windows");
+    assert_eq!((delivered, dropped, pending), (0, produced, 0), "{stderr}");
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     let rss = stdout
         .lines()
@@ -625,13 +654,25 @@ fn an_unreachable_or_refusing_exporter_is_retried_quietly_with_bounded_memory() 
     let (_stub503, http503, _, seen503) = start_stub(&dir, 503);
     let dir401 = temp_dir("failing401");
     let (_stub401, http401, _, _) = start_stub(&dir401, 401);
-    for (endpoint, protocol) in [
-        (closed.clone(), "grpc"),
-        (closed, "http/protobuf"),
-        (format!("http://127.0.0.1:{http503}"), "http/protobuf"),
-        (format!("http://127.0.0.1:{http401}"), "http/protobuf"),
+    for (endpoint, protocol, reason) in [
+        (closed.clone(), "grpc", "connect"),
+        (closed, "http/protobuf", "connect"),
+        (
+            format!("http://127.0.0.1:{http503}"),
+            "http/protobuf",
+            "unavailable",
+        ),
+        (
+            format!("http://127.0.0.1:{http401}"),
+            "http/protobuf",
+            "auth",
+        ),
     ] {
         let (stderr, rss_mib) = failing_run(&endpoint, protocol);
+        assert!(
+            stderr.contains(&format!("failed ({reason}×")),
+            "{endpoint} ({protocol}): failures not filed under {reason}:\n{stderr}"
+        );
         let export_errors = stderr
             .lines()
             .filter(|l| l.contains("opentelemetry"))

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::phases::PhaseStats;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuProfile {
     pub uuid: Option<String>,
     pub model: Option<String>,
@@ -33,6 +34,7 @@ pub struct GpuProfile {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProfileFile {
     #[serde(default)]
     pub gpu: Vec<GpuProfile>,
@@ -65,10 +67,23 @@ impl ProfileFile {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<ProfileFile, ProfileError> {
-        toml::from_str(text).map_err(|e| ProfileError::Parse {
+        let file: ProfileFile = toml::from_str(text).map_err(|e| ProfileError::Parse {
             path: origin.to_string(),
             message: e.to_string().trim().replace('\n', " "),
-        })
+        })?;
+        for (i, p) in file.gpu.iter().enumerate() {
+            p.check().map_err(|message| ProfileError::Parse {
+                path: origin.to_string(),
+                message: format!(
+                    "gpu[{i}] ({}): {message}",
+                    p.uuid
+                        .as_deref()
+                        .or(p.model.as_deref())
+                        .unwrap_or("no UUID")
+                ),
+            })?;
+        }
+        Ok(file)
     }
 
     pub fn to_toml(&self) -> String {
@@ -111,6 +126,32 @@ impl GpuProfile {
     /// model profile without any.
     pub fn gpu_index(&self) -> Option<u32> {
         self.workloads.first().map(|w| w.gpu)
+    }
+
+    /// Refuses baselines no GPU draws (NaN, infinite, not positive, over 10 kW): a profile
+    /// the diagnosis would divide by must hold real numbers.
+    fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("idle_w", Some(self.idle_w)),
+            ("held_idle_w", self.held_idle_w),
+            ("tiny_w", self.tiny_w),
+            ("pcie_w", self.pcie_w),
+            ("memory_w", self.memory_w),
+            ("compute_fp32_w", self.compute_fp32_w),
+            ("compute_tensor_w", self.compute_tensor_w),
+            ("tdp_w", self.tdp_w),
+            ("power_limit_w", self.power_limit_w),
+        ];
+        for (name, value) in fields {
+            if let Some(v) = value {
+                if !(v.is_finite() && v > 0.0 && v <= 10_000.0) {
+                    return Err(format!(
+                        "`{name}` = {v} is not a plausible power (above 0, at most 10000 W)"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every power baseline by its display name, in order from idle to compute.

@@ -6,12 +6,20 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::thinned::Thinned;
 use gpuslack_receiver::trace::{FactsError, TraceError, TraceFacts, TraceReader, TraceWriter};
 use gpuslack_receiver::{Diagnoser, Pipeline, Sample, Thresholds, WindowReport};
 
 use crate::phases::{load_phases, phase_stats, PhaseSpan, PhasesError};
 use crate::profile::{derive, GpuProfile, ProfileError, ProfileMeta};
-use crate::validate::{validate, Validation};
+use crate::validate::{Validation, Validator};
+
+/// Windows kept per GPU for the report's plots: evenly spread over the session.
+const PLOTTED_WINDOWS: usize = 1500;
+
+/// A session's samples, in time order, read afresh for each pass: a recording streams from its
+/// file each time (memory stays flat whatever its length), a live session from memory.
+pub type Samples<'a> = Box<dyn Iterator<Item = Result<Sample, SessionError>> + 'a>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -23,6 +31,8 @@ pub enum SessionError {
     Profile(#[from] ProfileError),
     #[error("{0}: no samples fall in any phase")]
     Empty(String),
+    #[error("{0}")]
+    Pipeline(String),
     #[error(transparent)]
     Facts(#[from] FactsError),
     #[error("writing {path}: {source}")]
@@ -85,26 +95,56 @@ fn gaps(phases: &[PhaseSpan], end: f64) -> Vec<PhaseSpan> {
     out
 }
 
-/// Calibrates from samples in memory (a live run) or a trace.
-pub fn calibrate(
-    samples: &[Sample],
+/// Runs `pass` over every sample of one pass of `source`, stopping at the first bad sample.
+fn each<'a, T>(
+    source: &dyn Fn() -> Result<Samples<'a>, SessionError>,
+    pass: impl FnOnce(&mut dyn Iterator<Item = Sample>) -> T,
+) -> Result<T, SessionError> {
+    let mut error = None;
+    let mut samples = source()?.map_while(|r| match r {
+        Ok(s) => Some(s),
+        Err(e) => {
+            error = Some(e);
+            None
+        }
+    });
+    let out = pass(&mut samples);
+    drop(samples);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Calibrates from samples in memory (a live run) or a trace, in three passes over them: the
+/// phases' statistics, the gaps between phases (held idle), then the diagnosis on both paths.
+pub fn calibrate<'a>(
+    source: &dyn Fn() -> Result<Samples<'a>, SessionError>,
     phases: Vec<PhaseSpan>,
     facts: &BTreeMap<u32, DeviceFacts>,
-    source: &str,
+    origin: &str,
 ) -> Result<Calibration, SessionError> {
-    let end = samples.iter().map(|s| s.t).fold(0.0, f64::max);
-    let stats = phase_stats(samples.iter().cloned(), &phases);
+    let mut end = 0.0f64;
+    let mut first = None;
+    let stats = each(source, |samples| {
+        let seen = samples.inspect(|s| {
+            end = end.max(s.t);
+            first.get_or_insert(s.t);
+        });
+        phase_stats(seen, &phases)
+    })?;
     if stats.is_empty() {
-        return Err(SessionError::Empty(source.to_string()));
+        return Err(SessionError::Empty(origin.to_string()));
     }
-    let gap_stats = phase_stats(samples.iter().cloned(), &gaps(&phases, end));
+    let gap_phases = gaps(&phases, end);
+    let gap_stats = each(source, |samples| phase_stats(samples, &gap_phases))?;
     let gpus: Vec<u32> = stats
         .iter()
         .map(|s| s.gpu)
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let date = utc_date(samples.first().map_or(0.0, |s| s.t));
+    let date = utc_date(first.unwrap_or(0.0));
     let mut profiles = Vec::new();
     let mut diagnoser = Diagnoser::new(Thresholds::default());
     for gpu in &gpus {
@@ -123,7 +163,7 @@ pub fn calibrate(
                 model: f.name.clone(),
                 driver: f.driver.clone(),
                 date: date.clone(),
-                source: source.to_string(),
+                source: origin.to_string(),
                 tdp_w: f.tdp_w,
                 power_limit_w: f.power_limit_w.or(f.tdp_w),
             },
@@ -134,11 +174,17 @@ pub fn calibrate(
         diagnoser.set_facts(*gpu, f);
         profiles.push(profile);
     }
-    let windows = diagnose(samples, diagnoser.clone(), false);
-    let validations = validate_each(&gpus, &windows, &phases);
-    let nvml_validations = if windows.iter().any(|w| w.signals.has_gpm()) {
-        let nvml_windows = diagnose(samples, diagnoser, true);
-        validate_each(&gpus, &nvml_windows, &phases)
+    let mut plotted: BTreeMap<u32, Thinned<WindowReport>> = BTreeMap::new();
+    let mut gpm_seen = false;
+    let validations = diagnose(source, diagnoser.clone(), false, &gpus, &phases, |w| {
+        gpm_seen |= w.signals.has_gpm();
+        plotted
+            .entry(w.stats.gpu)
+            .or_insert_with(|| Thinned::new(PLOTTED_WINDOWS))
+            .push(w.clone());
+    })?;
+    let nvml_validations = if gpm_seen {
+        diagnose(source, diagnoser, true, &gpus, &phases, |_| {})?
     } else {
         BTreeMap::new()
     };
@@ -146,47 +192,58 @@ pub fn calibrate(
         profiles,
         validations,
         nvml_validations,
-        windows,
+        windows: plotted
+            .into_values()
+            .flat_map(Thinned::into_values)
+            .collect(),
         phases,
     })
 }
 
-/// The session's windows through the diagnosis, with GPM left out of every sample if asked.
-fn diagnose(samples: &[Sample], diagnoser: Diagnoser, without_gpm: bool) -> Vec<WindowReport> {
-    let mut pipeline = Pipeline::new(2.0, diagnoser);
-    let mut windows = Vec::new();
-    for s in samples {
-        let reports = if without_gpm {
-            let mut s = s.clone();
-            s.clear_gpm();
-            pipeline.push(&s)
-        } else {
-            pipeline.push(s)
-        };
-        // A live session's samples are in order; a bad recording was refused by the reader.
-        if let Ok(reports) = reports {
-            windows.extend(reports);
-        }
-    }
-    windows.extend(pipeline.finish());
-    windows
-}
-
-fn validate_each(
+/// One pass of the diagnosis over the session, GPM left out of every sample if asked: each
+/// GPU's validation, and every window handed to `seen`.
+fn diagnose<'a>(
+    source: &dyn Fn() -> Result<Samples<'a>, SessionError>,
+    diagnoser: Diagnoser,
+    without_gpm: bool,
     gpus: &[u32],
-    windows: &[WindowReport],
     phases: &[PhaseSpan],
-) -> BTreeMap<u32, Validation> {
-    gpus.iter()
-        .map(|gpu| {
-            let mine: Vec<WindowReport> = windows
-                .iter()
-                .filter(|w| w.stats.gpu == *gpu)
-                .cloned()
-                .collect();
-            (*gpu, validate(&mine, phases))
-        })
-        .collect()
+    mut seen: impl FnMut(&WindowReport),
+) -> Result<BTreeMap<u32, Validation>, SessionError> {
+    let mut validators: BTreeMap<u32, Validator> =
+        gpus.iter().map(|g| (*g, Validator::new(phases))).collect();
+    let mut pipeline = Pipeline::new(2.0, diagnoser);
+    let mut refused = None;
+    let mut take = |w: WindowReport, validators: &mut BTreeMap<u32, Validator>| {
+        if let Some(v) = validators.get_mut(&w.stats.gpu) {
+            v.add(&w);
+        }
+        seen(&w);
+    };
+    each(source, |samples| {
+        for mut s in samples {
+            if without_gpm {
+                s.clear_gpm();
+            }
+            match pipeline.push(&s) {
+                Ok(reports) => reports.into_iter().for_each(|w| take(w, &mut validators)),
+                Err(e) => {
+                    refused = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+    })?;
+    if let Some(e) = refused {
+        return Err(SessionError::Pipeline(e));
+    }
+    for w in pipeline.finish() {
+        take(w, &mut validators);
+    }
+    Ok(validators
+        .into_iter()
+        .map(|(gpu, v)| (gpu, v.finish()))
+        .collect())
 }
 
 /// Writes a session in the form [`from_recording`] reads (`samples.csv`, `phases.json`,
@@ -221,23 +278,39 @@ pub fn save_session(
     std::fs::write(&facts_path, trace_facts.to_json()).map_err(|e| write_err(&facts_path, e))
 }
 
-/// `--from-recording DIR`: `samples.csv` and `phases.json` (and `facts.json` if present).
+/// `--from-recording DIR`: `samples.csv` and `phases.json` (and `facts.json` if present),
+/// the trace streamed from its file in each pass.
 pub fn from_recording(dir: &Path) -> Result<Calibration, SessionError> {
     let trace = dir.join("samples.csv");
-    let samples: Vec<Sample> = TraceReader::open(&trace)?.collect::<Result<_, _>>()?;
+    // The trace first: a missing recording is named as such, not as missing phases.
+    drop(TraceReader::open(&trace)?);
     let phases = load_phases(&dir.join("phases.json"))?;
     let facts = TraceFacts::beside(&trace)?.unwrap_or_default();
-    let gpus: std::collections::BTreeSet<u32> = samples.iter().map(|s| s.gpu).collect();
+    let source = || -> Result<Samples<'static>, SessionError> {
+        let reader = TraceReader::open(&trace)?;
+        Ok(Box::new(reader.map(|r| r.map_err(SessionError::from))))
+    };
+    let mut gpus = std::collections::BTreeSet::new();
+    each(&source, |samples| {
+        samples.for_each(|s| {
+            gpus.insert(s.gpu);
+        })
+    })?;
     let facts = gpus
         .into_iter()
         .map(|g| (g, facts.gpu(g).clone()))
         .collect();
     calibrate(
-        &samples,
+        &source,
         phases,
         &facts,
         &format!("recording {}", dir.display()),
     )
+}
+
+/// A live session's samples, from memory.
+pub fn in_memory<'a>(samples: &'a [Sample]) -> impl Fn() -> Result<Samples<'a>, SessionError> + 'a {
+    move || Ok(Box::new(samples.iter().cloned().map(Ok)))
 }
 
 #[cfg(test)]

@@ -50,61 +50,101 @@ pub struct Validation {
     pub confusion: BTreeMap<(Class, Class), usize>,
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let v: Vec<f64> = values.collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+/// What one phase's windows added up to so far.
+#[derive(Debug, Default)]
+struct Tally {
+    windows: usize,
+    got: BTreeMap<Class, usize>,
+    efficiency: (f64, usize),
+    calibrated: (f64, usize),
 }
 
-/// Scores every window whose midpoint lies in a trimmed phase with a known right class.
-pub fn validate(windows: &[WindowReport], phases: &[PhaseSpan]) -> Validation {
-    let mut checks: BTreeMap<(usize, u32), Vec<&WindowReport>> = BTreeMap::new();
-    for w in windows {
+fn mean_of((sum, n): (f64, usize)) -> Option<f64> {
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// Scores windows as they stream: each one whose midpoint lies in a trimmed phase with a known
+/// right class counts for that phase. Memory is bounded by the number of phases.
+#[derive(Debug)]
+pub struct Validator<'a> {
+    phases: &'a [PhaseSpan],
+    tallies: BTreeMap<(usize, u32), Tally>,
+    gpm: bool,
+}
+
+impl<'a> Validator<'a> {
+    pub fn new(phases: &'a [PhaseSpan]) -> Self {
+        Validator {
+            phases,
+            tallies: BTreeMap::new(),
+            gpm: false,
+        }
+    }
+
+    pub fn add(&mut self, w: &WindowReport) {
+        self.gpm |= w.signals.has_gpm();
         let mid = w.stats.midpoint();
-        for (i, p) in phases.iter().enumerate() {
+        for (i, p) in self.phases.iter().enumerate() {
             let applies = p.gpus.as_ref().is_none_or(|g| g.contains(&w.stats.gpu));
             if applies
                 && expected_class(&p.name).is_some()
                 && mid >= p.t0 + TRIM_START_S
                 && mid <= p.t1 - TRIM_END_S
             {
-                checks.entry((i, w.stats.gpu)).or_default().push(w);
+                let t = self.tallies.entry((i, w.stats.gpu)).or_default();
+                t.windows += 1;
+                *t.got.entry(w.class).or_insert(0) += 1;
+                if let Some(e) = w.efficiency {
+                    t.efficiency = (t.efficiency.0 + e, t.efficiency.1 + 1);
+                }
+                if let Some(e) = w.calibrated_efficiency {
+                    t.calibrated = (t.calibrated.0 + e, t.calibrated.1 + 1);
+                }
             }
         }
     }
-    let mut confusion = BTreeMap::new();
-    let mut out = Vec::new();
-    for ((i, gpu), ws) in checks {
-        let phase = &phases[i];
-        let Some(expected) = expected_class(&phase.name) else {
-            continue;
-        };
-        let mut got = BTreeMap::new();
-        for w in &ws {
-            *got.entry(w.class).or_insert(0) += 1;
-            *confusion.entry((expected, w.class)).or_insert(0) += 1;
-        }
-        let efficiency = mean(ws.iter().filter_map(|w| w.efficiency));
-        out.push(PhaseCheck {
-            phase: phase.name.clone(),
-            gpu,
-            expected,
-            windows: ws.len(),
-            right: got.get(&expected).copied().unwrap_or(0),
-            got,
-            efficiency,
-            calibrated_efficiency: mean(ws.iter().filter_map(|w| w.calibrated_efficiency)),
-            rule_says_slacking: efficiency.map(|e| e < 0.6),
-            really_slacking: !matches!(
+
+    pub fn finish(self) -> Validation {
+        let mut confusion = BTreeMap::new();
+        let mut out = Vec::new();
+        for ((i, gpu), t) in self.tallies {
+            let phase = &self.phases[i];
+            let Some(expected) = expected_class(&phase.name) else {
+                continue;
+            };
+            for (class, n) in &t.got {
+                *confusion.entry((expected, *class)).or_insert(0) += n;
+            }
+            let efficiency = mean_of(t.efficiency);
+            out.push(PhaseCheck {
+                phase: phase.name.clone(),
+                gpu,
                 expected,
-                Class::ComputeBound | Class::MemoryBound | Class::Idle
-            ),
-        });
+                windows: t.windows,
+                right: t.got.get(&expected).copied().unwrap_or(0),
+                got: t.got,
+                efficiency,
+                calibrated_efficiency: mean_of(t.calibrated),
+                rule_says_slacking: efficiency.map(|e| e < 0.6),
+                really_slacking: !matches!(
+                    expected,
+                    Class::ComputeBound | Class::MemoryBound | Class::Idle
+                ),
+            });
+        }
+        Validation {
+            phases: out,
+            gpm: self.gpm,
+            confusion,
+        }
     }
-    Validation {
-        phases: out,
-        gpm: windows.iter().any(|w| w.signals.has_gpm()),
-        confusion,
-    }
+}
+
+/// Scores every window whose midpoint lies in a trimmed phase with a known right class.
+pub fn validate(windows: &[WindowReport], phases: &[PhaseSpan]) -> Validation {
+    let mut v = Validator::new(phases);
+    windows.iter().for_each(|w| v.add(w));
+    v.finish()
 }
 
 impl Validation {

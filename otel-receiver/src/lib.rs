@@ -12,6 +12,7 @@ pub mod report;
 pub mod sample;
 pub mod score;
 pub mod source;
+pub mod thinned;
 pub mod trace;
 pub mod window;
 

@@ -30,10 +30,34 @@ pub struct PipelineCounts {
     /// Rows with a time but no metric at all.
     pub empty: u64,
     pub windows: u64,
+    /// Times the clock stepped back (live sources only): windowing restarted from the new time.
+    pub clock_steps_back: u64,
+}
+
+/// Most distinct GPU indices one pipeline follows. Per-GPU state is a few KiB, and frames are
+/// assembled across all GPUs, so a trace naming 100,000 indices must be an error, not an hour
+/// of work and gigabytes; no machine has more than 1,024 GPUs and MIG instances.
+pub const MAX_GPUS: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("GPU {gpu}: more than {MAX_GPUS} distinct GPU indices; gpuslack follows at most {MAX_GPUS} GPUs and MIG instances")]
+pub struct TooManyGpus {
+    pub gpu: u32,
+}
+
+/// Why a sample was refused.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum PushError {
+    #[error(transparent)]
+    OutOfOrder(#[from] OutOfOrder),
+    #[error(transparent)]
+    TooManyGpus(#[from] TooManyGpus),
 }
 
 pub struct Pipeline {
     window_s: f64,
+    /// A live clock may step back (NTP): restart the windows instead of refusing samples.
+    clock_steps: bool,
     windowers: BTreeMap<u32, GpuWindower>,
     last_t: BTreeMap<u32, f64>,
     pending: BTreeMap<i64, Vec<WindowStats>>,
@@ -45,12 +69,21 @@ impl Pipeline {
     pub fn new(window_s: f64, diagnoser: Diagnoser) -> Self {
         Pipeline {
             window_s,
+            clock_steps: false,
             windowers: BTreeMap::new(),
             last_t: BTreeMap::new(),
             pending: BTreeMap::new(),
             diagnoser,
             counts: PipelineCounts::default(),
         }
+    }
+
+    /// For live sources: a sample older than its GPU's window in progress means the system
+    /// clock stepped back; every window in progress is closed and windowing restarts from the
+    /// new time, so that an hour's step does not refuse an hour of samples.
+    pub fn tolerating_clock_steps(mut self) -> Self {
+        self.clock_steps = true;
+        self
     }
 
     /// Windows closed but not yet diagnosed (waiting for the other GPUs of their time slot).
@@ -72,7 +105,7 @@ impl Pipeline {
     }
 
     /// Adds one sample; returns the reports of every time slot it completed.
-    pub fn push(&mut self, sample: &Sample) -> Result<Vec<WindowReport>, OutOfOrder> {
+    pub fn push(&mut self, sample: &Sample) -> Result<Vec<WindowReport>, PushError> {
         if self.last_t.get(&sample.gpu) == Some(&sample.t) {
             self.counts.duplicates += 1;
             return Ok(Vec::new());
@@ -81,16 +114,38 @@ impl Pipeline {
             self.counts.empty += 1;
             return Ok(Vec::new());
         }
+        if !self.windowers.contains_key(&sample.gpu) && self.windowers.len() >= MAX_GPUS {
+            return Err(TooManyGpus { gpu: sample.gpu }.into());
+        }
         let window_s = self.window_s;
         let windower = self
             .windowers
             .entry(sample.gpu)
             .or_insert_with(|| GpuWindower::new(sample.gpu, window_s));
-        let closed = windower.push(sample).map_err(|late| OutOfOrder {
-            gpu: sample.gpu,
-            t: late.t,
-            window_start: late.window_start,
-        })?;
+        let closed = match windower.push(sample) {
+            Ok(closed) => closed,
+            Err(late) if self.clock_steps => {
+                tracing::warn!(
+                    gpu = sample.gpu,
+                    step_s = late.t - late.window_start,
+                    "the clock stepped back; windows restart from the new time"
+                );
+                self.counts.clock_steps_back += 1;
+                let mut reports = self.finish();
+                self.windowers.clear();
+                self.last_t.clear();
+                reports.extend(self.push(sample)?);
+                return Ok(reports);
+            }
+            Err(late) => {
+                return Err(OutOfOrder {
+                    gpu: sample.gpu,
+                    t: late.t,
+                    window_start: late.window_start,
+                }
+                .into())
+            }
+        };
         self.counts.samples += 1;
         self.last_t.insert(sample.gpu, sample.t);
         if let Some(stats) = closed {
@@ -187,6 +242,47 @@ mod tests {
         let err = pipeline
             .push(&Sample::new(12.0, 3).with(Metric::PowerMw, 1.0))
             .expect_err("older than the open window");
+        let PushError::OutOfOrder(err) = err else {
+            panic!("{err}")
+        };
         assert_eq!((err.gpu, err.t, err.window_start), (3, 12.0, 20.0));
+    }
+
+    #[test]
+    fn a_live_clock_that_steps_back_restarts_the_windows() {
+        let mut pipeline = Pipeline::new(1.0, Diagnoser::default()).tolerating_clock_steps();
+        let mut reports = 0;
+        for i in 0..30 {
+            let s = Sample::new(1000.0 + f64::from(i) * 0.1, 0).with(Metric::PowerMw, 1.0);
+            reports += pipeline.push(&s).expect("in order").len();
+        }
+        // An hour back: the window in progress is closed, windowing restarts.
+        let back = Sample::new(1000.0 - 3600.0, 0).with(Metric::PowerMw, 1.0);
+        reports += pipeline.push(&back).expect("tolerated").len();
+        for i in 1..25 {
+            let s = Sample::new(1000.0 - 3600.0 + f64::from(i) * 0.1, 0).with(Metric::PowerMw, 1.0);
+            reports += pipeline.push(&s).expect("in order after the step").len();
+        }
+        reports += pipeline.finish().len();
+        assert_eq!(pipeline.counts().clock_steps_back, 1);
+        // [1000,1001), [1001,1002), [1002,1003) before; [−2600, −2598) and the one in progress after.
+        assert_eq!(reports, 6);
+    }
+
+    #[test]
+    fn more_gpu_indices_than_the_cap_are_refused_by_name() {
+        let mut pipeline = Pipeline::new(1.0, Diagnoser::default());
+        for gpu in 0..MAX_GPUS as u32 {
+            pipeline
+                .push(&Sample::new(10.0, gpu).with(Metric::PowerMw, 1.0))
+                .expect("within the cap");
+        }
+        let err = pipeline
+            .push(&Sample::new(10.0, 99_999).with(Metric::PowerMw, 1.0))
+            .expect_err("past the cap");
+        assert!(
+            err.to_string().starts_with("GPU 99999: more than 1024"),
+            "{err}"
+        );
     }
 }

@@ -44,6 +44,8 @@ pub enum LabelsError {
         scenario: String,
         class: String,
     },
+    #[error("{path}: {problem}")]
+    Implausible { path: String, problem: String },
 }
 
 impl Labels {
@@ -57,7 +59,24 @@ impl Labels {
             path: shown.clone(),
             source,
         })?;
+        let implausible = |problem: String| LabelsError::Implausible {
+            path: shown.clone(),
+            problem,
+        };
+        if let Some(tdp) = labels.tdp_w {
+            if !(tdp.is_finite() && tdp > 0.0 && tdp <= 10_000.0) {
+                return Err(implausible(format!(
+                    "tdp_w = {tdp} is not a plausible TDP (above 0, at most 10000 W)"
+                )));
+            }
+        }
         for (index, seg) in labels.segments.iter().enumerate() {
+            if !(seg.start.is_finite() && seg.end.is_finite() && seg.start < seg.end) {
+                return Err(implausible(format!(
+                    "segment {index} ({}): start {} must come before end {}",
+                    seg.scenario, seg.start, seg.end
+                )));
+            }
             if let Some(bad) = seg.accept.iter().find(|c| Class::from_name(c).is_none()) {
                 return Err(LabelsError::UnknownClass {
                     path: shown,

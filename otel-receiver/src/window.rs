@@ -6,6 +6,7 @@
 //! GPUs and hosts line up and a fleet dashboard can compare them.
 
 use crate::sample::{Metric, Sample};
+use crate::thinned::Thinned;
 
 /// Running summary of one metric in one window (Welford's mean and variance).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -54,50 +55,6 @@ pub const ROBUST_METRICS: [Metric; 4] = [
 /// Most values kept per metric and window for the robust statistics. A longer window keeps an
 /// evenly thinned subset, so memory is fixed whatever the window's length or sample rate.
 const ROBUST_CAPACITY: usize = 64;
-
-/// The values of one metric in one window, thinned evenly once there are more than
-/// [`ROBUST_CAPACITY`]: when full, every other value is dropped and only every other new one
-/// is kept from then on.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Thinned {
-    values: Vec<f64>,
-    stride: u32,
-    skipped: u32,
-}
-
-impl Default for Thinned {
-    fn default() -> Self {
-        Thinned {
-            values: Vec::new(),
-            stride: 1,
-            skipped: 0,
-        }
-    }
-}
-
-impl Thinned {
-    fn add(&mut self, v: f64) {
-        self.skipped += 1;
-        if self.skipped < self.stride {
-            return;
-        }
-        self.skipped = 0;
-        if self.values.len() == ROBUST_CAPACITY {
-            let mut i = 0;
-            self.values.retain(|_| {
-                i += 1;
-                i % 2 == 1
-            });
-            self.stride *= 2;
-        }
-        self.values.push(v);
-    }
-
-    /// Median and spread of the kept values.
-    pub fn robust(&self) -> Option<Robust> {
-        Robust::of(&self.values)
-    }
-}
 
 /// A level and its spread that a few outliers cannot move: the median, and the median absolute
 /// deviation scaled by 1.4826 so that it equals the standard deviation of normal noise.
@@ -297,7 +254,7 @@ struct Accumulator {
     last_mem: Option<(f64, f64)>,
     mem_swing: Option<f64>,
     clock_reasons: ClockReasonCounts,
-    thinned: [Thinned; ROBUST_METRICS.len()],
+    thinned: [Thinned<f64>; ROBUST_METRICS.len()],
     stale_gpm: u32,
 }
 
@@ -316,7 +273,7 @@ impl Accumulator {
             last_mem,
             mem_swing: None,
             clock_reasons: ClockReasonCounts::default(),
-            thinned: Default::default(),
+            thinned: std::array::from_fn(|_| Thinned::new(ROBUST_CAPACITY)),
             stale_gpm: 0,
         }
     }
@@ -342,7 +299,7 @@ impl Accumulator {
         }
         for (thinned, metric) in self.thinned.iter_mut().zip(ROBUST_METRICS) {
             if let Some(v) = s.get(metric) {
-                thinned.add(v);
+                thinned.push(v);
             }
         }
         if let Some(mj) = s.get(Metric::EnergyMj) {
@@ -489,7 +446,7 @@ impl GpuWindower {
                 .then(|| f64::from(acc.util_busy) / f64::from(acc.util_count)),
             mem_swing_bytes_per_s: acc.mem_swing,
             clock_reasons: acc.clock_reasons,
-            robust: acc.thinned.each_ref().map(Thinned::robust),
+            robust: acc.thinned.each_ref().map(|t| Robust::of(t.values())),
             stale_gpm: acc.stale_gpm,
         })
     }
@@ -666,17 +623,6 @@ mod tests {
         assert_eq!(win.stale_gpm, 1);
         assert_eq!(win.mean(Metric::GpmSm), Some(18.0));
         assert_eq!(win.summary(Metric::UtilGpu).map(|s| s.count), Some(3));
-    }
-
-    #[test]
-    fn a_long_window_keeps_an_even_bounded_subset() {
-        let mut thinned = Thinned::default();
-        for i in 0..10_000 {
-            thinned.add(f64::from(i));
-        }
-        assert!(thinned.values.len() <= ROBUST_CAPACITY);
-        let median = thinned.robust().expect("values").median;
-        assert!((median - 5000.0).abs() < 400.0, "{median}");
     }
 
     #[test]

@@ -102,9 +102,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     live: live.clone(),
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&out)?);
+            outln!("{}", serde_json::to_string_pretty(&out)?);
         }
-        Format::Table => print_table(&gpus[0], &rows),
+        Format::Table => print_table(&gpus[0], &rows)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -113,12 +113,16 @@ fn opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
 }
 
-fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
-    println!(
+fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::io::Result<()> {
+    outln!(
         "GPU {} · {} · {} SMs · sm_{}{}",
-        gpu.ordinal, gpu.name, gpu.sms, gpu.compute_capability.0, gpu.compute_capability.1
+        gpu.ordinal,
+        gpu.name,
+        gpu.sms,
+        gpu.compute_capability.0,
+        gpu.compute_capability.1
     );
-    println!(
+    outln!(
         "{:<8} {:<22} {:>14} {:<11} {:>4} {:>8} {:>7} {:>6} {:>8}  {:<14} check",
         "workload",
         "variant",
@@ -138,7 +142,7 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
         } else {
             format!("{:.2}", m.value)
         };
-        println!(
+        outln!(
             "{:<8} {:<22} {:>14} {:<11} {:>4} {:>7}% {:>6}W {:>5}% {:>8}  {:<14} {}",
             m.workload,
             m.variant,
@@ -167,16 +171,17 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) {
                 }
             })
             .collect();
-        println!("{:<8} {:<22} {}", "", "", details.join(" "));
+        outln!("{:<8} {:<22} {}", "", "", details.join(" "));
     }
     let unsampled = rows
         .iter()
         .filter(|(_, live)| live.as_ref().is_some_and(|l| l.power_w.is_none()))
         .count();
     if unsampled > 0 {
-        println!(
+        outln!(
             "{unsampled} part(s) ran too briefly for the live readings (100 ms samples, the first \
              0.5 s left out): run with --seconds 3 to see power, SM activity and throttling"
         );
     }
+    Ok(())
 }

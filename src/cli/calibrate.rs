@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use gpuslack_bench_kernels::{gpu_count, Gpu, Options, Workload};
 use gpuslack_calibration::phases::PhaseSpan;
-use gpuslack_calibration::session::{calibrate, from_recording, save_session, Calibration};
+use gpuslack_calibration::session::{
+    calibrate, from_recording, in_memory, save_session, Calibration,
+};
 use gpuslack_calibration::{compare, report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
@@ -79,13 +81,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
     };
     output(&args, &calibration)?;
-    show_differences(&args, &calibration.profiles, earlier.as_ref());
+    show_differences(&args, &calibration.profiles, earlier.as_ref())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Each GPU against the first (same SKU, different silicon), and each against its earlier
 /// calibration. On stdout for the table format; on stderr when stdout carries a profile.
-fn show_differences(args: &Args, profiles: &[GpuProfile], earlier: Option<&ProfileFile>) {
+fn show_differences(
+    args: &Args,
+    profiles: &[GpuProfile],
+    earlier: Option<&ProfileFile>,
+) -> std::io::Result<()> {
     let mut text = String::new();
     let label = |p: &GpuProfile| format!("GPU {}", p.gpu_index().unwrap_or(0));
     if let Some((first, rest)) = profiles.split_first() {
@@ -137,10 +143,11 @@ fn show_differences(args: &Args, profiles: &[GpuProfile], earlier: Option<&Profi
         }
     }
     if args.format == Format::Table {
-        print!("{text}");
+        out!("{text}");
     } else {
         eprint!("{text}");
     }
+    Ok(())
 }
 
 fn output(args: &Args, c: &Calibration) -> Result<()> {
@@ -148,14 +155,14 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
         gpu: c.profiles.clone(),
     };
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&c.profiles)?),
-        Format::Toml => print!("{}", file.to_toml()),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&c.profiles)?),
+        Format::Toml => out!("{}", file.to_toml()),
         Format::Table => {
             for p in &c.profiles {
                 let gpu = p.gpu_index().unwrap_or(0);
                 if let Some(v) = c.validations.get(&gpu) {
                     let nvml = c.nvml_validations.get(&gpu);
-                    println!("GPU {gpu} · {}", report::terminal(p, v, nvml));
+                    outln!("GPU {gpu} · {}", report::terminal(p, v, nvml));
                 }
             }
         }
@@ -363,10 +370,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         save_session(dir, &samples, &phases, &facts)?;
         eprintln!("session written to {}", dir.display());
     }
-    Ok(Some(calibrate(
-        &samples,
-        phases,
-        &facts,
-        "live calibration",
-    )?))
+    let source = in_memory(&samples);
+    let calibration = calibrate(&source, phases, &facts, "live calibration")?;
+    Ok(Some(calibration))
 }

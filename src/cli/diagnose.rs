@@ -11,8 +11,10 @@ use gpuslack_receiver::source::live::nvml::NvmlDevice;
 use gpuslack_receiver::source::live::LiveSource;
 
 use super::bundled;
+use super::flags;
 use super::input::{facts_beside, PipelineArgs};
 use super::live::{self, SamplingArgs};
+use super::shutdown::Shutdown;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -59,17 +61,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCode> {
-    if !(args.seconds.is_finite() && args.seconds > 0.0) {
-        anyhow::bail!("--seconds must be a positive number, got {}", args.seconds);
-    }
-    let mut pipeline = args.pipeline.pipeline_for_live(source.facts())?;
+    let run_for = flags::seconds("--seconds", args.seconds, 0.1, 1e9)?;
+    // Ctrl-C ends the watch early and still prints the report.
+    let mut shutdown = Shutdown::install()?;
+    let mut pipeline = args
+        .pipeline
+        .pipeline_for_live(source.facts())?
+        .tolerating_clock_steps();
     eprintln!(
         "gpuslack: watching {} GPU(s) for {} s…",
         source.live_gpus(),
         args.seconds
     );
     let mut report = HumanReport::default();
-    live::run_ticks(&mut source, Some(args.seconds), |samples| {
+    live::run_ticks(&mut source, Some(run_for), &mut shutdown, |samples| {
         for sample in &samples {
             for r in pipeline.push(sample)? {
                 report.add(r);

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
-    env_layer, file_layer, parse_compression, parse_listen, parse_pairs, parse_preset,
-    parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
+    env_layer, file_layer, is_sdk_exporter_variable, is_unsupported_exporter_variable,
+    parse_compression, parse_listen, parse_preset, parse_protocol, parse_temporality, resolve,
+    ExportConfig, Layer, Secret,
 };
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -55,6 +56,34 @@ fn bad(flag: &str, value: &str, expected: &str) -> anyhow::Error {
     anyhow!("--{flag}: {value:?} is not {expected}")
 }
 
+/// Milliseconds from 1 to 10 minutes.
+fn millis(flag: &str, ms: u64) -> Result<Duration> {
+    if !(1..=600_000).contains(&ms) {
+        return Err(anyhow!(
+            "--{flag} must be from 1 to 600000 milliseconds, got {ms}"
+        ));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// Removes the SDK's OTLP exporter variables from this process once gpuslack has read its own,
+/// so that the exporters cannot apply them again over the flags (flags over environment over
+/// file). Those gpuslack does not read, such as per-signal endpoints, are named in a warning.
+pub fn strip_sdk_environment() {
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| is_sdk_exporter_variable(k))
+        .collect();
+    for name in names {
+        if is_unsupported_exporter_variable(&name) {
+            tracing::warn!(variable = %name, "not supported and ignored: gpuslack reads OTEL_EXPORTER_OTLP_ENDPOINT, _PROTOCOL, _HEADERS, _CERTIFICATE, _COMPRESSION, _TIMEOUT and _METRICS_TEMPORALITY_PREFERENCE (docs/EXPORT.md)");
+        }
+        // SAFETY (edition 2021: a safe call): the run resolves its configuration before it
+        // starts any thread that could read the environment.
+        std::env::remove_var(&name);
+    }
+}
+
 impl ExportArgs {
     fn layer(&self) -> Result<Layer> {
         let mut layer = Layer {
@@ -69,24 +98,24 @@ impl ExportArgs {
                     .ok_or_else(|| bad("otlp-protocol", p, "grpc or http/protobuf"))?,
             );
         }
-        for h in &self.otlp_headers {
-            let pairs = parse_pairs(h)
-                .filter(|p| p.len() == 1)
-                .ok_or_else(|| anyhow!("--otlp-header: expected KEY=VALUE"))?;
-            for (k, v) in pairs {
-                layer.headers.insert(k, Secret::new(v));
-            }
+        // A flag's value is taken as written: only the environment's is percent-encoded.
+        for (i, h) in self.otlp_headers.iter().enumerate() {
+            let (k, v) = h
+                .split_once('=')
+                .filter(|(k, _)| !k.trim().is_empty())
+                .ok_or_else(|| anyhow!("--otlp-header (the {}. one): expected KEY=VALUE", i + 1))?;
+            layer.headers.insert(k.trim().to_string(), Secret::new(v));
         }
         if let Some(c) = &self.otlp_compression {
             layer.gzip = Some(
                 parse_compression(c).ok_or_else(|| bad("otlp-compression", c, "gzip or none"))?,
             );
         }
-        if let Some(ms) = self.otlp_timeout_ms.filter(|ms| *ms > 0) {
-            layer.timeout = Some(Duration::from_millis(ms));
+        if let Some(ms) = self.otlp_timeout_ms {
+            layer.timeout = Some(millis("otlp-timeout-ms", ms)?);
         }
-        if let Some(ms) = self.export_interval_ms.filter(|ms| *ms > 0) {
-            layer.interval = Some(Duration::from_millis(ms));
+        if let Some(ms) = self.export_interval_ms {
+            layer.interval = Some(millis("export-interval-ms", ms)?);
         }
         if let Some(t) = &self.temporality {
             layer.temporality = Some(

@@ -33,8 +33,8 @@ impl PipelineArgs {
             );
         }
         if let Some(tdp) = self.tdp_w {
-            if !(tdp.is_finite() && tdp > 0.0) {
-                bail!("--tdp-w must be a positive number of watts, got {tdp}");
+            if !(tdp.is_finite() && tdp > 0.0 && tdp <= 10_000.0) {
+                bail!("--tdp-w must be a number of watts above 0 and at most 10000, got {tdp}");
             }
         }
         Ok(())

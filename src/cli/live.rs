@@ -7,6 +7,8 @@ use gpuslack_receiver::source::live::nvml::{NvmlBackend, NvmlDevice, OpenError};
 use gpuslack_receiver::source::live::{Cadence, Field, LiveSource, SourceEvent};
 use gpuslack_receiver::Sample;
 
+use super::shutdown::Shutdown;
+
 /// Sampling flags shared by `record`, `run` and `diagnose`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplingArgs {
@@ -72,21 +74,23 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Samples every tick until `seconds` have passed (forever when `None`), handing each tick's
-/// samples to `on_samples`. Ticks are scheduled on an absolute grid so they do not drift; a
-/// tick that falls behind is skipped, never run in a burst.
+/// Samples every tick until `run_for` has passed (forever when `None`) or a stop signal
+/// arrives, handing each tick's samples to `on_samples`. Ticks are scheduled on an absolute
+/// grid so they do not drift; a tick that falls behind is skipped, never run in a burst.
 pub fn run_ticks(
     source: &mut LiveSource<NvmlDevice>,
-    seconds: Option<f64>,
+    run_for: Option<Duration>,
+    shutdown: &mut Shutdown,
     mut on_samples: impl FnMut(Vec<Sample>) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
     let tick = source.cadence().tick;
     let start = Instant::now();
-    let deadline = seconds.map(|s| start + Duration::from_secs_f64(s));
+    let deadline = run_for.map(|d| start + d);
     let mut next = start;
     let mut ticks = 0;
+    let mut all_lost_said = false;
     loop {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d) || shutdown.requested() {
             break;
         }
         let samples = source.sample(unix_now);
@@ -94,9 +98,10 @@ pub fn run_ticks(
         for event in source.drain_events() {
             log_event(&event);
         }
-        if source.live_gpus() == 0 {
-            anyhow::bail!("every GPU was lost; stopping");
+        if source.live_gpus() == 0 && !all_lost_said {
+            tracing::error!("every GPU is lost; asking each again every 10 s");
         }
+        all_lost_said = source.live_gpus() == 0;
         on_samples(samples)?;
         next += tick;
         let now = Instant::now();
@@ -104,7 +109,9 @@ pub fn run_ticks(
             next += tick;
         }
         let wake = deadline.map_or(next, |d| d.min(next));
-        std::thread::sleep(wake.saturating_duration_since(now));
+        if shutdown.wait(wake.saturating_duration_since(now)) {
+            break;
+        }
     }
     Ok(ticks)
 }
@@ -127,7 +134,10 @@ fn log_event(event: &SourceEvent) {
             tracing::warn!(gpu, field = field.name(), error = %error, times, "read failed; left out of this sample")
         }
         SourceEvent::GpuLost { gpu, error } => {
-            tracing::error!(gpu, error = %error, "GPU lost; the other GPUs are still sampled")
+            tracing::error!(gpu, error = %error, "GPU lost; the other GPUs are still sampled, and this one is asked again every 10 s")
+        }
+        SourceEvent::GpuBack { gpu } => {
+            tracing::warn!(gpu, "GPU answers again; sampling it")
         }
     }
 }

@@ -1,11 +1,29 @@
 //! Command-line edge: argument parsing, logging set-up, and the mapping from errors to exit
 //! codes. Library errors are typed; here they become `anyhow` messages for people.
 
+/// `println!` that returns the write's error instead of panicking: a reader that stops early
+/// (`| head -1`) ends the command quietly, with exit 0 (see `is_broken_pipe`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// `print!` likewise.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 mod bench;
 mod bundled;
 mod calibrate;
 mod diagnose;
 mod export_args;
+mod flags;
 mod input;
 mod live;
 mod record;
@@ -13,6 +31,7 @@ mod replay;
 mod run;
 mod sampler;
 mod score;
+mod shutdown;
 
 use std::process::ExitCode;
 

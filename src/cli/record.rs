@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::trace::{TraceFacts, TraceWriter};
 
+use super::flags;
 use super::live::{self, SamplingArgs};
+use super::shutdown::Shutdown;
 use super::EXIT_NO_GPU;
 
 #[derive(clap::Args, Debug)]
@@ -25,6 +27,12 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let sampling = args.sampling.sampling()?;
+    let run_for = args
+        .seconds
+        .map(|s| flags::seconds("--seconds", s, 0.1, 1e9))
+        .transpose()?;
+    // A stop signal ends the recording cleanly: every tick was flushed already.
+    let mut shutdown = Shutdown::install()?;
     let mut source = match live::open(sampling) {
         Ok(source) => source,
         Err(e) => {
@@ -60,7 +68,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let mut rows = 0u64;
-    let ticks = live::run_ticks(&mut source, args.seconds, |samples| {
+    let ticks = live::run_ticks(&mut source, run_for, &mut shutdown, |samples| {
         for s in &samples {
             writer.write(s)?;
             rows += 1;

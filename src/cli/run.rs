@@ -1,23 +1,35 @@
 //! `gpuslack run`: the agent. Samples every GPU (or replays a trace), diagnoses each window,
 //! and publishes: OTLP metrics and diagnosis-change logs, a Prometheus endpoint, and a log line
 //! on stderr when a GPU's verdict changes.
+//!
+//! It ends on SIGTERM, SIGINT or SIGHUP as it ends at `--seconds` or the end of a replay: the
+//! window in progress is diagnosed, the exporters flush within `--shutdown-timeout-s`, one line
+//! says what was delivered and dropped, and the exit is 0 — or 3 when OTLP was configured and
+//! nothing it produced ever reached the collector.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::export::delivery::Delivery;
 use gpuslack_receiver::export::otlp::OtlpExport;
-use gpuslack_receiver::export::{prometheus, ExportState};
+use gpuslack_receiver::export::prometheus::{self, Limits};
+use gpuslack_receiver::export::ExportState;
 use gpuslack_receiver::trace::TraceReader;
 use gpuslack_receiver::{Pipeline, Sample, WindowReport};
 
-use super::export_args::ExportArgs;
+use super::export_args::{strip_sdk_environment, ExportArgs};
+use super::flags;
 use super::input::{facts_beside, PipelineArgs};
 use super::live::{self, SamplingArgs};
+use super::shutdown::Shutdown;
 use super::EXIT_NO_GPU;
+
+/// Exit code when OTLP export was configured and nothing was ever delivered.
+pub const EXIT_NOTHING_DELIVERED: u8 = 3;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -34,6 +46,9 @@ pub struct Args {
     /// After a replay ends, keep serving Prometheus this many seconds (for demos and scrapes).
     #[arg(long, value_name = "S", default_value_t = 0.0)]
     pub linger_s: f64,
+    /// On a stop signal or at the end, give the final export at most this long.
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub shutdown_timeout_s: f64,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -43,6 +58,33 @@ pub struct Args {
     /// At exit, print this process's CPU time and peak memory (the overhead benchmark).
     #[arg(long)]
     pub usage: bool,
+}
+
+/// The checked durations of the flags.
+struct Timing {
+    run_for: Option<Duration>,
+    linger: Duration,
+    shutdown: Duration,
+}
+
+impl Args {
+    fn timing(&self) -> Result<Timing> {
+        flags::factor(
+            "--speed",
+            self.speed,
+            1e-3,
+            1e6,
+            Some("as fast as possible"),
+        )?;
+        Ok(Timing {
+            run_for: self
+                .seconds
+                .map(|s| flags::seconds("--seconds", s, 0.0, 1e9))
+                .transpose()?,
+            linger: flags::seconds("--linger-s", self.linger_s, 0.0, 86_400.0)?,
+            shutdown: flags::seconds("--shutdown-timeout-s", self.shutdown_timeout_s, 0.1, 600.0)?,
+        })
+    }
 }
 
 /// Where reports go: the shared export state, OTLP logs, and stderr.
@@ -77,28 +119,65 @@ impl Publisher {
     }
 }
 
+/// Warns while every export fails: after 10 s of failures, then 20, 40, … up to hourly.
+struct FailureWarning {
+    endpoint: String,
+    next: Duration,
+    checked: Instant,
+}
+
+impl FailureWarning {
+    fn poll(&mut self, delivery: &Delivery) {
+        if self.checked.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.checked = Instant::now();
+        let Some(since) = delivery.failing_since() else {
+            self.next = Duration::from_secs(10);
+            return;
+        };
+        let failing = since.elapsed();
+        if failing < self.next {
+            return;
+        }
+        let counts = delivery.counts();
+        let reasons: Vec<String> = counts
+            .exports_failed
+            .iter()
+            .map(|((signal, reason), n)| format!("{}/{reason}×{n}", signal.as_str()))
+            .collect();
+        tracing::warn!(
+            endpoint = %self.endpoint,
+            failing_s = failing.as_secs(),
+            windows_dropped = counts.windows_dropped,
+            failures = %reasons.join(", "),
+            "nothing has reached the OTLP collector for a while; what cannot be delivered is counted as dropped"
+        );
+        self.next = (self.next * 2).min(Duration::from_secs(3600));
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
-    if !(args.speed.is_finite() && args.speed >= 0.0) {
-        bail!(
-            "--speed must be 0 (as fast as possible) or a positive factor, got {}",
-            args.speed
-        );
-    }
+    let timing = args.timing()?;
     let config = args.export.resolve()?;
+    // Before any thread starts: the exporters must not read these again (flags win).
+    strip_sdk_environment();
+    let mut shutdown = Shutdown::install()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("gpuslack-export")
         .enable_all()
         .build()
         .context("starting the export runtime")?;
-    let state = Arc::new(RwLock::new(ExportState::default()));
+    let delivery = Arc::new(Delivery::default());
+    let state = Arc::new(RwLock::new(ExportState::with_delivery(delivery.clone())));
     if let Some(addr) = config.prometheus {
         let listener = prometheus::bind(addr)
             .with_context(|| format!("--prometheus {addr}: cannot listen"))?;
         let (state, config) = (state.clone(), config.clone());
         runtime.spawn(async move {
-            if let Err(e) = prometheus::serve(listener, state, config).await {
+            if let Err(e) = prometheus::serve(listener, state, config, Limits::default()).await {
                 tracing::error!(error = %e, "Prometheus endpoint stopped");
             }
         });
@@ -107,28 +186,66 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(cfg) => {
             let _inside = runtime.enter();
             tracing::info!(endpoint = %cfg.endpoint, protocol = ?cfg.protocol, temporality = ?cfg.temporality, headers = cfg.headers.len(), "exporting OTLP");
-            Some(OtlpExport::start(&config, cfg, state.clone())?)
+            Some(OtlpExport::start(
+                &config,
+                cfg,
+                state.clone(),
+                delivery.clone(),
+            )?)
         }
         None => None,
     };
+    let mut warning = config.otlp.as_ref().map(|cfg| FailureWarning {
+        endpoint: cfg.endpoint.clone(),
+        next: Duration::from_secs(10),
+        checked: Instant::now(),
+    });
     let publisher = Publisher { state, otlp };
-    let result = match &args.replay {
-        Some(path) => replay(&args, path, &publisher),
-        None => live_loop(&args, &publisher),
+    let mut watch = || {
+        if let Some(w) = warning.as_mut() {
+            w.poll(&delivery);
+        }
     };
-    if args.replay.is_some() && args.linger_s > 0.0 && config.prometheus.is_some() {
-        std::thread::sleep(Duration::from_secs_f64(args.linger_s));
+    let result = match &args.replay {
+        Some(path) => replay(&args, &timing, path, &publisher, &mut shutdown, &mut watch),
+        None => live_loop(&args, &timing, &publisher, &mut shutdown, &mut watch),
+    };
+    if args.replay.is_some() && config.prometheus.is_some() && !shutdown.requested() {
+        shutdown.wait(timing.linger);
     }
+    if let Some(signal) = shutdown.signal_name() {
+        eprintln!("gpuslack: {signal} received; flushing");
+    }
+    let exported = config.otlp.is_some();
     if let Some(otlp) = publisher.otlp {
-        // Flushing gRPC needs the runtime; do it from this thread, outside any task.
-        let _inside = runtime.enter();
-        otlp.shutdown();
+        otlp.shutdown(timing.shutdown, runtime.handle().clone());
     }
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    result
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    let counts = delivery.counts();
+    if exported {
+        eprintln!("gpuslack: {}", counts.summary());
+    } else {
+        eprintln!(
+            "gpuslack: {} windows produced; {} Prometheus scrapes served",
+            counts.windows_produced, counts.scrapes_served
+        );
+    }
+    let code = result?;
+    if exported && counts.windows_produced > 0 && !delivery.ever_delivered() {
+        eprintln!("gpuslack: nothing was delivered to the OTLP collector");
+        return Ok(ExitCode::from(EXIT_NOTHING_DELIVERED));
+    }
+    Ok(code)
 }
 
-fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
+fn replay(
+    args: &Args,
+    timing: &Timing,
+    path: &Path,
+    publisher: &Publisher,
+    shutdown: &mut Shutdown,
+    watch: &mut dyn FnMut(),
+) -> Result<ExitCode> {
     let facts = facts_beside(path)?;
     let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
     let mut reader = TraceReader::open(path)?;
@@ -143,19 +260,24 @@ fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
         let sample = sample?;
         if args.speed > 0.0 {
             let t0 = *first_t.get_or_insert(sample.t);
-            let due = Duration::from_secs_f64(((sample.t - t0) / args.speed).max(0.0));
+            // Finite: the reader refuses times outside 1970–2286 and the speed is checked.
+            let due = Duration::try_from_secs_f64(((sample.t - t0) / args.speed).max(0.0))
+                .unwrap_or(Duration::MAX);
             if let Some(wait) = due.checked_sub(started.elapsed()) {
-                std::thread::sleep(wait);
+                if shutdown.wait(wait) {
+                    break;
+                }
             }
+        }
+        if shutdown.requested() {
+            break;
         }
         let reports = pipeline
             .push(&sample)
             .map_err(|e| anyhow::anyhow!("{}:{}: {e}", reader.path(), reader.line()))?;
         deliver(&pipeline, reports);
-        if args
-            .seconds
-            .is_some_and(|s| started.elapsed().as_secs_f64() >= s)
-        {
+        watch();
+        if timing.run_for.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
     }
@@ -163,8 +285,8 @@ fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
     deliver(&pipeline, reports);
     if args.usage {
         if let Some(u) = live::resource_usage() {
-            println!("replay_wall_s cpu_ms max_rss_mib");
-            println!(
+            outln!("replay_wall_s cpu_ms max_rss_mib");
+            outln!(
                 "{:.1} {:.1} {:.1}",
                 started.elapsed().as_secs_f64(),
                 u.cpu.as_secs_f64() * 1000.0,
@@ -175,7 +297,13 @@ fn replay(args: &Args, path: &Path, publisher: &Publisher) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
+fn live_loop(
+    args: &Args,
+    timing: &Timing,
+    publisher: &Publisher,
+    shutdown: &mut Shutdown,
+    watch: &mut dyn FnMut(),
+) -> Result<ExitCode> {
     let sampling = args.sampling.sampling()?;
     let rss_before_nvml = live::rss_now_kib();
     let mut source = match live::open(sampling) {
@@ -185,7 +313,11 @@ fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
-    let mut pipeline = args.pipeline.pipeline_for_live(source.facts())?;
+    // A live clock may step (NTP): windows restart rather than refuse samples.
+    let mut pipeline = args
+        .pipeline
+        .pipeline_for_live(source.facts())?
+        .tolerating_clock_steps();
     let rss_after_open = live::rss_now_kib();
     // Measured from the end of the first tick: NVML start-up, the first GPM sample and the
     // first (cold, ~14 ms) energy read are one-off costs, not the agent's steady overhead.
@@ -199,8 +331,9 @@ fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
         }
         Ok(())
     };
-    let ticks = live::run_ticks(&mut source, args.seconds, |samples| {
+    let ticks = live::run_ticks(&mut source, timing.run_for, shutdown, |samples| {
         feed(&mut pipeline, &samples)?;
+        watch();
         if before.is_none() {
             before = live::resource_usage();
             started = Instant::now();
@@ -219,7 +352,7 @@ fn live_loop(args: &Args, publisher: &Publisher) -> Result<ExitCode> {
             before,
             rss_before_nvml,
             rss_after_open,
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -234,12 +367,12 @@ fn print_usage(
     before: Option<live::ResourceUsage>,
     rss_before_nvml: Option<u64>,
     rss_after_open: Option<u64>,
-) {
+) -> std::io::Result<()> {
     let wall = started.elapsed();
     if let (Some(before), Some(after)) = (before, live::resource_usage()) {
         let cpu = after.cpu.saturating_sub(before.cpu);
-        println!("interval_ms gpus ticks wall_s cpu_ms cpu_pct_of_core max_rss_mib rss_now_mib");
-        println!(
+        outln!("interval_ms gpus ticks wall_s cpu_ms cpu_pct_of_core max_rss_mib rss_now_mib");
+        outln!(
             "{} {} {} {:.1} {:.1} {:.3} {:.1} {:.1}",
             args.sampling.interval_ms,
             source.live_gpus(),
@@ -252,22 +385,22 @@ fn print_usage(
         );
     }
     let mib = |kib: Option<u64>| kib.unwrap_or(0) as f64 / 1024.0;
-    println!(
+    outln!(
         "rss_mib before_nvml {:.1} after_open {:.1} at_exit {:.1}",
         mib(rss_before_nvml),
         mib(rss_after_open),
         mib(live::rss_now_kib())
     );
     for (name, n) in source.reader_counters() {
-        println!("{name} {n}");
+        outln!("{name} {n}");
     }
-    println!("field reads wall_us_per_read cpu_us_per_read cpu_ms_total");
+    outln!("field reads wall_us_per_read cpu_us_per_read cpu_ms_total");
     for (field, cost) in source.field_costs() {
         if cost.reads == 0 {
             continue;
         }
         let per = |d: Duration| d.as_secs_f64() * 1e6 / cost.reads as f64;
-        println!(
+        outln!(
             "{:?} {} {:.1} {:.1} {:.1}",
             field,
             cost.reads,
@@ -276,4 +409,5 @@ fn print_usage(
             cost.cpu.as_secs_f64() * 1000.0
         );
     }
+    Ok(())
 }

@@ -43,15 +43,19 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     })?;
     let score = scorer.finish();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&score)?);
+        outln!("{}", serde_json::to_string_pretty(&score)?);
     } else {
-        println!(
+        outln!(
             "{:>3} {:<36} {:>7} {:>6}  {:<28} got",
-            "gpu", "scenario", "windows", "right", "accept"
+            "gpu",
+            "scenario",
+            "windows",
+            "right",
+            "accept"
         );
         for s in &score.segments {
             let got: Vec<String> = s.got.iter().map(|(c, n)| format!("{c}×{n}")).collect();
-            println!(
+            outln!(
                 "{:>3} {:<36} {:>7} {:>5.0}%  {:<28} {}",
                 s.gpu,
                 s.scenario,
@@ -61,7 +65,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
                 got.join(" ")
             );
         }
-        println!(
+        outln!(
             "overall: {}/{} windows right ({:.1}%)",
             score.correct(),
             score.windows(),

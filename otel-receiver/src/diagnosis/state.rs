@@ -84,10 +84,11 @@ impl GpuState {
     ) -> Observation {
         let load = power.load;
         let window_s = w.duration_s();
-        // A gap in the samples breaks any stall: we cannot vouch for what happened unseen.
+        // A gap in the samples breaks any stall: we cannot vouch for what happened unseen. So
+        // does a step of the clock back.
         if self
             .last_window_end
-            .is_some_and(|end| w.start - end > 2.0 * window_s)
+            .is_some_and(|end| w.start - end > 2.0 * window_s || w.start < end - window_s)
         {
             self.run = None;
         }

@@ -3,6 +3,7 @@
 //! comes out of a GPU's view. OTLP and Prometheus both read this one table; docs/EXPORT.md
 //! lists it for people.
 
+use super::delivery::Counts;
 use super::state::GpuView;
 use crate::diagnosis::Class;
 
@@ -162,6 +163,89 @@ pub const ALL: [MetricDef; 24] = [
     GPU_DIAGNOSIS,
 ];
 
+pub const AGENT_WINDOWS: MetricDef = counter(
+    "gpuslack.agent.windows",
+    "{window}",
+    "Windows the agent produced, and at the export that followed them delivered or dropped (attribute outcome)",
+);
+pub const AGENT_EXPORTS: MetricDef = counter(
+    "gpuslack.agent.exports",
+    "{export}",
+    "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, network, other)",
+);
+pub const AGENT_POINTS: MetricDef = counter(
+    "gpuslack.agent.points",
+    "{point}",
+    "Metric data points the OTLP exports delivered or dropped (attribute outcome)",
+);
+pub const AGENT_LOG_RECORDS: MetricDef = counter(
+    "gpuslack.agent.log_records",
+    "{record}",
+    "Diagnosis-change log records emitted, delivered or dropped (attribute outcome)",
+);
+pub const AGENT_SCRAPES: MetricDef = counter(
+    "gpuslack.agent.scrapes",
+    "{scrape}",
+    "Prometheus scrapes of /metrics served",
+);
+
+/// The agent's own metrics: what became of what it produced. Not tied to a GPU.
+pub const AGENT: [MetricDef; 5] = [
+    AGENT_WINDOWS,
+    AGENT_EXPORTS,
+    AGENT_POINTS,
+    AGENT_LOG_RECORDS,
+    AGENT_SCRAPES,
+];
+
+/// Every point of the agent's own metrics.
+pub fn agent_points(c: &Counts) -> Vec<Point> {
+    let mut out = Vec::new();
+    let mut push = |def: MetricDef, value: u64, attributes: Vec<(&'static str, String)>| {
+        out.push(Point {
+            def,
+            value: value as f64,
+            attributes,
+        });
+    };
+    let outcome = |o: &str| vec![("outcome", o.to_string())];
+    push(AGENT_WINDOWS, c.windows_produced, outcome("produced"));
+    push(AGENT_WINDOWS, c.windows_delivered, outcome("delivered"));
+    push(AGENT_WINDOWS, c.windows_dropped, outcome("dropped"));
+    for (signal, n) in &c.exports_succeeded {
+        push(
+            AGENT_EXPORTS,
+            *n,
+            vec![
+                ("signal", signal.as_str().into()),
+                ("outcome", "succeeded".into()),
+            ],
+        );
+    }
+    for ((signal, reason), n) in &c.exports_failed {
+        push(
+            AGENT_EXPORTS,
+            *n,
+            vec![
+                ("signal", signal.as_str().into()),
+                ("outcome", "failed".into()),
+                ("reason", (*reason).into()),
+            ],
+        );
+    }
+    push(AGENT_POINTS, c.points_delivered, outcome("delivered"));
+    push(AGENT_POINTS, c.points_dropped, outcome("dropped"));
+    push(AGENT_LOG_RECORDS, c.log_records_emitted, outcome("emitted"));
+    push(
+        AGENT_LOG_RECORDS,
+        c.log_records_delivered,
+        outcome("delivered"),
+    );
+    push(AGENT_LOG_RECORDS, c.log_records_dropped, outcome("dropped"));
+    push(AGENT_SCRAPES, c.scrapes_served, vec![]);
+    out
+}
+
 /// One value of one metric for one GPU, with the attributes beyond the GPU's own.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
@@ -307,7 +391,7 @@ mod tests {
     #[test]
     fn every_metric_is_documented_with_its_unit() {
         let doc = include_str!("../../../docs/EXPORT.md");
-        for def in ALL {
+        for def in ALL.into_iter().chain(AGENT) {
             let row = format!("| `{}` | {} |", def.name, def.unit);
             assert!(doc.contains(&row), "docs/EXPORT.md lacks {row}");
         }

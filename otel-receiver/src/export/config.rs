@@ -187,35 +187,92 @@ pub fn parse_compression(s: &str) -> Option<bool> {
     }
 }
 
+/// Why a `key=value,…` list could not be read. A value may be a secret: the reason names the
+/// pair by its key and position, never shows the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairsError {
+    /// Pair `index` (1-based) has no `=` or an empty key.
+    Malformed { index: usize },
+    /// The value of `key` is not UTF-8 once percent-decoded.
+    NotUtf8 { key: String },
+}
+
+impl fmt::Display for PairsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PairsError::Malformed { index } => {
+                write!(
+                    f,
+                    "pair {index} is not key=value (pairs are separated by commas)"
+                )
+            }
+            PairsError::NotUtf8 { key } => {
+                write!(f, "the value of {key:?} is not UTF-8 once percent-decoded")
+            }
+        }
+    }
+}
+
 /// `key=value,key2=value2` (OTEL_EXPORTER_OTLP_HEADERS, OTEL_RESOURCE_ATTRIBUTES), values
-/// percent-decoded.
-pub fn parse_pairs(s: &str) -> Option<Vec<(String, String)>> {
+/// percent-decoded once, as the OpenTelemetry specification says (W3C Baggage's encoding).
+pub fn parse_pairs(s: &str) -> Result<Vec<(String, String)>, PairsError> {
     s.split(',')
         .filter(|p| !p.trim().is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=')?;
+        .enumerate()
+        .map(|(i, pair)| {
+            let malformed = PairsError::Malformed { index: i + 1 };
+            let (k, v) = pair.split_once('=').ok_or(malformed.clone())?;
             let k = k.trim();
-            (!k.is_empty()).then(|| (k.to_string(), percent_decode(v.trim())))
+            if k.is_empty() {
+                return Err(malformed);
+            }
+            let value = percent_encoding::percent_decode_str(v.trim())
+                .decode_utf8()
+                .map_err(|_| PairsError::NotUtf8 { key: k.to_string() })?;
+            Ok((k.to_string(), value.into_owned()))
         })
         .collect()
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Whether `name: value` can be sent as an HTTP header or gRPC metadata entry; the error says
+/// which header and why, never the value.
+pub fn check_header(origin: &'static str, name: &str, value: &str) -> Result<(), ConfigError> {
+    let problem = if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        format!("header name {name:?} is not a valid HTTP header name")
+    } else if http::HeaderValue::from_str(value).is_err() {
+        format!(
+            "the value of header {name:?} holds a character HTTP does not allow (a control character or non-ASCII)"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::Invalid {
+        origin,
+        field: "headers",
+        problem,
+    })
+}
+
+/// The SDK's own environment variables for the OTLP exporters: gpuslack reads the ones it
+/// documents itself and the run removes them all before starting the exporters, so that the
+/// SDK cannot apply them again with another precedence (flags over environment over file).
+pub fn is_sdk_exporter_variable(name: &str) -> bool {
+    name.starts_with("OTEL_EXPORTER_OTLP_")
+}
+
+/// The SDK variables gpuslack does not read (per-signal endpoints, headers…): named in a warning,
+/// since the run removes them.
+pub fn is_unsupported_exporter_variable(name: &str) -> bool {
+    const READ: [&str; 7] = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+    ];
+    is_sdk_exporter_variable(name) && !READ.contains(&name)
 }
 
 fn invalid(origin: &'static str, field: &'static str, value: &str, expected: &str) -> ConfigError {
@@ -253,10 +310,10 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigEr
         })?);
     }
     if let Some(v) = get("OTEL_EXPORTER_OTLP_HEADERS") {
-        let pairs = parse_pairs(&v).ok_or_else(|| ConfigError::Invalid {
+        let pairs = parse_pairs(&v).map_err(|e| ConfigError::Invalid {
             origin: ORIGIN,
             field: "OTEL_EXPORTER_OTLP_HEADERS",
-            problem: "expected key=value pairs separated by commas".into(),
+            problem: e.to_string(),
         })?;
         layer.headers = pairs.into_iter().map(|(k, v)| (k, Secret(v))).collect();
     }
@@ -283,10 +340,10 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigEr
         })?);
     }
     if let Some(v) = get("OTEL_RESOURCE_ATTRIBUTES") {
-        let pairs = parse_pairs(&v).ok_or_else(|| ConfigError::Invalid {
+        let pairs = parse_pairs(&v).map_err(|e| ConfigError::Invalid {
             origin: ORIGIN,
             field: "OTEL_RESOURCE_ATTRIBUTES",
-            problem: "expected key=value pairs separated by commas".into(),
+            problem: e.to_string(),
         })?;
         layer.resource_attributes = pairs.into_iter().collect();
     }
@@ -474,6 +531,9 @@ pub fn resolve(
                     problem: format!("{endpoint:?} must start with http:// or https://"),
                 });
             }
+            for (k, v) in &merged.headers {
+                check_header("otlp", k, v.expose())?;
+            }
             Some(OtlpConfig {
                 endpoint,
                 protocol,
@@ -622,6 +682,53 @@ mod tests {
             .expect_err("no scheme")
             .to_string()
             .contains("must start with http"));
+    }
+
+    #[test]
+    fn pairs_decode_once_and_bad_ones_are_named_without_their_value() {
+        assert_eq!(
+            parse_pairs("a=x%3Dy, b = %25 ,c=").expect("pairs"),
+            vec![
+                ("a".into(), "x=y".into()),
+                ("b".into(), "%".into()),
+                ("c".into(), String::new())
+            ]
+        );
+        // Once: %2541 is "%41", not "A".
+        assert_eq!(parse_pairs("k=%2541").expect("pairs")[0].1, "%41");
+        assert_eq!(
+            parse_pairs("k=%aé"),
+            Ok(vec![("k".into(), "%aé".into())]),
+            "an incomplete escape is kept as it is, and never panics"
+        );
+        assert_eq!(
+            parse_pairs("ok=1,=x"),
+            Err(PairsError::Malformed { index: 2 })
+        );
+        assert_eq!(
+            parse_pairs("k=%ff%fe"),
+            Err(PairsError::NotUtf8 { key: "k".into() })
+        );
+        let e = check_header("flags", "x-key", "line\nbreak").expect_err("control character");
+        assert!(e.to_string().contains("\"x-key\""), "{e}");
+        assert!(
+            !e.to_string().contains("line"),
+            "the value is never shown: {e}"
+        );
+        assert!(check_header("flags", "bad header", "v").is_err());
+        assert!(check_header("flags", "dd-api-key", "abc").is_ok());
+    }
+
+    #[test]
+    fn only_the_variables_gpuslack_reads_are_called_supported() {
+        assert!(is_sdk_exporter_variable("OTEL_EXPORTER_OTLP_HEADERS"));
+        assert!(!is_unsupported_exporter_variable(
+            "OTEL_EXPORTER_OTLP_HEADERS"
+        ));
+        assert!(is_unsupported_exporter_variable(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+        ));
+        assert!(!is_sdk_exporter_variable("OTEL_SERVICE_NAME"));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 pub mod catalogue;
 pub mod config;
+pub mod delivery;
+pub mod http_client;
 pub mod otlp;
 pub mod prometheus;
 pub mod state;

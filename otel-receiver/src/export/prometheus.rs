@@ -1,18 +1,52 @@
 //! A Prometheus text endpoint (`/metrics`) over the same export state, with the usual
 //! OpenTelemetry-to-Prometheus name translation: dots become underscores, the unit becomes a
 //! suffix (`hw.power` in W → `hw_power_watts`), counters end in `_total`, and the resource is
-//! `target_info`. A few lines of HTTP/1.1 on tokio: Prometheus needs nothing more.
+//! `target_info`; and `/healthz` for liveness probes. Served by hyper with a cap on open
+//! connections, a timeout on reading a request and on each whole connection, and a growing
+//! pause after a failed `accept` (no file descriptors left): a scraper, a port scanner or a
+//! flood of idle connections can neither spin a core nor grow the agent.
 
+use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use super::catalogue::{self, Kind, MetricDef};
 use super::config::ExportConfig;
 use super::state::ExportState;
+
+/// Limits of the endpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Time to read a request's head.
+    pub read_timeout: Duration,
+    /// Time for a whole connection, the response written included.
+    pub connection_timeout: Duration,
+    /// A healthy agent has produced a window within this long (`/healthz`).
+    pub stale_after: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 32,
+            read_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_secs(15),
+            stale_after: Duration::from_secs(60),
+        }
+    }
+}
 
 /// `hw.power` (W, gauge) → `hw_power_watts`; `hw.energy` (J, counter) → `hw_energy_joules_total`.
 pub fn prometheus_name(def: &MetricDef) -> String {
@@ -47,46 +81,86 @@ fn labels(pairs: &[(String, String)]) -> String {
     format!("{{{}}}", inner.join(","))
 }
 
-/// The exposition text for the current state.
+/// The exposition text for the current state: the resource as `target_info`, every GPU's
+/// metrics, and the agent's own.
 pub fn render(state: &ExportState, config: &ExportConfig) -> String {
     let mut out = String::with_capacity(16 * 1024);
-    let mut resource: Vec<(String, String)> =
-        vec![("service_name".into(), config.service_name.clone())];
-    resource.extend(config.resource_attributes.iter().cloned());
+    let resource: Vec<(String, String)> = super::otlp::resource(config)
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_string()))
+        .collect();
     let _ = writeln!(
         out,
         "# HELP target_info Target metadata\n# TYPE target_info gauge"
     );
     let _ = writeln!(out, "target_info{} 1", labels(&resource));
-    for def in catalogue::ALL {
+    let agent = catalogue::agent_points(&state.delivery().counts());
+    for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
         let name = prometheus_name(&def);
         let mut header = false;
+        let mut line = |out: &mut String, pairs: &[(String, String)], value: f64| {
+            if !header {
+                let kind = if def.kind == Kind::Counter {
+                    "counter"
+                } else {
+                    "gauge"
+                };
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {}\n# TYPE {name} {kind}",
+                    def.description
+                );
+                header = true;
+            }
+            let _ = writeln!(out, "{name}{} {value}", labels(pairs));
+        };
+        for p in agent.iter().filter(|p| p.def == def) {
+            let pairs: Vec<(String, String)> = p
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            line(&mut out, &pairs, p.value);
+        }
         for view in state.gpus() {
             let base: Vec<(String, String)> = catalogue::gpu_attributes(view)
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect();
             for p in catalogue::points(view).into_iter().filter(|p| p.def == def) {
-                if !header {
-                    let kind = if def.kind == Kind::Counter {
-                        "counter"
-                    } else {
-                        "gauge"
-                    };
-                    let _ = writeln!(
-                        out,
-                        "# HELP {name} {}\n# TYPE {name} {kind}",
-                        def.description
-                    );
-                    header = true;
-                }
                 let mut all = base.clone();
                 all.extend(p.attributes.iter().map(|(k, v)| (k.to_string(), v.clone())));
-                let _ = writeln!(out, "{name}{} {}", labels(&all), p.value);
+                line(&mut out, &all, p.value);
             }
         }
     }
     out
+}
+
+/// `/healthz`: 200 while windows keep arriving (or in the first minute), 503 once the agent
+/// has produced none for `stale_after`; a JSON body says how long and what was delivered.
+fn health(state: &ExportState, limits: &Limits, uptime: Duration) -> (StatusCode, String) {
+    let counts = state.delivery().counts();
+    let age = state.last_window_age();
+    let stale = match age {
+        Some(age) => age > limits.stale_after,
+        None => uptime > limits.stale_after,
+    };
+    let status = if stale { "stalled" } else { "ok" };
+    let body = serde_json::json!({
+        "status": status,
+        "last_window_age_s": age.map(|a| (a.as_secs_f64() * 10.0).round() / 10.0),
+        "windows_produced": counts.windows_produced,
+        "windows_delivered": counts.windows_delivered,
+        "windows_dropped": counts.windows_dropped,
+        "exports_failed": counts.failed(),
+    });
+    let code = if stale {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (code, format!("{body}\n"))
 }
 
 /// Binds the endpoint now, so a busy or forbidden address is an error at start-up, not a log
@@ -97,59 +171,111 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     Ok(listener)
 }
 
-/// Serves `/metrics` until the runtime stops; a failed connection only ends that connection.
-/// Call within a tokio runtime.
+struct Shared {
+    state: Arc<RwLock<ExportState>>,
+    config: ExportConfig,
+    limits: Limits,
+    started: std::time::Instant,
+}
+
+fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (status, body, kind) = match (req.method(), req.uri().path()) {
+        (&hyper::Method::GET, "/metrics") => match shared.state.read() {
+            Ok(state) => {
+                state.delivery().scrape_served();
+                (
+                    StatusCode::OK,
+                    render(&state, &shared.config),
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )
+            }
+            Err(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the export state is unavailable\n".into(),
+                "text/plain; charset=utf-8",
+            ),
+        },
+        (&hyper::Method::GET, "/healthz") => match shared.state.read() {
+            Ok(state) => {
+                let (code, body) = health(&state, &shared.limits, shared.started.elapsed());
+                (code, body, "application/json")
+            }
+            Err(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{\"status\":\"broken\"}\n".into(),
+                "application/json",
+            ),
+        },
+        (&hyper::Method::GET, _) => (
+            StatusCode::NOT_FOUND,
+            "try /metrics or /healthz\n".into(),
+            "text/plain; charset=utf-8",
+        ),
+        _ => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET only\n".into(),
+            "text/plain; charset=utf-8",
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = hyper::header::HeaderValue::from_str(kind) {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+/// Serves `/metrics` and `/healthz` until the runtime stops; a failed connection only ends
+/// that connection. Call within a tokio runtime with a timer.
 pub async fn serve(
     listener: std::net::TcpListener,
     state: Arc<RwLock<ExportState>>,
     config: ExportConfig,
+    limits: Limits,
 ) -> std::io::Result<()> {
     let listener = TcpListener::from_std(listener)?;
-    tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics");
+    tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics, health at /healthz");
+    let shared = Arc::new(Shared {
+        state,
+        config,
+        limits,
+        started: std::time::Instant::now(),
+    });
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut pause = Duration::from_millis(10);
     loop {
-        let (mut socket, _) = match listener.accept().await {
-            Ok(conn) => conn,
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return Ok(());
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                pause = Duration::from_millis(10);
+                stream
+            }
             Err(e) => {
-                tracing::debug!(error = %e, "accept failed");
+                // Out of file descriptors, most often: wait for some to close, longer each time.
+                tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "accept failed on the Prometheus endpoint; pausing");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
                 continue;
             }
         };
-        let state = state.clone();
-        let config = config.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let mut request = Vec::with_capacity(1024);
-            let mut buf = [0u8; 1024];
-            // Read the request head (bounded: 8 KiB), the body is never needed.
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
-                match socket.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
-                }
-            }
-            let line = String::from_utf8_lossy(&request);
-            let path = line.split_whitespace().nth(1).unwrap_or("");
-            let (status, body, kind) = if line.starts_with("GET ")
-                && (path == "/metrics" || path.starts_with("/metrics?"))
-            {
-                let body = match state.read() {
-                    Ok(s) => render(&s, &config),
-                    Err(_) => String::new(),
-                };
-                ("200 OK", body, "text/plain; version=0.0.4; charset=utf-8")
-            } else {
-                (
-                    "404 Not Found",
-                    "try /metrics\n".to_string(),
-                    "text/plain; charset=utf-8",
-                )
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = socket.write_all(head.as_bytes()).await;
-            let _ = socket.write_all(body.as_bytes()).await;
-            let _ = socket.shutdown().await;
+            let service = hyper::service::service_fn(|req: Request<Incoming>| {
+                let response = respond(&shared, &req);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(shared.limits.read_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            // A connection past its time is dropped; so is an idle keep-alive one.
+            let _ = tokio::time::timeout(shared.limits.connection_timeout, connection).await;
+            drop(slot);
         });
     }
 }

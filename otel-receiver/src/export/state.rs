@@ -3,7 +3,10 @@
 //! collect. Its size is fixed by the number of GPUs, so a stalled exporter never makes it grow.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
 
+use super::delivery::Delivery;
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, WindowReport};
 
@@ -35,11 +38,31 @@ pub struct ClassChange {
 #[derive(Debug, Default)]
 pub struct ExportState {
     gpus: BTreeMap<u32, GpuView>,
+    /// What became of what the agent produced: exported beside the GPUs' metrics.
+    delivery: Arc<Delivery>,
+    /// When the last window arrived, for `/healthz`.
+    last_window: Option<Instant>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
 
 impl ExportState {
+    pub fn with_delivery(delivery: Arc<Delivery>) -> Self {
+        ExportState {
+            delivery,
+            ..ExportState::default()
+        }
+    }
+
+    pub fn delivery(&self) -> &Arc<Delivery> {
+        &self.delivery
+    }
+
+    /// How long ago the last window arrived, if one has.
+    pub fn last_window_age(&self) -> Option<std::time::Duration> {
+        self.last_window.map(|t| t.elapsed())
+    }
+
     pub fn gpus(&self) -> impl Iterator<Item = &GpuView> {
         self.gpus.values()
     }
@@ -51,6 +74,8 @@ impl ExportState {
     /// Takes in one window; returns the change of verdict, if any.
     pub fn update(&mut self, report: &WindowReport, facts: &DeviceFacts) -> Option<ClassChange> {
         let gpu = report.stats.gpu;
+        self.last_window = Some(Instant::now());
+        self.delivery.window_produced();
         let seconds = report.stats.duration_s();
         let s = &report.signals;
         let counter_j = report.stats.energy_total_mj.map(|mj| mj / 1000.0);

@@ -8,6 +8,7 @@ use crate::device::DeviceFacts;
 use crate::diagnosis::{self, Class, WindowReport};
 use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
+use crate::thinned::Thinned;
 
 use super::time::utc_hms;
 
@@ -18,38 +19,94 @@ pub enum SourceLabel {
     Recorded { name: String, note: String },
 }
 
-/// A run of consecutive windows of one GPU with the same class.
+/// Windows kept per phase for its figures: evenly spread over the phase, however long.
+const KEPT_PER_PHASE: usize = 16;
+
+/// Phases shown per GPU; later ones count in the totals and the timeline's tail only, so that
+/// a trace that changes verdict every window cannot grow the report without bound.
+const MAX_PHASES: usize = 200;
+
+/// A run of consecutive windows of one GPU with the same class: its span, its count and energy
+/// exactly, its figures from an evenly thinned subset of its windows.
 #[derive(Debug)]
 struct Phase {
     class: Class,
-    windows: Vec<WindowReport>,
+    start: f64,
+    end: f64,
+    count: usize,
+    windows: Thinned<WindowReport>,
 }
 
 impl Phase {
+    fn new(report: WindowReport) -> Phase {
+        let mut windows = Thinned::new(KEPT_PER_PHASE);
+        let (start, end) = (report.stats.start, report.stats.end);
+        let class = report.class;
+        windows.push(report);
+        Phase {
+            class,
+            start,
+            end,
+            count: 1,
+            windows,
+        }
+    }
+
+    fn add(&mut self, report: WindowReport) {
+        self.end = report.stats.end;
+        self.count += 1;
+        self.windows.push(report);
+    }
+
+    fn kept(&self) -> &[WindowReport] {
+        self.windows.values()
+    }
+
     fn start(&self) -> f64 {
-        self.windows.first().map_or(0.0, |w| w.stats.start)
+        self.start
     }
     fn end(&self) -> f64 {
-        self.windows.last().map_or(0.0, |w| w.stats.end)
+        self.end
     }
     fn mean(&self, f: impl Fn(&WindowReport) -> Option<f64>) -> Option<f64> {
-        let values: Vec<f64> = self.windows.iter().filter_map(f).collect();
+        let values: Vec<f64> = self.kept().iter().filter_map(f).collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     }
     fn max(&self, f: impl Fn(&WindowReport) -> Option<f64>) -> Option<f64> {
-        self.windows.iter().filter_map(f).reduce(f64::max)
+        self.kept().iter().filter_map(f).reduce(f64::max)
     }
     /// The window in the middle of the phase: settled, away from the transitions.
     fn representative(&self) -> &WindowReport {
-        &self.windows[self.windows.len() / 2]
+        let kept = self.kept();
+        &kept[kept.len() / 2]
     }
 }
 
-/// Collects reports, then renders them. Holds every window of the run: meant for the seconds
-/// or minutes of a `diagnose`, not for an agent that runs for days.
+/// Time and energy one GPU spent in one verdict: the cost of slack.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub seconds: f64,
+    /// Energy (J), from window power where it was measured.
+    pub energy_j: f64,
+}
+
+/// One GPU's phases and totals.
+#[derive(Debug, Default)]
+struct GpuReport {
+    phases: Vec<Phase>,
+    /// Phases past [`MAX_PHASES`], counted only.
+    more_phases: usize,
+    /// The class of the last window added.
+    last_class: Option<Class>,
+    by_class: BTreeMap<Class, Spent>,
+}
+
+/// Collects reports as they stream, then renders them. Memory is bounded by the number of
+/// GPUs, not the length of the run: each phase keeps a thinned handful of windows, and at most
+/// [`MAX_PHASES`] phases are kept per GPU.
 #[derive(Debug, Default)]
 pub struct HumanReport {
-    gpus: BTreeMap<u32, Vec<Phase>>,
+    gpus: BTreeMap<u32, GpuReport>,
 }
 
 fn fmt_opt(v: Option<f64>, unit: &str, decimals: usize) -> String {
@@ -88,14 +145,37 @@ const LABEL: usize = 15;
 
 impl HumanReport {
     pub fn add(&mut self, report: WindowReport) {
-        let phases = self.gpus.entry(report.stats.gpu).or_default();
-        match phases.last_mut() {
-            Some(phase) if phase.class == report.class => phase.windows.push(report),
-            _ => phases.push(Phase {
-                class: report.class,
-                windows: vec![report],
-            }),
+        let gpu = self.gpus.entry(report.stats.gpu).or_default();
+        let spent = gpu.by_class.entry(report.class).or_default();
+        spent.seconds += report.stats.duration_s();
+        spent.energy_j += report
+            .stats
+            .energy_j
+            .or(report
+                .signals
+                .power_w
+                .map(|w| w * report.stats.duration_s()))
+            .unwrap_or(0.0);
+        let same = gpu.last_class == Some(report.class);
+        gpu.last_class = Some(report.class);
+        let full = gpu.phases.len() >= MAX_PHASES;
+        match gpu.phases.last_mut() {
+            Some(phase) if same && gpu.more_phases == 0 => phase.add(report),
+            _ if full => {
+                if !same {
+                    gpu.more_phases += 1;
+                }
+            }
+            _ => gpu.phases.push(Phase::new(report)),
         }
+    }
+
+    /// Time and energy per verdict, per GPU.
+    pub fn spent(&self) -> BTreeMap<u32, BTreeMap<Class, Spent>> {
+        self.gpus
+            .iter()
+            .map(|(gpu, r)| (*gpu, r.by_class.clone()))
+            .collect()
     }
 
     pub fn render(
@@ -118,8 +198,8 @@ impl HumanReport {
         if self.gpus.is_empty() {
             writeln!(out, "\nNo samples: nothing to diagnose.")?;
         }
-        for (gpu, phases) in &self.gpus {
-            self.render_gpu(out, *gpu, phases, &facts(*gpu))?;
+        for (gpu, report) in &self.gpus {
+            self.render_gpu(out, *gpu, report, &facts(*gpu))?;
         }
         Ok(())
     }
@@ -128,10 +208,11 @@ impl HumanReport {
         &self,
         out: &mut impl Write,
         gpu: u32,
-        phases: &[Phase],
+        report: &GpuReport,
         facts: &DeviceFacts,
     ) -> io::Result<()> {
-        let tdp = phases.iter().flat_map(|p| &p.windows).find_map(|w| w.tdp_w);
+        let phases = &report.phases;
+        let tdp = phases.iter().flat_map(|p| p.kept()).find_map(|w| w.tdp_w);
         writeln!(out)?;
         let name = facts.name.as_deref().unwrap_or("unknown model");
         match facts.mig_parent {
@@ -141,30 +222,29 @@ impl HumanReport {
             )?,
             None => writeln!(out, "GPU {gpu} · {name} · TDP {}", fmt_opt(tdp, " W", 0))?,
         }
-        let total: usize = phases.iter().map(|p| p.windows.len()).sum();
-        let mut time: BTreeMap<Class, usize> = BTreeMap::new();
-        for p in phases {
-            *time.entry(p.class).or_default() += p.windows.len();
-        }
-        let mut shares: Vec<(Class, usize)> = time.into_iter().collect();
-        shares.sort_by_key(|s| std::cmp::Reverse(s.1));
-        let shares: Vec<String> = shares
-            .iter()
-            .map(|(c, n)| format!("{c} {:.0}%", 100.0 * *n as f64 / total as f64))
-            .collect();
-        writeln!(out, "  time by verdict: {}", shares.join(", "))?;
-        let timeline: Vec<String> = phases
+        writeln!(
+            out,
+            "  time by verdict: {}",
+            cost_of_slack(&report.by_class)
+        )?;
+        let mut timeline: Vec<String> = phases
             .iter()
             .map(|p| format!("{}–{} {}", utc_hms(p.start()), utc_hms(p.end()), p.class))
             .collect();
+        if report.more_phases > 0 {
+            timeline.push(format!(
+                "… {} more phases (in the totals above)",
+                report.more_phases
+            ));
+        }
         writeln!(
             out,
             "  timeline (UTC):  {}",
             wrap(&timeline.join(" │ "), 100, 19)
         )?;
         // Single-window phases between longer ones are transitions: timeline only.
-        let detailed: Vec<&Phase> = if phases.iter().any(|p| p.windows.len() >= 2) {
-            phases.iter().filter(|p| p.windows.len() >= 2).collect()
+        let detailed: Vec<&Phase> = if phases.iter().any(|p| p.count >= 2) {
+            phases.iter().filter(|p| p.count >= 2).collect()
         } else {
             phases.iter().collect()
         };
@@ -172,6 +252,47 @@ impl HumanReport {
             render_phase(out, phase, facts)?;
         }
         Ok(())
+    }
+}
+
+/// "input_starved 41% (2 min 10 s, 0.12 kWh), compute_bound 30% (…)": each verdict's share of
+/// the GPU's time, its time and its energy, largest first.
+pub fn cost_of_slack(by_class: &BTreeMap<Class, Spent>) -> String {
+    let total: f64 = by_class.values().map(|s| s.seconds).sum();
+    let mut shares: Vec<(&Class, &Spent)> = by_class.iter().collect();
+    shares.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+    let parts: Vec<String> = shares
+        .iter()
+        .map(|(c, s)| {
+            format!(
+                "{c} {:.0}% ({}, {})",
+                100.0 * s.seconds / total.max(1e-9),
+                duration(s.seconds),
+                energy(s.energy_j)
+            )
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// "45 s", "3 min 20 s", "2 h 05 min".
+pub fn duration(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
+        _ => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Energy for people: J, kJ, or kWh.
+pub fn energy(joules: f64) -> String {
+    if joules >= 360_000.0 {
+        format!("{:.2} kWh", joules / 3.6e6)
+    } else if joules >= 10_000.0 {
+        format!("{:.0} kJ", joules / 1000.0)
+    } else {
+        format!("{joules:.0} J")
     }
 }
 
@@ -349,7 +470,7 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
         out,
         "    {:<LABEL$}{}",
         "remedy",
-        wrap(phase.class.remedy(), 100, LABEL + 4)
+        wrap(rep.remedy(), 100, LABEL + 4)
     )?;
     if !rep.missing.is_empty() {
         writeln!(
@@ -364,10 +485,41 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
 
 #[cfg(test)]
 mod tests {
-    use super::wrap;
+    use super::*;
 
     #[test]
     fn wraps_at_width_with_indent() {
         assert_eq!(wrap("aaa bbb ccc", 9, 2), "aaa bbb\n  ccc");
+    }
+
+    #[test]
+    fn time_and_energy_read_like_people_write_them() {
+        assert_eq!(duration(45.0), "45 s");
+        assert_eq!(duration(200.0), "3 min 20 s");
+        assert_eq!(duration(7500.0), "2 h 05 min");
+        assert_eq!(energy(500.0), "500 J");
+        assert_eq!(energy(50_000.0), "50 kJ");
+        assert_eq!(energy(8.28e6), "2.30 kWh");
+        let by_class: BTreeMap<Class, Spent> = [
+            (
+                Class::InputStarved,
+                Spent {
+                    seconds: 41.0,
+                    energy_j: 8.28e6,
+                },
+            ),
+            (
+                Class::ComputeBound,
+                Spent {
+                    seconds: 59.0,
+                    energy_j: 40_000.0,
+                },
+            ),
+        ]
+        .into();
+        assert_eq!(
+            cost_of_slack(&by_class),
+            "compute_bound 59% (59 s, 40 kJ), input_starved 41% (41 s, 2.30 kWh)"
+        );
     }
 }

@@ -3,7 +3,7 @@
 use std::io::Read;
 
 use crate::diagnosis::WindowReport;
-use crate::pipeline::{OutOfOrder, Pipeline, PipelineCounts};
+use crate::pipeline::{Pipeline, PipelineCounts, PushError};
 use crate::trace::{TraceError, TraceReader};
 
 #[derive(Debug, thiserror::Error)]
@@ -11,10 +11,10 @@ pub enum ReplayError {
     #[error(transparent)]
     Trace(#[from] TraceError),
     #[error("{path}:{line}: {source}")]
-    OutOfOrder {
+    Refused {
         path: String,
         line: u64,
-        source: OutOfOrder,
+        source: PushError,
     },
     #[error("writing the output")]
     Output(#[source] std::io::Error),
@@ -31,7 +31,7 @@ pub fn replay<R: Read>(
         let sample = sample?;
         let reports = pipeline
             .push(&sample)
-            .map_err(|source| ReplayError::OutOfOrder {
+            .map_err(|source| ReplayError::Refused {
                 path: reader.path().to_string(),
                 line: reader.line(),
                 source,

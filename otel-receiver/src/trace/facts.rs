@@ -58,12 +58,17 @@ impl TraceFacts {
             path: origin.to_string(),
             problem: e.to_string(),
         })?;
+        let bad = |problem: String| FactsError {
+            path: origin.to_string(),
+            problem,
+        };
+        file.top.check("").map_err(bad)?;
         let mut per_gpu = BTreeMap::new();
         for (key, entry) in &file.gpus {
-            let gpu = key.parse::<u32>().map_err(|_| FactsError {
-                path: origin.to_string(),
-                problem: format!("gpus: key {key:?} is not a GPU index"),
-            })?;
+            let gpu = key
+                .parse::<u32>()
+                .map_err(|_| bad(format!("gpus: key {key:?} is not a GPU index")))?;
+            entry.check(&format!("gpus.{key}.")).map_err(bad)?;
             per_gpu.insert(gpu, entry.to_facts());
         }
         Ok(TraceFacts {
@@ -136,7 +141,61 @@ struct FactsEntry {
     mig_parent_gpu: Option<u32>,
 }
 
+/// A value that is a number within `range`, for the plausibility checks.
+fn plausible(
+    at: &str,
+    field: &str,
+    value: Option<f64>,
+    range: std::ops::RangeInclusive<f64>,
+    what: &str,
+) -> Result<(), String> {
+    match value {
+        Some(v) if !(v.is_finite() && range.contains(&v)) => Err(format!(
+            "{at}{field} = {v} is not a plausible {what} ({} to {})",
+            range.start(),
+            range.end()
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl FactsEntry {
+    /// Refuses values no GPU has: a TDP of 0 would divide every efficiency by zero.
+    fn check(&self, at: &str) -> Result<(), String> {
+        const MW: std::ops::RangeInclusive<f64> = 1_000.0..=10_000_000.0;
+        let limit = "power limit in mW";
+        plausible(
+            at,
+            "power_limit_default_mw",
+            self.power_limit_default_mw,
+            MW,
+            limit,
+        )?;
+        plausible(
+            at,
+            "power_limit_enforced_mw",
+            self.power_limit_enforced_mw,
+            MW,
+            limit,
+        )?;
+        plausible(at, "power_limit_min_mw", self.power_limit_min_mw, MW, limit)?;
+        plausible(at, "power_limit_max_mw", self.power_limit_max_mw, MW, limit)?;
+        plausible(
+            at,
+            "temp_slowdown_c",
+            self.temp_slowdown_c,
+            1.0..=200.0,
+            "temperature in °C",
+        )?;
+        plausible(
+            at,
+            "mem_total",
+            self.mem_total,
+            1.0..=1e15,
+            "memory size in bytes",
+        )
+    }
+
     fn to_facts(&self) -> DeviceFacts {
         DeviceFacts {
             name: self.name.clone(),
@@ -221,5 +280,25 @@ mod tests {
         );
         let err = TraceFacts::from_json("[1]", "f.json").expect_err("bad");
         assert!(err.to_string().starts_with("f.json: "), "{err}");
+    }
+
+    #[test]
+    fn implausible_facts_are_refused_naming_the_field() {
+        let err = TraceFacts::from_json(r#"{"power_limit_default_mw": 0}"#, "f.json")
+            .expect_err("a TDP of 0");
+        assert_eq!(
+            err.to_string(),
+            "f.json: power_limit_default_mw = 0 is not a plausible power limit in mW (1000 to 10000000)"
+        );
+        let err = TraceFacts::from_json(
+            r#"{"gpus": {"1": {"power_limit_default_mw": -5}}}"#,
+            "f.json",
+        )
+        .expect_err("negative");
+        assert!(
+            err.to_string()
+                .contains("gpus.1.power_limit_default_mw = -5"),
+            "{err}"
+        );
     }
 }

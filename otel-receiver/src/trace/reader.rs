@@ -128,7 +128,7 @@ impl<R: Read> TraceReader<R> {
             path: self.path.clone(),
             line: self.line(),
             column: column.to_string(),
-            value: value.to_string(),
+            value: quote(value),
             problem,
         }
     }
@@ -150,6 +150,9 @@ impl<R: Read> TraceReader<R> {
                         parse_number(cell).ok_or_else(|| self.bad("t", cell, "not a number"))?;
                     if v <= 0.0 {
                         return Err(self.bad("t", cell, "must be positive unix seconds"));
+                    }
+                    if v > MAX_UNIX_S {
+                        return Err(self.bad("t", cell, "is past the year 2286: not unix seconds"));
                     }
                     t = Some(v);
                 }
@@ -184,6 +187,20 @@ impl<R: Read> TraceReader<R> {
         sample.gpu = gpu;
         Ok(sample)
     }
+}
+
+/// Unix seconds past this (the year 2286) are not unix seconds: a corrupted cell, milliseconds,
+/// or a value that would overflow every duration computed from it.
+const MAX_UNIX_S: f64 = 1e10;
+
+/// At most a few dozen characters of a bad cell: a 50 MB line must not become the error message.
+fn quote(value: &str) -> String {
+    const MAX_CHARS: usize = 40;
+    if value.chars().count() <= MAX_CHARS {
+        return value.to_string();
+    }
+    let head: String = value.chars().take(MAX_CHARS).collect();
+    format!("{head}… ({} bytes)", value.len())
 }
 
 /// A finite decimal number; infinities are refused because they poison every mean.
@@ -291,6 +308,15 @@ mod tests {
             (a.get(Metric::GpmDram), a.get(Metric::GpmSm)),
             (None, Some(5.0))
         );
+    }
+
+    #[test]
+    fn times_past_2286_are_refused_and_long_cells_are_quoted_short() {
+        assert!(error("t,power_mw\n1e300,1\n").contains("past the year 2286"));
+        let long = "x".repeat(100_000);
+        let e = error(&format!("t,power_mw\n1.0,{long}\n"));
+        assert!(e.len() < 200, "{} bytes of error", e.len());
+        assert!(e.ends_with("… (100000 bytes)\""), "{e}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! Degradation rules: a field a driver lacks is skipped from then on and reported once; a field
 //! that fails for another reason is left out of that sample and reported on the first failure
-//! and every 100th after; a GPU that is lost is reported and dropped while the others go on.
+//! and every 100th after; a GPU that is lost is reported and left out while the others go on,
+//! and asked again every [`REPROBE_S`] seconds: one that answers is sampled again.
 //! A field the kind of device does not have at all ([`DeviceReader::fields`], e.g. power on a
 //! MIG instance) is never read and never reported.
 
@@ -73,6 +74,9 @@ impl Cadence {
     }
 }
 
+/// A lost GPU is asked again this often (s), with one cheap read.
+pub const REPROBE_S: f64 = 10.0;
+
 /// Something the operator should hear about once, not on every tick.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceEvent {
@@ -89,6 +93,10 @@ pub enum SourceEvent {
     GpuLost {
         gpu: u32,
         error: String,
+    },
+    /// A lost GPU answered again and is sampled from now on.
+    GpuBack {
+        gpu: u32,
     },
 }
 
@@ -109,6 +117,8 @@ struct Slot<D> {
     reader: D,
     facts: DeviceFacts,
     lost: bool,
+    /// When a lost GPU was last asked whether it is back.
+    probed: Option<f64>,
     unsupported: BTreeSet<Field>,
     last_read: [Option<f64>; Field::ALL.len()],
     failures: [u64; Field::ALL.len()],
@@ -138,6 +148,7 @@ impl<D: DeviceReader> LiveSource<D> {
                     .collect(),
                 reader,
                 lost: false,
+                probed: None,
                 last_read: [None; Field::ALL.len()],
                 failures: [0; Field::ALL.len()],
             })
@@ -207,7 +218,19 @@ impl<D: DeviceReader> LiveSource<D> {
         };
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if slot.lost {
-                continue;
+                let t = clock();
+                if slot.probed.is_none_or(|p| t - p >= REPROBE_S) {
+                    slot.probed = Some(t);
+                    let mut probe = Sample::new(t, slot.index);
+                    if slot.reader.read(Field::Utilization, &mut probe).is_ok() {
+                        slot.lost = false;
+                        slot.last_read = [None; Field::ALL.len()];
+                        ctx.events.push(SourceEvent::GpuBack { gpu: slot.index });
+                    }
+                }
+                if slot.lost {
+                    continue;
+                }
             }
             let t = clock();
             let mut sample = Sample::new(t, slot.index);
@@ -315,6 +338,7 @@ impl ReadContext<'_> {
                 }
                 Err(ReadError::GpuLost(error)) => {
                     slot.lost = true;
+                    slot.probed = Some(t);
                     self.events.push(SourceEvent::GpuLost {
                         gpu: slot.index,
                         error,
@@ -357,6 +381,8 @@ mod tests {
         offers: Option<&'static [Field]>,
         /// Every read, in order.
         order: Vec<Field>,
+        /// After being lost, answer again from this read on.
+        back_after: Option<u32>,
     }
 
     impl Scripted {
@@ -385,7 +411,9 @@ mod tests {
             self.total_reads += 1;
             *self.reads.entry(field).or_default() += 1;
             self.order.push(field);
-            if self.lose_after.is_some_and(|n| self.total_reads > n) {
+            if self.lose_after.is_some_and(|n| self.total_reads > n)
+                && self.back_after.is_none_or(|n| self.total_reads <= n)
+            {
                 return Err(ReadError::GpuLost("fell off the bus".into()));
             }
             let value = self
@@ -511,6 +539,36 @@ mod tests {
         assert_eq!(
             source.slots[1].reader.total_reads, reads_when_lost,
             "a lost GPU is not read again"
+        );
+    }
+
+    #[test]
+    fn a_lost_gpu_that_answers_again_is_sampled_again() {
+        let mut flaky = Scripted::healthy();
+        flaky.lose_after = Some(30);
+        flaky.back_after = Some(32);
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::healthy()), (1, flaky)],
+            Cadence::every(Duration::from_millis(100)),
+        );
+        // 30 s at 10 Hz: lost at its 31st read (the third tick), asked again every 10 s: the
+        // probe at 10 s (read 32) finds it lost still, the one at 20 s (read 33) finds it back.
+        let samples = ticks(&mut source, 300, 0.1);
+        let events = source.drain_events();
+        assert!(events.contains(&SourceEvent::GpuLost {
+            gpu: 1,
+            error: "fell off the bus".into()
+        }));
+        assert!(
+            events.contains(&SourceEvent::GpuBack { gpu: 1 }),
+            "{events:?}"
+        );
+        let last = samples.last().expect("ticks");
+        assert_eq!(last.len(), 2, "both GPUs sampled at the end");
+        let missing = samples.iter().filter(|s| s.len() == 1).count();
+        assert!(
+            (190..=205).contains(&missing),
+            "{missing} ticks without GPU 1"
         );
     }
 

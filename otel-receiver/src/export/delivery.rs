@@ -1,0 +1,304 @@
+//! What became of everything the agent produced: windows, exported points and diagnosis-change
+//! log records, each either delivered or counted as dropped, with the reason. Nothing is lost
+//! silently: these counts are exported like every other metric (`gpuslack.agent.*`), served on
+//! `/metrics`, summed in one line at exit, and a warning repeats with back-off while nothing
+//! reaches the collector.
+//!
+//! A window is counted at the export that follows it: delivered if that export succeeded,
+//! dropped if it failed. The metrics are observable (each export reads the latest state), so a
+//! failed export loses the windows it would have carried, while counters (energy, GPU time)
+//! catch up at the next success.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The two OTLP signals the agent sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Signal {
+    Metrics,
+    Logs,
+}
+
+impl Signal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Metrics => "metrics",
+            Signal::Logs => "logs",
+        }
+    }
+}
+
+/// Why an export failed, as far as an operator can act on it.
+pub mod reason {
+    /// The collector could not be reached (refused, no route, name not resolved).
+    pub const CONNECT: &str = "connect";
+    /// The TLS handshake failed (unknown issuer, wrong name, expired certificate).
+    pub const TLS: &str = "tls";
+    /// No answer within the export timeout.
+    pub const TIMEOUT: &str = "timeout";
+    /// The collector refused the credentials (HTTP 401/403, gRPC Unauthenticated).
+    pub const AUTH: &str = "auth";
+    /// The collector asked to slow down (HTTP 429 or 503 with Retry-After, gRPC
+    /// ResourceExhausted), or the agent held back because it was asked to.
+    pub const THROTTLED: &str = "throttled";
+    /// The collector is unavailable (HTTP 502/503/504, gRPC Unavailable).
+    pub const UNAVAILABLE: &str = "unavailable";
+    /// The collector rejected the data (another 4xx, gRPC InvalidArgument).
+    pub const REJECTED: &str = "rejected";
+    /// The connection broke during the request, or another transport failure.
+    pub const NETWORK: &str = "network";
+    /// Anything else.
+    pub const OTHER: &str = "other";
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    pub windows_produced: u64,
+    pub windows_delivered: u64,
+    pub windows_dropped: u64,
+    /// Produced since the last export: not yet delivered or dropped.
+    pub windows_pending: u64,
+    pub exports_attempted: BTreeMap<Signal, u64>,
+    pub exports_succeeded: BTreeMap<Signal, u64>,
+    /// Failed exports by signal and reason.
+    pub exports_failed: BTreeMap<(Signal, &'static str), u64>,
+    pub points_delivered: u64,
+    pub points_dropped: u64,
+    pub log_records_emitted: u64,
+    pub log_records_delivered: u64,
+    pub log_records_dropped: u64,
+    pub scrapes_served: u64,
+}
+
+impl Counts {
+    pub fn succeeded(&self) -> u64 {
+        self.exports_succeeded.values().sum()
+    }
+
+    pub fn attempted(&self) -> u64 {
+        self.exports_attempted.values().sum()
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.exports_failed.values().sum()
+    }
+
+    /// One line for the end of a run.
+    pub fn summary(&self) -> String {
+        let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((_, r), n) in &self.exports_failed {
+            *reasons.entry(r).or_default() += n;
+        }
+        let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{r}×{n}")).collect();
+        let failed = if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join(", "))
+        };
+        format!(
+            "{} windows produced, {} delivered, {} dropped, {} undelivered; OTLP exports: {} attempted, {} succeeded, {} failed{failed}; points: {} delivered, {} dropped; diagnosis logs: {} emitted, {} delivered, {} dropped",
+            self.windows_produced,
+            self.windows_delivered,
+            self.windows_dropped,
+            self.windows_pending,
+            self.attempted(),
+            self.succeeded(),
+            self.failed(),
+            self.points_delivered,
+            self.points_dropped,
+            self.log_records_emitted,
+            self.log_records_delivered,
+            self.log_records_dropped,
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    counts: Counts,
+    /// The collector asked not to be sent anything before this.
+    hold_until: Option<Instant>,
+    /// The reason of the last failure the transport saw, for the exporter to file it under.
+    last_failure: Option<&'static str>,
+    last_success: Option<Instant>,
+    /// The first failure since the last success (or since the start).
+    failing_since: Option<Instant>,
+}
+
+/// Shared between the pipeline, the exporters and the HTTP client.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    inner: Mutex<Inner>,
+}
+
+impl Delivery {
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        match self.inner.lock() {
+            Ok(mut inner) => f(&mut inner),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.with(|i| i.counts.clone())
+    }
+
+    pub fn window_produced(&self) {
+        self.with(|i| {
+            i.counts.windows_produced += 1;
+            i.counts.windows_pending += 1;
+        });
+    }
+
+    pub fn log_emitted(&self) {
+        self.with(|i| i.counts.log_records_emitted += 1);
+    }
+
+    pub fn scrape_served(&self) {
+        self.with(|i| i.counts.scrapes_served += 1);
+    }
+
+    /// The transport saw this failure (the exporter files the export under it).
+    pub fn note_failure(&self, reason: &'static str) {
+        self.with(|i| i.last_failure = Some(reason));
+    }
+
+    /// The collector asked to be left alone for `d` (Retry-After).
+    pub fn hold_for(&self, d: Duration) {
+        let until = Instant::now() + d.min(Duration::from_secs(600));
+        self.with(|i| i.hold_until = Some(i.hold_until.map_or(until, |h| h.max(until))));
+    }
+
+    /// How long the collector still asked to be left alone, if it did.
+    pub fn held(&self) -> Option<Duration> {
+        self.with(|i| {
+            i.hold_until
+                .and_then(|h| h.checked_duration_since(Instant::now()))
+                .filter(|d| !d.is_zero())
+        })
+    }
+
+    /// The outcome of one export of `items` points (metrics) or records (logs); the failure's
+    /// reason is the transport's if it noted one, else `fallback`.
+    pub fn exported(&self, signal: Signal, items: u64, result: Result<(), &'static str>) {
+        self.with(|i| {
+            let c = &mut i.counts;
+            *c.exports_attempted.entry(signal).or_default() += 1;
+            let ok = result.is_ok();
+            match result {
+                Ok(()) => {
+                    *c.exports_succeeded.entry(signal).or_default() += 1;
+                    i.last_success = Some(Instant::now());
+                    i.failing_since = None;
+                }
+                Err(fallback) => {
+                    let reason = i.last_failure.take().unwrap_or(fallback);
+                    *c.exports_failed.entry((signal, reason)).or_default() += 1;
+                    i.failing_since.get_or_insert_with(Instant::now);
+                }
+            }
+            i.last_failure = None;
+            match (signal, ok) {
+                (Signal::Metrics, true) => {
+                    c.points_delivered += items;
+                    c.windows_delivered += std::mem::take(&mut c.windows_pending);
+                }
+                (Signal::Metrics, false) => {
+                    c.points_dropped += items;
+                    c.windows_dropped += std::mem::take(&mut c.windows_pending);
+                }
+                (Signal::Logs, true) => c.log_records_delivered += items,
+                (Signal::Logs, false) => c.log_records_dropped += items,
+            }
+        });
+    }
+
+    /// At exit, after the final flush: whatever the exporters never reported on is dropped.
+    /// Records emitted but never exported (a queue that overflowed or never flushed) are
+    /// counted here too, so that emitted = delivered + dropped.
+    pub fn close(&self) {
+        self.with(|i| {
+            let c = &mut i.counts;
+            c.windows_dropped += std::mem::take(&mut c.windows_pending);
+            let accounted = c.log_records_delivered + c.log_records_dropped;
+            c.log_records_dropped += c.log_records_emitted.saturating_sub(accounted);
+        });
+    }
+
+    /// Since when every export has failed: `None` when the last one succeeded or none failed.
+    pub fn failing_since(&self) -> Option<Instant> {
+        self.with(|i| i.failing_since)
+    }
+
+    /// Whether anything was ever delivered.
+    pub fn ever_delivered(&self) -> bool {
+        self.with(|i| i.last_success.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_window_and_record_ends_up_delivered_or_dropped() {
+        let d = Delivery::default();
+        for _ in 0..5 {
+            d.window_produced();
+        }
+        d.exported(Signal::Metrics, 40, Ok(()));
+        for _ in 0..3 {
+            d.window_produced();
+        }
+        d.note_failure(reason::TLS);
+        d.exported(Signal::Metrics, 40, Err(reason::OTHER));
+        d.window_produced();
+        for _ in 0..4 {
+            d.log_emitted();
+        }
+        d.exported(Signal::Logs, 3, Ok(()));
+        d.close();
+        let c = d.counts();
+        assert_eq!(
+            (
+                c.windows_produced,
+                c.windows_delivered,
+                c.windows_dropped,
+                c.windows_pending
+            ),
+            (9, 5, 4, 0)
+        );
+        assert_eq!((c.points_delivered, c.points_dropped), (40, 40));
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::TLS)),
+            Some(&1)
+        );
+        assert_eq!(
+            (
+                c.log_records_emitted,
+                c.log_records_delivered,
+                c.log_records_dropped
+            ),
+            (4, 3, 1)
+        );
+        assert!(c
+            .summary()
+            .contains("9 windows produced, 5 delivered, 4 dropped"));
+        assert!(d.ever_delivered());
+    }
+
+    #[test]
+    fn a_hold_is_kept_until_it_passes_and_failing_since_clears_on_success() {
+        let d = Delivery::default();
+        assert!(d.held().is_none());
+        d.hold_for(Duration::from_secs(30));
+        let held = d.held().expect("held");
+        assert!(held > Duration::from_secs(29) && held <= Duration::from_secs(30));
+        d.exported(Signal::Metrics, 1, Err(reason::THROTTLED));
+        assert!(d.failing_since().is_some());
+        assert!(!d.ever_delivered());
+        d.exported(Signal::Metrics, 1, Ok(()));
+        assert!(d.failing_since().is_none());
+    }
+}

@@ -1,0 +1,57 @@
+//! Checks for numeric flags that become durations or rates: a value that would overflow a
+//! `Duration` (inf, NaN, 1e300, a negative) is a clear error naming the flag, never a panic.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+/// `value` seconds as a duration, refused unless finite and within `min..=max`.
+pub fn seconds(flag: &str, value: f64, min: f64, max: f64) -> Result<Duration> {
+    if !(value.is_finite() && value >= min && value <= max) {
+        bail!("{flag} must be a number of seconds from {min} to {max}, got {value}");
+    }
+    Duration::try_from_secs_f64(value)
+        .map_err(|e| anyhow::anyhow!("{flag}: {value} s is not a duration: {e}"))
+}
+
+/// A factor refused unless finite and within `min..=max`, or exactly 0 where `zero` says what
+/// 0 means.
+pub fn factor(flag: &str, value: f64, min: f64, max: f64, zero: Option<&str>) -> Result<f64> {
+    let ok =
+        value.is_finite() && ((value >= min && value <= max) || (value == 0.0 && zero.is_some()));
+    if !ok {
+        match zero {
+            Some(meaning) => {
+                bail!("{flag} must be 0 ({meaning}) or a factor from {min} to {max}, got {value}")
+            }
+            None => bail!("{flag} must be a factor from {min} to {max}, got {value}"),
+        }
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_that_would_overflow_are_refused_by_name() {
+        for bad in [f64::INFINITY, f64::NAN, 1e300, -1.0] {
+            let e = seconds("--seconds", bad, 0.0, 1e9).expect_err("refused");
+            assert!(e.to_string().starts_with("--seconds must be"), "{e}");
+        }
+        assert_eq!(
+            seconds("--seconds", 2.5, 0.0, 1e9).expect("fine"),
+            Duration::from_millis(2500)
+        );
+        assert!(factor("--speed", 0.0, 1e-3, 1e6, Some("as fast as possible")).is_ok());
+        let e = factor("--speed", 1e-300, 1e-3, 1e6, Some("as fast as possible"))
+            .expect_err("too slow");
+        assert!(
+            e.to_string()
+                .contains("--speed must be 0 (as fast as possible)"),
+            "{e}"
+        );
+        assert!(factor("--duty", 0.0, 0.01, 1.0, None).is_err());
+    }
+}
