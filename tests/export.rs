@@ -6,134 +6,18 @@
 //! `scripts/test.sh` installs the servers and sets GPUSLACK_ROTEL, GPUSLACK_PYTHON and
 //! GPUSLACK_PROMETHEUS; without them these tests fail and say so.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{
+    fixture, free_port, gpuslack, read_collected, replay_run, requests, start_rotel, start_stub,
+    start_stub_with, temp_dir, tool, wait_for_port, Server,
+};
 use serde_json::Value;
-
-fn tool(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run the tests through scripts/test.sh, which installs the collector, grpcio and Prometheus")
-    })
-}
-
-fn gpuslack(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuslack"));
-    cmd.args(args);
-    for var in [
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_HEADERS",
-        "OTEL_RESOURCE_ATTRIBUTES",
-        "OTEL_SERVICE_NAME",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.envs(env.iter().copied());
-    cmd.output().expect("gpuslack runs")
-}
-
-/// `gpuslack run --replay <two-GPU fixture>` with more arguments.
-fn replay_run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let trace = fixture();
-    let mut all = vec!["run", "--replay", trace.as_str()];
-    all.extend_from_slice(args);
-    gpuslack(&all, env)
-}
-
-fn fixture() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/h200x2-scenarios/samples.csv")
-        .display()
-        .to_string()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn wait_for_port(port: u16, what: &str) {
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{what} did not start listening on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpuslack-export-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-/// A server process killed when the test ends, pass or fail.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Rotel on two fresh ports with the recording processor; returns (server, grpc, http, output).
-fn start_rotel(dir: &Path) -> (Server, u16, u16, PathBuf) {
-    let (grpc, http) = (free_port(), free_port());
-    let out = dir.join("collected.jsonl");
-    let processor = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/rotel_processor.py");
-    let child = Command::new(tool("GPUSLACK_ROTEL"))
-        .args(["start", "--exporter", "blackhole"])
-        .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
-        .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http}")])
-        .args([
-            "--otlp-with-metrics-processor",
-            &processor.display().to_string(),
-        ])
-        .args([
-            "--otlp-with-logs-processor",
-            &processor.display().to_string(),
-        ])
-        .args(["--batch-timeout", "50ms"])
-        .args(["--pid-file", &dir.join("rotel.pid").display().to_string()])
-        .args(["--log-file", &dir.join("rotel.log").display().to_string()])
-        .env("GPUSLACK_COLLECTED", &out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("rotel starts");
-    let server = Server(child);
-    wait_for_port(grpc, "rotel (gRPC)");
-    wait_for_port(http, "rotel (HTTP)");
-    (server, grpc, http, out)
-}
-
-fn read_collected(path: &Path, want_logs: bool) -> Vec<Value> {
-    // The collector batches for 50 ms; give it a moment after the agent exits.
-    let started = Instant::now();
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let records: Vec<Value> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let has_logs = records.iter().any(|r| r["signal"] == "log");
-        if (!records.is_empty() && (has_logs || !want_logs))
-            || started.elapsed() > Duration::from_secs(10)
-        {
-            return records;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// The last window of each GPU, as `gpuslack replay` computes it.
 fn replay_last_windows() -> (BTreeMap<u64, Value>, Vec<(u64, String)>) {
@@ -357,42 +241,6 @@ fn otlp_http_protobuf_delta_with_gzip_reaches_the_collector() {
     let exports = records.iter().filter(|r| r["name"] == "hw.power").count();
     assert!(exports >= 5, "{exports} exports");
     check_export(&records, "delta");
-}
-
-fn start_stub(dir: &Path, status: u16) -> (Server, u16, u16, PathBuf) {
-    start_stub_with(dir, status, None)
-}
-
-fn start_stub_with(
-    dir: &Path,
-    status: u16,
-    tls: Option<(&Path, &Path)>,
-) -> (Server, u16, u16, PathBuf) {
-    let (http, grpc) = (free_port(), free_port());
-    let out = dir.join("requests.jsonl");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/header_stub.py");
-    let mut cmd = Command::new(tool("GPUSLACK_PYTHON"));
-    cmd.arg(script)
-        .arg(&out)
-        .arg(http.to_string())
-        .arg(grpc.to_string())
-        .arg(status.to_string());
-    if let Some((cert, key)) = tls {
-        cmd.arg(cert).arg(key);
-    }
-    let child = cmd.stdout(Stdio::null()).spawn().expect("stub starts");
-    let server = Server(child);
-    wait_for_port(http, "header stub (HTTP)");
-    wait_for_port(grpc, "header stub (gRPC)");
-    (server, http, grpc, out)
-}
-
-fn requests(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 #[test]

@@ -55,7 +55,13 @@ impl Labels {
             path: shown.clone(),
             source,
         })?;
-        let labels: Labels = serde_json::from_str(&text).map_err(|source| LabelsError::Parse {
+        Labels::parse(&text, &shown)
+    }
+
+    /// Parses a labels document; `shown` names it in errors.
+    pub fn parse(text: &str, shown: &str) -> Result<Labels, LabelsError> {
+        let shown = shown.to_string();
+        let labels: Labels = serde_json::from_str(text).map_err(|source| LabelsError::Parse {
             path: shown.clone(),
             source,
         })?;

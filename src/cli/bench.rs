@@ -52,10 +52,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             None => bail!("unknown workload `{name}`: choose from tiny, memory, compute, pcie, starved, seesaw"),
         }
     }
-    let seconds_ok = args.seconds.is_none_or(|s| s.is_finite() && s > 0.0);
-    if !(seconds_ok && (0.0..=1.0).contains(&args.duty)) {
-        bail!("--seconds must be positive and --duty between 0 and 1");
+    if let Some(s) = args.seconds {
+        super::flags::seconds("--seconds", s, 0.1, 3600.0)?;
     }
+    super::flags::factor("--duty", args.duty, 0.01, 1.0, None)?;
+    super::flags::seconds("--bubble-ms (in seconds)", args.bubble_ms / 1e3, 0.0, 10.0)?;
     let count = match gpu_count() {
         Ok(n) if n > 0 => n,
         Ok(_) => {

@@ -60,11 +60,13 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    if !(args.seconds_per_workload.is_finite() && args.seconds_per_workload >= 3.0) {
-        bail!(
-            "--seconds-per-workload must be at least 3 (1.5 s of each phase is left out as ramp)"
-        );
-    }
+    // At least 3: 1.5 s of each phase is left out as ramp.
+    super::flags::seconds(
+        "--seconds-per-workload",
+        args.seconds_per_workload,
+        3.0,
+        3600.0,
+    )?;
     if args.save_session.is_some() && args.from_recording.is_some() {
         bail!("--save-session keeps a live calibration's session; --from-recording reads one already saved");
     }

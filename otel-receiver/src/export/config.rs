@@ -394,10 +394,25 @@ pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
         path: shown.clone(),
         source,
     })?;
-    let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Toml {
-        path: shown,
+    file_layer_from_str(&text, &shown)
+}
+
+/// A config file's text; `shown` names it in every error, a bad value's too.
+pub fn file_layer_from_str(text: &str, shown: &str) -> Result<Layer, ConfigError> {
+    let file: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Toml {
+        path: shown.to_string(),
         message: e.to_string().trim().replace('\n', " "),
     })?;
+    file_values(file).map_err(|e| match e {
+        ConfigError::Invalid { field, problem, .. } => ConfigError::Toml {
+            path: shown.to_string(),
+            message: format!("`{field}`: {problem}"),
+        },
+        other => other,
+    })
+}
+
+fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
     const ORIGIN: &str = "config file";
     let mut layer = Layer::default();
     if let Some(o) = file.otlp {

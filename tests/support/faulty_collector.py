@@ -1,0 +1,78 @@
+"""An OTLP/HTTP collector that misbehaves on purpose, for the fault-injection tests. It writes
+one JSON line per request it sees to OUT ({"t": unix seconds, "path": ...}).
+
+MODE:
+  hang            accept, read the request, never answer (a collector stuck in GC)
+  drop            accept, read the request head, close the connection without answering
+  status:CODE     answer every request with CODE
+  status:CODE:S   the same with a Retry-After of S seconds
+  flap:N          N requests answered 200, then N answered 503, and so on
+
+Usage: faulty_collector.py MODE OUT PORT"""
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE, OUT, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
+LOCK = threading.Lock()
+COUNT = [0]
+
+
+def record(path):
+    with LOCK, open(OUT, "a") as f:
+        f.write(json.dumps({"t": time.time(), "path": path}) + "\n")
+        COUNT[0] += 1
+        return COUNT[0]
+
+
+def raw(behaviour):
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", PORT))
+    server.listen(128)
+    held = []
+    while True:
+        conn, _ = server.accept()
+        try:
+            head = conn.recv(65536)
+        except OSError:
+            head = b""
+        line = head.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+        record(line.split(" ")[1] if " " in line else line)
+        if behaviour == "hang":
+            held.append(conn)
+        else:
+            conn.close()
+
+
+class Http(BaseHTTPRequestHandler):
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(length)
+        n = record(self.path)
+        parts = MODE.split(":")
+        retry_after = None
+        if parts[0] == "status":
+            code = int(parts[1])
+            retry_after = parts[2] if len(parts) > 2 else None
+        else:  # flap:N
+            block = int(parts[1])
+            code = 200 if ((n - 1) // block) % 2 == 0 else 503
+        self.send_response(code)
+        if retry_after:
+            self.send_header("Retry-After", retry_after)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+if MODE in ("hang", "drop"):
+    raw(MODE)
+else:
+    ThreadingHTTPServer(("127.0.0.1", PORT), Http).serve_forever()
