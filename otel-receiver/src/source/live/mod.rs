@@ -219,7 +219,7 @@ impl<D: DeviceReader> LiveSource<D> {
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if slot.lost {
                 let t = clock();
-                if slot.probed.is_none_or(|p| t - p >= REPROBE_S) {
+                if slot.probed.is_none_or(|p| t < p || t - p >= REPROBE_S) {
                     slot.probed = Some(t);
                     let mut probe = Sample::new(t, slot.index);
                     if slot.reader.read(Field::Utilization, &mut probe).is_ok() {
@@ -289,8 +289,10 @@ impl ReadContext<'_> {
         let slack = self.cadence.tick.as_secs_f64() / 2.0;
         let gpm = !slot.unsupported.contains(&Field::Gpm);
         let period = self.cadence.period(field, gpm).as_secs_f64();
+        // A clock that stepped back makes every field due: "last read in the future" must not
+        // mean "not due for an hour".
         !slot.unsupported.contains(&field)
-            && slot.last_read[i].is_none_or(|last| t - last + slack >= period)
+            && slot.last_read[i].is_none_or(|last| t < last || t - last + slack >= period)
     }
 
     fn any_due<D>(&self, slot: &Slot<D>, t: f64, which: impl Fn(Field) -> bool) -> bool {
@@ -383,6 +385,8 @@ mod tests {
         order: Vec<Field>,
         /// After being lost, answer again from this read on.
         back_after: Option<u32>,
+        /// This field times out on every n-th read of it.
+        times_out: Option<(Field, u32)>,
     }
 
     impl Scripted {
@@ -415,6 +419,11 @@ mod tests {
                 && self.back_after.is_none_or(|n| self.total_reads <= n)
             {
                 return Err(ReadError::GpuLost("fell off the bus".into()));
+            }
+            if let Some((slow, n)) = self.times_out {
+                if slow == field && self.reads[&field] % n == 0 {
+                    return Err(ReadError::Failed("Timeout".into()));
+                }
             }
             let value = self
                 .answers
@@ -655,6 +664,63 @@ mod tests {
         assert!(samples
             .iter()
             .all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
+    }
+
+    #[test]
+    fn faults_on_some_gpus_leave_the_others_sampled_and_every_window_accounted() {
+        use crate::{Diagnoser, Pipeline};
+        let mut slow = Scripted::healthy();
+        slow.times_out = Some((Field::Gpm, 3));
+        let mut flaky = Scripted::healthy();
+        flaky.lose_after = Some(200);
+        flaky.back_after = Some(202);
+        let mut source = LiveSource::new(
+            vec![(0, Scripted::healthy()), (1, slow), (2, flaky)],
+            Cadence::every(Duration::from_millis(100)),
+        );
+        let mut pipeline = Pipeline::new(1.0, Diagnoser::default()).tolerating_clock_steps();
+        let mut reports = 0;
+        let mut healthy_ticks = 0;
+        for i in 0..600u32 {
+            // The clock steps back an hour at tick 200 and forward two at tick 400.
+            let offset = match i {
+                0..200 => 0.0,
+                200..400 => -3600.0,
+                _ => 3600.0,
+            };
+            let t = 1_000_000.0 + f64::from(i) * 0.1 + offset;
+            let samples = source.sample(|| t);
+            healthy_ticks += usize::from(samples.iter().any(|s| s.gpu == 0));
+            for s in &samples {
+                reports += pipeline
+                    .push(s)
+                    .expect("a live pipeline takes clock steps")
+                    .len();
+            }
+        }
+        reports += pipeline.finish().len();
+        assert_eq!(
+            healthy_ticks, 600,
+            "the healthy GPU is sampled at every tick"
+        );
+        let events = source.drain_events();
+        assert!(
+            events.contains(&SourceEvent::GpuBack { gpu: 2 }),
+            "{events:?}"
+        );
+        assert!(events.iter().any(|e| matches!(
+            e,
+            SourceEvent::ReadFailed {
+                gpu: 1,
+                field: Field::Gpm,
+                ..
+            }
+        )));
+        let counts = pipeline.counts();
+        assert_eq!(counts.clock_steps_back, 1);
+        assert_eq!(reports as u64, counts.windows, "every window comes out");
+        // 60 s of ticks on three GPUs, in three stretches of time: about 60 windows a GPU.
+        assert!((160..=190).contains(&reports), "{reports} windows");
     }
 
     #[test]
