@@ -635,3 +635,81 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
         "gpuslack"
     );
 }
+
+#[test]
+fn processes_and_their_owner_reach_the_collector() {
+    let dir = temp_dir("processes");
+    let (_rotel, grpc, _, collected) = start_rotel(&dir);
+    // GPU 0: one training process in a container; GPU 1: two processes of another job.
+    let container = "3f4c2e1b9a8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b";
+    let one = format!(
+        r#"[{{"pid":4242,"name":"python","user":"alice","gpu_mem_bytes":2.5e9,"sm_pct":87,"cpu_pct":104,"thread_pct":99,"pgid":4200,"container_id":"{container}"}}]"#
+    );
+    let two = r#"[{"pid":5000,"name":"trainer","sm_pct":60,"pgid":5000},{"pid":5001,"name":"holder","gpu_mem_bytes":1e9,"sm_pct":0,"pgid":5000}]"#;
+    let quote = |json: &str| format!("\"{}\"", json.replace('"', "\"\""));
+    let mut text = String::from("t,gpu,util_gpu,power_mw,nprocs,processes\n");
+    for i in 0..40 {
+        let t = 1796025905.0 + f64::from(i) * 0.25;
+        text.push_str(&format!("{t},0,100,600000,1,{}\n", quote(&one)));
+        text.push_str(&format!("{t},1,100,300000,2,{}\n", quote(two)));
+    }
+    let trace = dir.join("procs.csv");
+    std::fs::write(&trace, text).expect("trace");
+    let run = gpuslack(
+        &[
+            "run",
+            "--replay",
+            &trace.display().to_string(),
+            "--speed",
+            "0",
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{grpc}"),
+            "--process-series",
+            "1",
+        ],
+        &[],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let records = read_collected(&collected, false);
+    let power = points_of(&records, "hw.power");
+    let attrs_of = |gpu: &str| {
+        power
+            .iter()
+            .rfind(|(_, p)| p["attributes"]["gpu.index"] == gpu)
+            .map(|(_, p)| p["attributes"].clone())
+            .unwrap_or_else(|| panic!("no hw.power for GPU {gpu}"))
+    };
+    // The lone process owns GPU 0: its pid, executable and container are on every series.
+    let gpu0 = attrs_of("0");
+    assert_eq!(gpu0["process.pid"], "4242");
+    assert_eq!(gpu0["process.executable.name"], "python");
+    assert_eq!(gpu0["container.id"], container);
+    assert_eq!(gpu0["gpuslack.job.id"], "container:3f4c2e1b9a8d");
+    // GPU 1 is shared: no single process owns it; its job is the process group.
+    let gpu1 = attrs_of("1");
+    assert!(gpu1.get("process.pid").is_none(), "{gpu1}");
+    assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000");
+    // Per-process series, bounded: --process-series 1 keeps GPU 1's busiest process only.
+    let sm = points_of(&records, "gpuslack.process.sm.activity");
+    let pids: std::collections::BTreeSet<String> = sm
+        .iter()
+        .filter_map(|(_, p)| p["attributes"]["process.pid"].as_str().map(String::from))
+        .collect();
+    assert_eq!(pids, ["4242", "5000"].map(String::from).into());
+    let python = sm
+        .iter()
+        .rfind(|(_, p)| p["attributes"]["process.pid"] == "4242")
+        .map(|(_, p)| p["value"].as_f64().expect("value"))
+        .expect("python's share");
+    assert!((python - 0.87).abs() < 1e-9);
+    let cpu = points_of(&records, "gpuslack.process.cpu.utilization");
+    assert!(cpu
+        .iter()
+        .any(|(_, p)| p["attributes"]["gpuslack.thread"] == "busiest"
+            && p["attributes"]["process.pid"] == "4242"
+            && (p["value"].as_f64().unwrap_or(0.0) - 0.99).abs() < 1e-9));
+}

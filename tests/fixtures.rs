@@ -350,3 +350,73 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
         .filter(|w| w.stats.start >= first_hung.stats.start && w.stats.end <= spin.1)
         .all(|w| w.class == Class::Hung && w.remedy == gpuslack_receiver::diagnosis::advice::SPIN));
 }
+
+/// Two jobs on one host, from the two-GPU recording: job A (GPUs 0 and 1, process group 100)
+/// runs the straggler all-reduce, job B (GPUs 2 and 3, process group 200) the pipeline seesaw,
+/// shifted to run at the same time. One job's straggler must never be blamed for the other's
+/// waiting.
+#[test]
+fn two_jobs_on_one_host_are_judged_apart() {
+    use gpuslack_receiver::attribution::GpuProcess;
+    use std::sync::Arc;
+    let dir = fixture("h200x2-scenarios");
+    let reader = TraceReader::open(&dir.join("samples.csv")).expect("trace");
+    let (straggler, seesaw) = ((1796025944.0, 1796025961.0), (1796025915.0, 1796025932.0));
+    let shift = straggler.0 - seesaw.0;
+    let mut samples = Vec::new();
+    for s in reader {
+        let s = s.expect("row");
+        let job = |gpu: u32, pgid: u32| GpuProcess {
+            pid: 1000 + gpu,
+            pgid: Some(pgid),
+            ..GpuProcess::default()
+        };
+        if (straggler.0..straggler.1).contains(&s.t) {
+            let mut a = s.clone();
+            a.processes = Some(Arc::new(vec![job(a.gpu, 100)]));
+            samples.push(a);
+        }
+        if (seesaw.0..seesaw.1).contains(&s.t) {
+            let mut b = s.clone();
+            b.t += shift;
+            b.gpu += 2;
+            b.processes = Some(Arc::new(vec![job(b.gpu, 200)]));
+            samples.push(b);
+        }
+    }
+    samples.sort_by(|x, y| x.t.total_cmp(&y.t));
+    let mut pipeline = Pipeline::new(
+        2.0,
+        Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0)),
+    );
+    let mut reports = Vec::new();
+    for s in &samples {
+        reports.extend(pipeline.push(s).expect("in order"));
+    }
+    reports.extend(pipeline.finish());
+    let settled =
+        |r: &&WindowReport| r.stats.start >= straggler.0 + 2.0 && r.stats.end <= straggler.1 - 1.0;
+    let mut checked = 0;
+    for r in reports.iter().filter(settled) {
+        let text = evidence_text(r);
+        match r.stats.gpu {
+            0 => {
+                assert_eq!(r.job.as_deref(), Some("pgid:100"));
+                assert!(text.contains("GPU 1 is the straggler"), "{text}");
+            }
+            2 | 3 => {
+                assert_eq!(r.job.as_deref(), Some("pgid:200"));
+                assert_eq!(r.class, Class::SyncWait, "{text}");
+                assert!(
+                    !text.contains("GPU 0") && !text.contains("GPU 1 "),
+                    "job B's GPU {} blamed on job A: {text}",
+                    r.stats.gpu
+                );
+                assert!(text.contains("GPUs 2, 3"), "{text}");
+            }
+            _ => {}
+        }
+        checked += 1;
+    }
+    assert!(checked >= 24, "{checked} windows checked");
+}

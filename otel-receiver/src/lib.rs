@@ -3,6 +3,7 @@
 //! Everything here after the source is pure: it takes [`Sample`]s and returns reports, so it is
 //! tested on recorded real traces. See `docs/ARCHITECTURE.md` for the flow of a sample.
 
+pub mod attribution;
 pub mod device;
 pub mod diagnosis;
 pub mod efficiency;

@@ -178,6 +178,8 @@ pub struct Sample {
     pub gpu: u32,
     pub clk_reasons: Option<u64>,
     values: [Option<f64>; Metric::COUNT],
+    /// The processes holding the GPU, where the process list was read (once a second).
+    pub processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
 }
 
 impl Sample {
@@ -187,6 +189,7 @@ impl Sample {
             gpu,
             clk_reasons: None,
             values: [None; Metric::COUNT],
+            processes: None,
         }
     }
 
@@ -206,7 +209,9 @@ impl Sample {
 
     /// True when no metric and no clock-event mask was read: such a row carries no information.
     pub fn is_empty(&self) -> bool {
-        self.clk_reasons.is_none() && self.values.iter().all(Option::is_none)
+        self.clk_reasons.is_none()
+            && self.processes.is_none()
+            && self.values.iter().all(Option::is_none)
     }
 
     /// A GPM pair read before the driver refreshed its counters: NVML documents that two GPM

@@ -201,6 +201,8 @@ pub struct WindowStats {
     robust: [Option<Robust>; ROBUST_METRICS.len()],
     /// Samples whose GPM values were dropped as an unrefreshed pair ([`Sample::has_stale_gpm`]).
     pub stale_gpm: u32,
+    /// The processes holding the GPU, as last listed in the window.
+    pub processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
 }
 
 impl WindowStats {
@@ -256,6 +258,7 @@ struct Accumulator {
     clock_reasons: ClockReasonCounts,
     thinned: [Thinned<f64>; ROBUST_METRICS.len()],
     stale_gpm: u32,
+    processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
 }
 
 impl Accumulator {
@@ -275,6 +278,7 @@ impl Accumulator {
             clock_reasons: ClockReasonCounts::default(),
             thinned: std::array::from_fn(|_| Thinned::new(ROBUST_CAPACITY)),
             stale_gpm: 0,
+            processes: None,
         }
     }
 
@@ -329,6 +333,9 @@ impl Accumulator {
         }
         if let Some(mask) = s.clk_reasons {
             self.clock_reasons.add(mask);
+        }
+        if s.processes.is_some() {
+            self.processes.clone_from(&s.processes);
         }
     }
 }
@@ -448,6 +455,7 @@ impl GpuWindower {
             clock_reasons: acc.clock_reasons,
             robust: acc.thinned.each_ref().map(|t| Robust::of(t.values())),
             stale_gpm: acc.stale_gpm,
+            processes: acc.processes,
         })
     }
 

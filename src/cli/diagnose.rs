@@ -18,9 +18,16 @@ use super::shutdown::Shutdown;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// How long to watch the GPUs.
+    /// How long to watch the GPUs (without a command).
     #[arg(long, value_name = "N", default_value_t = 10.0)]
     pub seconds: f64,
+    /// The report as text for people, or as one JSON document.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// A command to run and watch: its standard streams, signals and exit code pass through,
+    /// and the report covers the GPUs its process tree used, for as long as it ran.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
     /// Diagnose a recorded trace instead of the live GPUs.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -30,8 +37,17 @@ pub struct Args {
     pub sampling: SamplingArgs,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
+    if !args.command.is_empty() {
+        return super::watch::run(&args);
+    }
     match &args.trace {
         Some(path) => {
             let facts = facts_beside(path)?;
@@ -88,12 +104,29 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "this machine".into());
-    let mut out = io::stdout().lock();
-    report.render(&mut out, &SourceLabel::Live { host }, |gpu| {
+    show(args, &report, &SourceLabel::Live { host }, |gpu| {
         pipeline.diagnoser().facts(gpu).clone()
     })?;
-    out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the report in the format asked for.
+pub fn show(
+    args: &Args,
+    report: &HumanReport,
+    label: &SourceLabel,
+    facts: impl Fn(u32) -> gpuslack_receiver::device::DeviceFacts,
+) -> Result<()> {
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Human => report.render(&mut out, label, facts)?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &report.json(facts))?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
 fn report_trace<R: io::Read>(
@@ -108,10 +141,8 @@ fn report_trace<R: io::Read>(
         report.add(r);
         Ok(())
     })?;
-    let mut out = io::stdout().lock();
-    report.render(&mut out, &label, |gpu| {
+    show(args, &report, &label, |gpu| {
         pipeline.diagnoser().facts(gpu).clone()
     })?;
-    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,7 +11,7 @@ use gpuslack_receiver::export::config::{
     ExportConfig, Layer, Secret,
 };
 
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {
     /// TOML config file (the environment and flags override it).
     #[arg(long, value_name = "FILE")]
@@ -50,6 +50,9 @@ pub struct ExportArgs {
     pub prometheus: Option<String>,
     #[arg(long)]
     pub service_name: Option<String>,
+    /// Per-process series kept per GPU: its N processes with the largest SM share (0 for none).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub process_series: usize,
 }
 
 fn bad(flag: &str, value: &str, expected: &str) -> anyhow::Error {

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use gpuslack_receiver::attribution::procfs::Procfs;
+use gpuslack_receiver::attribution::Attributor;
 use gpuslack_receiver::source::live::nvml::{NvmlBackend, NvmlDevice, OpenError};
 use gpuslack_receiver::source::live::{Cadence, Field, LiveSource, SourceEvent};
 use gpuslack_receiver::Sample;
@@ -89,11 +91,14 @@ pub fn run_ticks(
     let mut next = start;
     let mut ticks = 0;
     let mut all_lost_said = false;
+    // Who holds each GPU, from the host: executable, user, CPU use, container, job.
+    let mut attributor = Attributor::new(Procfs::system());
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d) || shutdown.requested() {
             break;
         }
-        let samples = source.sample(unix_now);
+        let mut samples = source.sample(unix_now);
+        samples.iter_mut().for_each(|s| attributor.enrich(s));
         ticks += 1;
         for event in source.drain_events() {
             log_event(&event);

@@ -32,6 +32,7 @@ mod run;
 mod sampler;
 mod score;
 mod shutdown;
+mod watch;
 
 use std::process::ExitCode;
 

@@ -171,7 +171,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .build()
         .context("starting the export runtime")?;
     let delivery = Arc::new(Delivery::default());
-    let state = Arc::new(RwLock::new(ExportState::with_delivery(delivery.clone())));
+    if args.export.process_series > 64 {
+        anyhow::bail!(
+            "--process-series must be at most 64 (series per GPU), got {}",
+            args.export.process_series
+        );
+    }
+    let state = Arc::new(RwLock::new(
+        ExportState::with_delivery(delivery.clone()).with_top_processes(args.export.process_series),
+    ));
     if let Some(addr) = config.prometheus {
         let listener = prometheus::bind(addr)
             .with_context(|| format!("--prometheus {addr}: cannot listen"))?;

@@ -64,6 +64,27 @@ impl Shutdown {
         self.received.is_some()
     }
 
+    /// Sends the signal that arrived to `pid` and forgets it, so that the next one is heard
+    /// too: `diagnose -- COMMAND` passes signals through to its command. An interactive
+    /// Ctrl-C already reached the whole foreground process group, the command included, so a
+    /// SIGINT is not sent twice when standard input is a terminal.
+    pub fn forward_to(&mut self, pid: u32) {
+        let Some(signal) = self.received.take() else {
+            return;
+        };
+        // SAFETY: isatty and kill only read their arguments.
+        let interactive = unsafe { libc::isatty(0) } == 1;
+        if signal == SIGINT && interactive {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(pid) {
+            // SAFETY: sends a signal to one process; an error (gone already) changes nothing.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
     /// The signal's name, once one arrived.
     pub fn signal_name(&self) -> Option<&'static str> {
         self.received.map(|s| match s {

@@ -224,6 +224,10 @@ impl Diagnoser {
         }
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
+        let job = stats
+            .processes
+            .as_deref()
+            .and_then(|p| crate::attribution::job_of(p));
         let calibrated_efficiency = profile
             .as_ref()
             .zip(signals.power_w)
@@ -242,7 +246,7 @@ impl Diagnoser {
             remedy,
             power,
             stall: observed.stall,
-            job: None,
+            job,
             throttle,
             missing,
         }

@@ -5,6 +5,7 @@
 
 use super::delivery::Counts;
 use super::state::GpuView;
+use crate::attribution::{owner_of, GpuProcess};
 use crate::diagnosis::Class;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +137,7 @@ pub const GPU_POWER_EXPECTED: MetricDef = gauge(
     "What this GPU draws, by its profile, when it does what its current verdict says",
 );
 
-pub const ALL: [MetricDef; 24] = [
+pub const ALL: [MetricDef; 27] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -161,7 +162,29 @@ pub const ALL: [MetricDef; 24] = [
     GPU_EFFICIENCY_CALIBRATED,
     GPU_POWER_EXPECTED,
     GPU_DIAGNOSIS,
+    PROCESS_SM,
+    PROCESS_MEMORY,
+    PROCESS_CPU,
 ];
+
+pub const PROCESS_SM: MetricDef = gauge(
+    "gpuslack.process.sm.activity",
+    "1",
+    "A process's share of the GPU's SM time (top processes per GPU by this share)",
+);
+pub const PROCESS_MEMORY: MetricDef = gauge(
+    "gpuslack.process.memory.usage",
+    "By",
+    "GPU memory a process holds (top processes per GPU)",
+);
+pub const PROCESS_CPU: MetricDef = gauge(
+    "gpuslack.process.cpu.utilization",
+    "1",
+    "Host CPU a process holding the GPU uses, 1 = one core (attribute gpuslack.thread: all or busiest)",
+);
+
+/// Per-process series kept per GPU by default: the processes with the largest SM share.
+pub const DEFAULT_TOP_PROCESSES: usize = 5;
 
 pub const AGENT_WINDOWS: MetricDef = counter(
     "gpuslack.agent.windows",
@@ -275,15 +298,73 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
     if let Some(driver) = &f.driver {
         attrs.push(("hw.driver_version", driver.clone()));
     }
+    if let Some(parent) = f.mig_parent {
+        attrs.push(("gpuslack.mig.parent_index", parent.to_string()));
+    }
+    // Whoever owns the GPU: the process holding it alone, the container or pod all its
+    // processes share (semantic-convention names).
+    let report = &view.report;
+    if let Some(owner) = report.stats.processes.as_deref().and_then(|p| owner_of(p)) {
+        if let Some(pid) = owner.pid {
+            attrs.push(("process.pid", pid.to_string()));
+        }
+        if let Some(name) = owner.name {
+            attrs.push(("process.executable.name", name));
+        }
+        if let Some(id) = owner.container_id {
+            attrs.push(("container.id", id));
+        }
+        if let Some(uid) = owner.pod_uid {
+            attrs.push(("k8s.pod.uid", uid));
+        }
+    }
+    if let Some(job) = &report.job {
+        attrs.push(("gpuslack.job.id", job.clone()));
+    }
     attrs
+}
+
+/// The per-process points of one GPU: its `top` processes by SM share.
+fn process_points(
+    view: &GpuView,
+    top: usize,
+    push: &mut dyn FnMut(MetricDef, Option<f64>, Vec<(&'static str, String)>),
+) {
+    let Some(processes) = view.report.stats.processes.as_deref() else {
+        return;
+    };
+    let mut ranked: Vec<&GpuProcess> = processes.iter().collect();
+    ranked.sort_by(|a, b| {
+        b.sm_pct
+            .unwrap_or(0.0)
+            .total_cmp(&a.sm_pct.unwrap_or(0.0))
+            .then(a.pid.cmp(&b.pid))
+    });
+    for p in ranked.into_iter().take(top) {
+        let mut attrs = vec![("process.pid", p.pid.to_string())];
+        if let Some(name) = &p.name {
+            attrs.push(("process.executable.name", name.clone()));
+        }
+        if let Some(user) = &p.user {
+            attrs.push(("process.owner", user.clone()));
+        }
+        push(PROCESS_SM, p.sm_pct.map(|v| v / 100.0), attrs.clone());
+        push(PROCESS_MEMORY, p.gpu_mem_bytes, attrs.clone());
+        let mut all = attrs.clone();
+        all.push(("gpuslack.thread", "all".into()));
+        push(PROCESS_CPU, p.cpu_pct.map(|v| v / 100.0), all);
+        attrs.push(("gpuslack.thread", "busiest".into()));
+        push(PROCESS_CPU, p.thread_pct.map(|v| v / 100.0), attrs);
+    }
 }
 
 fn share(pct: Option<f64>) -> Option<f64> {
     pct.map(|p| p / 100.0)
 }
 
-/// Every point of every metric for one GPU. A metric the source did not sample has no point.
-pub fn points(view: &GpuView) -> Vec<Point> {
+/// Every point of every metric for one GPU, with its `top` processes. A metric the source did
+/// not sample has no point.
+pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     use crate::sample::Metric;
     let r = &view.report;
     let s = &r.signals;
@@ -381,6 +462,7 @@ pub fn points(view: &GpuView) -> Vec<Point> {
             vec![("gpu.diagnosis.class", class.as_str().into())],
         );
     }
+    process_points(view, top, &mut push);
     out
 }
 

@@ -369,7 +369,10 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                 return;
             }
             for view in state.gpus() {
-                for p in catalogue::points(view).into_iter().filter(|p| p.def == def) {
+                for p in catalogue::points(view, state.top_processes())
+                    .into_iter()
+                    .filter(|p| p.def == def)
+                {
                     record(p.value, &key_values(view, &p.attributes));
                 }
             }

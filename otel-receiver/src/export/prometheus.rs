@@ -127,7 +127,10 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect();
-            for p in catalogue::points(view).into_iter().filter(|p| p.def == def) {
+            for p in catalogue::points(view, state.top_processes())
+                .into_iter()
+                .filter(|p| p.def == def)
+            {
                 let mut all = base.clone();
                 all.extend(p.attributes.iter().map(|(k, v)| (k.to_string(), v.clone())));
                 line(&mut out, &all, p.value);

@@ -42,6 +42,8 @@ pub struct ExportState {
     delivery: Arc<Delivery>,
     /// When the last window arrived, for `/healthz`.
     last_window: Option<Instant>,
+    /// Per-process series per GPU (the top processes by SM share).
+    top_processes: usize,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -50,8 +52,19 @@ impl ExportState {
     pub fn with_delivery(delivery: Arc<Delivery>) -> Self {
         ExportState {
             delivery,
+            top_processes: super::catalogue::DEFAULT_TOP_PROCESSES,
             ..ExportState::default()
         }
+    }
+
+    /// Keeps per-process series for the `top` processes of each GPU by SM share.
+    pub fn with_top_processes(mut self, top: usize) -> Self {
+        self.top_processes = top;
+        self
+    }
+
+    pub fn top_processes(&self) -> usize {
+        self.top_processes
     }
 
     pub fn delivery(&self) -> &Arc<Delivery> {

@@ -170,6 +170,71 @@ impl HumanReport {
         }
     }
 
+    /// Keeps only the GPUs in `keep` (those a watched command used).
+    pub fn retain_gpus(&mut self, keep: &std::collections::BTreeSet<u32>) {
+        self.gpus.retain(|gpu, _| keep.contains(gpu));
+    }
+
+    /// The GPUs reported on.
+    pub fn gpus(&self) -> impl Iterator<Item = u32> + '_ {
+        self.gpus.keys().copied()
+    }
+
+    /// The report as one JSON document: per GPU, time and energy per verdict and each phase
+    /// with its figures, evidence and remedy.
+    pub fn json(&self, facts: impl Fn(u32) -> DeviceFacts) -> serde_json::Value {
+        let gpus: Vec<serde_json::Value> = self
+            .gpus
+            .iter()
+            .map(|(gpu, r)| {
+                let f = facts(*gpu);
+                let total: f64 = r.by_class.values().map(|s| s.seconds).sum();
+                let by_verdict: serde_json::Map<String, serde_json::Value> = r
+                    .by_class
+                    .iter()
+                    .map(|(c, s)| {
+                        (
+                            c.as_str().to_string(),
+                            serde_json::json!({
+                                "seconds": s.seconds,
+                                "energy_j": s.energy_j.round(),
+                                "share": if total > 0.0 { s.seconds / total } else { 0.0 },
+                            }),
+                        )
+                    })
+                    .collect();
+                let phases: Vec<serde_json::Value> = r
+                    .phases
+                    .iter()
+                    .map(|p| {
+                        let rep = p.representative();
+                        serde_json::json!({
+                            "start": p.start(),
+                            "end": p.end(),
+                            "class": p.class.as_str(),
+                            "windows": p.count,
+                            "power_w": p.mean(|w| w.signals.power_w),
+                            "util_gpu": p.mean(|w| w.signals.util_pct.map(|u| u / 100.0)),
+                            "sm_active": p.mean(|w| w.signals.sm_pct.map(|u| u / 100.0)),
+                            "rule": rep.rule,
+                            "evidence": rep.evidence.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
+                            "remedy": rep.remedy(),
+                        })
+                    })
+                    .collect();
+                serde_json::json!({
+                    "gpu": gpu,
+                    "name": f.name,
+                    "uuid": f.uuid,
+                    "time_by_verdict": by_verdict,
+                    "phases": phases,
+                    "more_phases": r.more_phases,
+                })
+            })
+            .collect();
+        serde_json::json!({ "gpus": gpus })
+    }
+
     /// Time and energy per verdict, per GPU.
     pub fn spent(&self) -> BTreeMap<u32, BTreeMap<Class, Spent>> {
         self.gpus

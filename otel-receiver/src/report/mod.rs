@@ -6,7 +6,7 @@ mod jsonl;
 mod table;
 mod time;
 
-pub use human::{HumanReport, SourceLabel};
+pub use human::{cost_of_slack, duration, energy, HumanReport, SourceLabel, Spent};
 pub use jsonl::{WindowRecord, JSONL_SCHEMA};
 pub use table::TableWriter;
 pub use time::utc_hms;

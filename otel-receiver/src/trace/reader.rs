@@ -40,6 +40,7 @@ enum Column {
     Time,
     Gpu,
     ClkReasons,
+    Processes,
     Metric(Metric),
     Ignored,
 }
@@ -97,6 +98,7 @@ impl<R: Read> TraceReader<R> {
                 "t" => Column::Time,
                 "gpu" => Column::Gpu,
                 "clk_reasons" => Column::ClkReasons,
+                "processes" => Column::Processes,
                 other => Metric::from_column(other).map_or(Column::Ignored, Column::Metric),
             });
         }
@@ -169,6 +171,11 @@ impl<R: Read> TraceReader<R> {
                     let mask = u64::from_str_radix(digits, 16)
                         .map_err(|_| self.bad("clk_reasons", cell, "not a hex bitmask"))?;
                     sample.clk_reasons = Some(mask);
+                }
+                Column::Processes => {
+                    let list = serde_json::from_str(cell)
+                        .map_err(|_| self.bad("processes", cell, "not a JSON list of processes"))?;
+                    sample.processes = Some(std::sync::Arc::new(list));
                 }
                 Column::Metric(metric) => {
                     let v = parse_number(cell)

@@ -16,6 +16,7 @@ impl<W: Write> TraceWriter<W> {
             header.push(',');
             header.push_str(metric.column());
         }
+        header.push_str(",processes");
         header.push('\n');
         out.write_all(header.as_bytes())?;
         Ok(TraceWriter {
@@ -37,6 +38,14 @@ impl<W: Write> TraceWriter<W> {
             if let Some(v) = sample.get(metric) {
                 let _ = write!(self.line, "{v}");
             }
+        }
+        self.line.push(',');
+        if let Some(list) = &sample.processes {
+            // JSON in one CSV cell: quoted, its quotes doubled.
+            let json = serde_json::to_string(list.as_slice()).unwrap_or_else(|_| "[]".into());
+            self.line.push('"');
+            self.line.push_str(&json.replace('"', "\"\""));
+            self.line.push('"');
         }
         self.line.push('\n');
         self.out.write_all(self.line.as_bytes())
@@ -64,6 +73,13 @@ mod tests {
             .with(Metric::EnergyMj, 2765367.0);
         let mut b = Sample::new(1796024901.0, 0).with(Metric::UtilGpu, 100.0);
         b.clk_reasons = Some(0x4);
+        b.processes = Some(std::sync::Arc::new(vec![crate::attribution::GpuProcess {
+            pid: 4242,
+            name: Some("python, \"train\"".into()),
+            gpu_mem_bytes: Some(2.5e9),
+            sm_pct: Some(87.0),
+            ..Default::default()
+        }]));
         let mut writer = TraceWriter::new(Vec::new()).expect("header");
         writer.write(&a).expect("row");
         writer.write(&b).expect("row");

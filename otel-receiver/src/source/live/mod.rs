@@ -443,9 +443,18 @@ mod tests {
     }
 
     fn ticks<D: DeviceReader>(source: &mut LiveSource<D>, n: u32, tick_s: f64) -> Vec<Vec<Sample>> {
+        ticks_from(source, 1000.0, n, tick_s)
+    }
+
+    fn ticks_from<D: DeviceReader>(
+        source: &mut LiveSource<D>,
+        start: f64,
+        n: u32,
+        tick_s: f64,
+    ) -> Vec<Vec<Sample>> {
         (0..n)
             .map(|i| {
-                let t = 1000.0 + f64::from(i) * tick_s;
+                let t = start + f64::from(i) * tick_s;
                 source.sample(|| t)
             })
             .collect()
@@ -544,7 +553,7 @@ mod tests {
             }]
         );
         let reads_when_lost = source.slots[1].reader.total_reads;
-        ticks(&mut source, 10, 0.1);
+        ticks_from(&mut source, 1002.0, 10, 0.1);
         assert_eq!(
             source.slots[1].reader.total_reads, reads_when_lost,
             "a lost GPU is not read again"

@@ -8,7 +8,7 @@
 use nvml_wrapper::enum_wrappers::device::{
     Clock, PcieUtilCounter, TemperatureSensor, TemperatureThreshold,
 };
-use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::gpm::{gpm_metrics_get, GpmSample};
@@ -157,6 +157,7 @@ impl NvmlBackend {
             gpm_extended: false,
             gpm_unrefreshed: 0,
             nvlink_last: None,
+            process_util_seen: None,
         };
         let mut gpus = Vec::new();
         let mut instances = Vec::new();
@@ -259,6 +260,8 @@ pub struct NvmlDevice {
     gpm_unrefreshed: u64,
     /// The last NVLink counter reading: (µs, KiB sent, KiB received).
     nvlink_last: Option<(i64, f64, f64)>,
+    /// The newest process-utilisation sample seen (µs), so that each read asks for newer ones.
+    process_util_seen: Option<u64>,
 }
 
 fn classify(e: NvmlError) -> ReadError {
@@ -407,10 +410,7 @@ impl DeviceReader for NvmlDevice {
                 s.set(Metric::MemUsedBytes, used as f64);
                 s.set(Metric::MemTotalBytes, total as f64);
             }
-            Field::Processes => s.set(
-                Metric::Nprocs,
-                f64::from(d.running_compute_processes_count().map_err(classify)?),
-            ),
+            Field::Processes => self.read_processes(s)?,
             Field::Limits => {
                 let enforced = d.enforced_power_limit().map_err(classify)?;
                 s.set(Metric::PowerLimitMw, f64::from(enforced));
@@ -485,6 +485,42 @@ impl NvmlDevice {
             }
         }
         self.gpm = Some((current, Some(previous)));
+        Ok(())
+    }
+
+    /// The processes holding the GPU: PID and GPU memory, and each one's share of SM time since
+    /// the last read (`nvmlDeviceGetProcessUtilization`, which answers NotFound when no
+    /// process has samples: none then).
+    fn read_processes(&mut self, s: &mut Sample) -> Result<(), ReadError> {
+        let running = self.device.running_compute_processes().map_err(classify)?;
+        let sm: std::collections::HashMap<u32, u32> = match self
+            .device
+            .process_utilization_stats(self.process_util_seen)
+        {
+            Ok(samples) => {
+                if let Some(newest) = samples.iter().map(|u| u.timestamp).max() {
+                    self.process_util_seen = Some(newest);
+                }
+                samples.into_iter().map(|u| (u.pid, u.sm_util)).collect()
+            }
+            Err(NvmlError::GpuLost) => return Err(ReadError::GpuLost("GPU lost".into())),
+            // NotFound (no process has samples), NotSupported: no shares this time.
+            Err(_) => Default::default(),
+        };
+        s.set(Metric::Nprocs, running.len() as f64);
+        let processes = running
+            .iter()
+            .map(|p| crate::attribution::GpuProcess {
+                pid: p.pid,
+                gpu_mem_bytes: match p.used_gpu_memory {
+                    UsedGpuMemory::Used(bytes) => Some(bytes as f64),
+                    UsedGpuMemory::Unavailable => None,
+                },
+                sm_pct: sm.get(&p.pid).map(|v| f64::from(*v)),
+                ..Default::default()
+            })
+            .collect();
+        s.processes = Some(std::sync::Arc::new(processes));
         Ok(())
     }
 

@@ -1,0 +1,238 @@
+//! What the host knows of a process holding a GPU, from `/proc` (any root, so that tests read
+//! recorded samples): its executable, user, process group, CPU time and its busiest thread's,
+//! and its cgroup. CPU use is a rate, so [`CpuMeter`] keeps the last reading of each process.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::cgroup::{self, CgroupOwner};
+
+/// Clock ticks per second of `/proc/*/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
+const TICKS_PER_S: f64 = 100.0;
+
+/// One reading of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostProcess {
+    pub pid: u32,
+    pub name: String,
+    pub user: Option<String>,
+    pub ppid: u32,
+    pub pgid: u32,
+    /// user + system CPU time (s), all threads.
+    pub cpu_s: f64,
+    /// The busiest thread's CPU time (s).
+    pub busiest_thread_cpu_s: f64,
+    pub owner: CgroupOwner,
+}
+
+/// The fields of a `stat` line after the command (which may hold spaces and parentheses).
+fn stat_fields(text: &str) -> Option<(String, Vec<&str>)> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let name = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 2..)?.split_whitespace().collect();
+    Some((name, rest))
+}
+
+/// (name, ppid, pgid, utime + stime in s) from a `stat` line.
+pub fn parse_stat(text: &str) -> Option<(String, u32, u32, f64)> {
+    let (name, f) = stat_fields(text)?;
+    // After the command: state(0) ppid(1) pgrp(2) session(3) … utime(11) stime(12).
+    let ppid = f.get(1)?.parse().ok()?;
+    let pgid = f.get(2)?.parse().ok()?;
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some((name, ppid, pgid, ticks / TICKS_PER_S))
+}
+
+/// The real uid of a `status` file.
+pub fn parse_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|uid| uid.parse().ok())
+}
+
+/// The user name of `uid` in a passwd file's text.
+pub fn user_name(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let id: u32 = f.nth(1)?.parse().ok()?;
+        (id == uid).then(|| name.to_string())
+    })
+}
+
+/// Reads `/proc`-shaped data under a root: `/proc` itself, or a recorded copy.
+#[derive(Debug, Clone)]
+pub struct Procfs {
+    root: PathBuf,
+    passwd: Option<String>,
+}
+
+impl Procfs {
+    pub fn new(root: impl Into<PathBuf>, passwd_file: &Path) -> Procfs {
+        Procfs {
+            root: root.into(),
+            passwd: std::fs::read_to_string(passwd_file).ok(),
+        }
+    }
+
+    /// The live system.
+    pub fn system() -> Procfs {
+        Procfs::new("/proc", Path::new("/etc/passwd"))
+    }
+
+    fn read(&self, pid: u32, file: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(pid.to_string()).join(file)).ok()
+    }
+
+    /// One reading of `pid`; `None` when it is gone or not visible (another PID namespace).
+    pub fn process(&self, pid: u32) -> Option<HostProcess> {
+        let (name, ppid, pgid, cpu_s) = parse_stat(&self.read(pid, "stat")?)?;
+        let user = self
+            .read(pid, "status")
+            .and_then(|s| parse_uid(&s))
+            .and_then(|uid| {
+                self.passwd
+                    .as_deref()
+                    .and_then(|p| user_name(p, uid))
+                    .or(Some(uid.to_string()))
+            });
+        let busiest_thread_cpu_s = std::fs::read_dir(self.root.join(pid.to_string()).join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+            .filter_map(|s| parse_stat(&s).map(|(_, _, _, cpu)| cpu))
+            .fold(0.0, f64::max);
+        Some(HostProcess {
+            pid,
+            name,
+            user,
+            ppid,
+            pgid,
+            cpu_s,
+            busiest_thread_cpu_s,
+            owner: self
+                .read(pid, "cgroup")
+                .map(|c| cgroup::parse(&c))
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The parent of every visible process, for walking a process tree.
+    pub fn parents(&self) -> HashMap<u32, u32> {
+        std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let (_, ppid, _, _) = parse_stat(&self.read(pid, "stat")?)?;
+                Some((pid, ppid))
+            })
+            .collect()
+    }
+}
+
+/// CPU use as a share of one core (100% = one core busy), from two readings of a process.
+#[derive(Debug, Default)]
+pub struct CpuMeter {
+    last: HashMap<u32, (f64, f64, f64)>,
+}
+
+impl CpuMeter {
+    /// (process %, busiest thread %) since the last reading of `p` at `t` (s); `None` the first
+    /// time a process is seen.
+    pub fn rate(&mut self, p: &HostProcess, t: f64) -> (Option<f64>, Option<f64>) {
+        let out = match self.last.get(&p.pid) {
+            Some(&(t0, cpu0, thread0)) if t > t0 => {
+                let dt = t - t0;
+                (
+                    Some((100.0 * (p.cpu_s - cpu0) / dt).max(0.0)),
+                    Some((100.0 * (p.busiest_thread_cpu_s - thread0) / dt).clamp(0.0, 100.0)),
+                )
+            }
+            _ => (None, None),
+        };
+        self.last
+            .insert(p.pid, (t, p.cpu_s, p.busiest_thread_cpu_s));
+        out
+    }
+
+    /// Forgets processes not seen since `before` (s): the map stays the size of the GPUs' users.
+    pub fn forget_before(&mut self, before: f64) {
+        self.last.retain(|_, (t, _, _)| *t >= before);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recorded on the device machine: a PyTorch training process.
+    const STAT: &str = "4242 (pt_main_thread) S 4100 4100 4100 0 -1 4194560 1853021 0 1 0 12345 678 0 0 20 0 58 0 90210 31567003648 1234567 18446744073709551615 1 1 0 0 0 0 0 16781312 17642 0 0 0 17 3 0 0 0 0 0";
+
+    #[test]
+    fn stat_lines_give_name_parents_group_and_cpu() {
+        let (name, ppid, pgid, cpu) = parse_stat(STAT).expect("a stat line");
+        assert_eq!((name.as_str(), ppid, pgid), ("pt_main_thread", 4100, 4100));
+        assert!((cpu - 130.23).abs() < 1e-9, "{cpu}");
+        // A command with spaces and parentheses.
+        let odd = "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 50 50 0 0 20 0 1 0 1 1 1";
+        assert_eq!(parse_stat(odd).map(|s| s.0), Some("a (b) c".to_string()));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn users_come_from_the_uid_and_passwd() {
+        let status = "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\n";
+        assert_eq!(parse_uid(status), Some(1000));
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n";
+        assert_eq!(user_name(passwd, 1000).as_deref(), Some("alice"));
+        assert_eq!(user_name(passwd, 7), None);
+    }
+
+    #[test]
+    fn a_process_tree_and_cpu_rates_from_a_recorded_proc() {
+        let root = std::env::temp_dir().join(format!("gpuslack-proc-{}", std::process::id()));
+        let pid_dir = root.join("4242");
+        std::fs::create_dir_all(pid_dir.join("task/4242")).expect("dirs");
+        std::fs::create_dir_all(pid_dir.join("task/4250")).expect("dirs");
+        std::fs::write(pid_dir.join("stat"), STAT).expect("stat");
+        std::fs::write(
+            pid_dir.join("task/4242/stat"),
+            STAT.replace("12345 678", "9000 100"),
+        )
+        .expect("t");
+        std::fs::write(
+            pid_dir.join("task/4250/stat"),
+            STAT.replace("12345 678", "3000 20"),
+        )
+        .expect("t");
+        std::fs::write(pid_dir.join("status"), "Uid:\t0\t0\t0\t0\n").expect("status");
+        std::fs::write(pid_dir.join("cgroup"), "0::/slurm/uid_0/job_77/step_0\n").expect("cgroup");
+        let passwd = root.join("passwd");
+        std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").expect("passwd");
+        let procfs = Procfs::new(&root, &passwd);
+        let p = procfs.process(4242).expect("the process");
+        assert_eq!(p.user.as_deref(), Some("root"));
+        assert_eq!(p.owner.slurm_job.as_deref(), Some("77"));
+        assert!((p.busiest_thread_cpu_s - 91.0).abs() < 1e-9);
+        assert_eq!(procfs.parents().get(&4242), Some(&4100));
+        let mut meter = CpuMeter::default();
+        assert_eq!(meter.rate(&p, 10.0), (None, None));
+        let later = HostProcess {
+            cpu_s: p.cpu_s + 1.5,
+            busiest_thread_cpu_s: p.busiest_thread_cpu_s + 0.99,
+            ..p.clone()
+        };
+        let (cpu, thread) = meter.rate(&later, 11.0);
+        assert!((cpu.expect("rate") - 150.0).abs() < 1e-6);
+        assert!((thread.expect("rate") - 99.0).abs() < 1e-6);
+        meter.forget_before(20.0);
+        assert_eq!(meter.rate(&later, 21.0), (None, None));
+        let _ = std::fs::remove_dir_all(root);
+    }
+}

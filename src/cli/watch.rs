@@ -1,0 +1,147 @@
+//! `gpuslack diagnose -- COMMAND`: runs a job and reports on the GPUs it used, for as long as
+//! it ran. The command inherits standard input, output and error; SIGTERM, SIGHUP (and SIGINT
+//! not already sent by the terminal) are passed to it; its exit code is gpuslack's. Every GPU is
+//! sampled, and the report keeps those on which a process of the command's tree appeared, with
+//! the time and energy the job spent in each verdict: the cost of its slack.
+
+use std::collections::BTreeSet;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use gpuslack_receiver::attribution::procfs::Procfs;
+use gpuslack_receiver::attribution::{descendants, Attributor};
+use gpuslack_receiver::report::{duration, energy, HumanReport, SourceLabel};
+use gpuslack_receiver::Class;
+
+use super::diagnose::{show, Args};
+use super::live;
+use super::shutdown::Shutdown;
+
+/// The command's exit code as gpuslack's: its own, or 128 + the signal that ended it.
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let sampling = args.sampling.sampling()?;
+    let mut shutdown = Shutdown::install()?;
+    let program = &args.command[0];
+    let mut child = Command::new(program)
+        .args(&args.command[1..])
+        .spawn()
+        .with_context(|| format!("cannot run {program:?}"))?;
+    let pid = child.id();
+    let mut source = match live::open(sampling) {
+        Ok(source) => source,
+        Err(e) => {
+            eprintln!("gpuslack: cannot watch {program:?}'s GPUs ({e}); running it unwatched");
+            loop {
+                if let Some(status) = child.try_wait().context("waiting for the command")? {
+                    return Ok(exit_code(status));
+                }
+                if shutdown.wait(Duration::from_millis(200)) {
+                    shutdown.forward_to(pid);
+                }
+            }
+        }
+    };
+    let mut pipeline = args
+        .pipeline
+        .pipeline_for_live(source.facts())?
+        .tolerating_clock_steps();
+    let procfs = Procfs::system();
+    let mut attributor = Attributor::new(procfs.clone());
+    let mut report = HumanReport::default();
+    let mut used: BTreeSet<u32> = BTreeSet::new();
+    let mut tree = descendants(&procfs.parents(), pid);
+    let tick = source.cadence().tick;
+    let started = std::time::Instant::now();
+    let mut last_tree = started;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("waiting for the command")? {
+            break status;
+        }
+        if last_tree.elapsed() >= Duration::from_secs(1) {
+            tree = descendants(&procfs.parents(), pid);
+            last_tree = std::time::Instant::now();
+        }
+        let mut samples = source.sample(live::unix_now);
+        for s in samples.iter_mut() {
+            attributor.enrich(s);
+            if let Some(processes) = &s.processes {
+                if processes.iter().any(|p| tree.contains(&p.pid)) {
+                    used.insert(s.gpu);
+                }
+            }
+            for r in pipeline.push(s)? {
+                report.add(r);
+            }
+        }
+        if shutdown.wait(tick) {
+            shutdown.forward_to(pid);
+        }
+    };
+    for r in pipeline.finish() {
+        report.add(r);
+    }
+    report.retain_gpus(&used);
+    let command = args.command.join(" ");
+    let ran = started.elapsed().as_secs_f64();
+    if used.is_empty() {
+        eprintln!(
+            "gpuslack: {command:?} ran {} and used no GPU that gpuslack could see",
+            duration(ran)
+        );
+    } else {
+        let label = SourceLabel::Live {
+            host: format!(
+                "the job `{command}` ({} on GPU {})",
+                duration(ran),
+                list(&used)
+            ),
+        };
+        show(args, &report, &label, |gpu| {
+            pipeline.diagnoser().facts(gpu).clone()
+        })?;
+        if let Some(line) = slack_line(&report) {
+            eprintln!("gpuslack: {line}");
+        }
+    }
+    Ok(exit_code(status))
+}
+
+fn list(gpus: &BTreeSet<u32>) -> String {
+    gpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// "41% of the job's GPU time (2 min 10 s, 2.30 kWh) was input_starved": its costliest slack.
+fn slack_line(report: &HumanReport) -> Option<String> {
+    let mut by_class = std::collections::BTreeMap::new();
+    for spent in report.spent().values() {
+        for (class, s) in spent {
+            let e = by_class.entry(*class).or_insert((0.0, 0.0));
+            e.0 += s.seconds;
+            e.1 += s.energy_j;
+        }
+    }
+    let total: f64 = by_class.values().map(|(s, _)| s).sum();
+    let (class, (seconds, joules)) = by_class
+        .iter()
+        .filter(|(c, _)| !c.is_healthy() && **c != Class::Idle)
+        .max_by(|a, b| (a.1).0.total_cmp(&(b.1).0))?;
+    Some(format!(
+        "{:.0}% of the job's GPU time ({}, {}) was {class}",
+        100.0 * seconds / total.max(1e-9),
+        duration(*seconds),
+        energy(*joules)
+    ))
+}
