@@ -712,4 +712,61 @@ fn processes_and_their_owner_reach_the_collector() {
         .any(|(_, p)| p["attributes"]["gpuslack.thread"] == "busiest"
             && p["attributes"]["process.pid"] == "4242"
             && (p["value"].as_f64().unwrap_or(0.0) - 0.99).abs() < 1e-9));
+    // On Prometheus, the owner's labels and a process series' own name one process once.
+    let port = free_port();
+    let _agent = Server(
+        Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+            .args([
+                "run",
+                "--replay",
+                &trace.display().to_string(),
+                "--speed",
+                "0",
+            ])
+            .args([
+                "--prometheus",
+                &format!("127.0.0.1:{port}"),
+                "--linger-s",
+                "8",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("agent starts"),
+    );
+    wait_for_port(port, "gpuslack's Prometheus endpoint");
+    let started = Instant::now();
+    let mut text = String::new();
+    while !text.contains("gpuslack_process_sm_activity_ratio{")
+        && started.elapsed() < Duration::from_secs(8)
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        let out = Command::new("curl")
+            .args(["-s", &format!("http://127.0.0.1:{port}/metrics")])
+            .output()
+            .expect("curl");
+        text = String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("gpuslack_process_sm_activity_ratio{"))
+        .collect();
+    assert_eq!(series.len(), 3, "{text}");
+    for line in series {
+        let labels = &line[line.find('{').expect("{") + 1..line.rfind('}').expect("}")];
+        let keys: Vec<&str> = labels
+            .split("\",")
+            .filter_map(|kv| kv.split('=').next())
+            .map(|k| k.trim_start_matches(','))
+            .collect();
+        let unique: std::collections::BTreeSet<&str> = keys.iter().copied().collect();
+        assert_eq!(unique.len(), keys.len(), "a label twice: {line}");
+        assert_eq!(line.matches("process_pid=").count(), 1, "{line}");
+    }
+    assert!(
+        text.contains(
+            "process_pid=\"4242\",process_executable_name=\"python\",process_owner=\"alice\"} 0.87"
+        ),
+        "{text}"
+    );
 }

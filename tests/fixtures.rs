@@ -285,11 +285,7 @@ fn phase(fixture_name: &str, name: &str) -> (f64, f64) {
 }
 
 /// The windows of GPU 0 whose midpoint lies in the phase, its first `skip_s` left out.
-fn in_phase<'a>(
-    reports: &'a [WindowReport],
-    (t0, t1): (f64, f64),
-    skip_s: f64,
-) -> Vec<&'a WindowReport> {
+fn in_phase(reports: &[WindowReport], (t0, t1): (f64, f64), skip_s: f64) -> Vec<&WindowReport> {
     reports
         .iter()
         .filter(|r| r.stats.midpoint() >= t0 + skip_s && r.stats.midpoint() < t1)

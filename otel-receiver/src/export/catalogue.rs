@@ -324,6 +324,20 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
     attrs
 }
 
+/// A point's whole attribute set: the GPU's, then the point's own, which replace any of the
+/// GPU's with the same key (a process point names its own process where the GPU names its
+/// single owner; a key twice is an invalid Prometheus series and an ambiguous OTLP point).
+pub fn point_attributes(
+    gpu: &[(&'static str, String)],
+    point: &[(&'static str, String)],
+) -> Vec<(&'static str, String)> {
+    gpu.iter()
+        .filter(|(k, _)| !point.iter().any(|(p, _)| p == k))
+        .chain(point)
+        .cloned()
+        .collect()
+}
+
 /// The per-process points of one GPU: its `top` processes by SM share.
 fn process_points(
     view: &GpuView,
@@ -477,5 +491,23 @@ mod tests {
             let row = format!("| `{}` | {} |", def.name, def.unit);
             assert!(doc.contains(&row), "docs/EXPORT.md lacks {row}");
         }
+    }
+
+    #[test]
+    fn a_process_point_names_its_own_process_once() {
+        let gpu = [
+            ("hw.id", "GPU-1".to_string()),
+            ("process.pid", "7".to_string()),
+            ("process.executable.name", "train".to_string()),
+        ];
+        let point = [("process.pid", "9".to_string())];
+        assert_eq!(
+            point_attributes(&gpu, &point),
+            vec![
+                ("hw.id", "GPU-1".to_string()),
+                ("process.executable.name", "train".to_string()),
+                ("process.pid", "9".to_string()),
+            ]
+        );
     }
 }

@@ -21,7 +21,7 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
-use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
+use super::catalogue::{self, gpu_attributes, point_attributes, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Temporality};
 use super::delivery::{reason, Delivery, Signal};
 use super::http_client::OtlpHttpClient;
@@ -334,9 +334,8 @@ impl opentelemetry_sdk::logs::LogExporter for CountingLogs {
 }
 
 fn key_values(view: &GpuView, extra: &[(&'static str, String)]) -> Vec<KeyValue> {
-    gpu_attributes(view)
+    point_attributes(&gpu_attributes(view), extra)
         .into_iter()
-        .chain(extra.iter().cloned())
         .map(|(k, v)| KeyValue::new(k, v))
         .collect()
 }

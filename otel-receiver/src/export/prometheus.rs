@@ -123,16 +123,15 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
             line(&mut out, &pairs, p.value);
         }
         for view in state.gpus() {
-            let base: Vec<(String, String)> = catalogue::gpu_attributes(view)
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect();
+            let gpu = catalogue::gpu_attributes(view);
             for p in catalogue::points(view, state.top_processes())
                 .into_iter()
                 .filter(|p| p.def == def)
             {
-                let mut all = base.clone();
-                all.extend(p.attributes.iter().map(|(k, v)| (k.to_string(), v.clone())));
+                let all: Vec<(String, String)> = catalogue::point_attributes(&gpu, &p.attributes)
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
                 line(&mut out, &all, p.value);
             }
         }

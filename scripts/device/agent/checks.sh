@@ -45,6 +45,4 @@ echo "== 3. diagnose -- python3 train.py" >"$out/diagnose.txt"
 echo "exit code $?" >>"$out/diagnose.txt"
 cat "$out/diagnose.err" >>"$out/diagnose.txt"
 
-echo "== 4. overhead" >"$out/overhead.txt"
-"$bin" run --seconds 20 --usage >>"$out/overhead.txt" 2>&1
-"$bin" run --seconds 20 --interval-ms 1000 --usage >>"$out/overhead.txt" 2>&1
+"$here/overhead.sh" "$1" "$out"

@@ -350,7 +350,7 @@ impl ReadContext<'_> {
                     // Try again next tick, but do not wait a whole slow period.
                     slot.failures[i] += 1;
                     let times = slot.failures[i];
-                    if times == 1 || times % 100 == 0 {
+                    if times == 1 || times.is_multiple_of(100) {
                         self.events.push(SourceEvent::ReadFailed {
                             gpu: slot.index,
                             field,

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The agent's own cost on the device machine: 20 s at 10 Hz and at 1 Hz on an idle GPU, then
+# 20 s at 10 Hz beside a process computing on it (the process list and its SM shares are read
+# only where a process runs). Usage: overhead.sh BIN_DIR OUT_DIR
+set -u
+bin=$1/gpuslack
+out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+echo "== idle GPU, 10 Hz" >"$out/overhead.txt"
+"$bin" run --seconds 20 --usage >>"$out/overhead.txt" 2>&1
+echo "== idle GPU, 1 Hz" >>"$out/overhead.txt"
+"$bin" run --seconds 20 --interval-ms 1000 --usage >>"$out/overhead.txt" 2>&1
+echo "== beside a computing process, 10 Hz" >>"$out/overhead.txt"
+python3 "$here/two_processes.py" compute 28 &
+compute=$!
+sleep 4
+"$bin" run --seconds 20 --usage --prometheus 127.0.0.1:9464 >>"$out/overhead.txt" 2>&1 &
+agent=$!
+sleep 16
+python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=5).read().decode())" \
+  | grep -E "^gpuslack_process_" >>"$out/overhead.txt"
+wait "$agent" "$compute"
