@@ -98,6 +98,33 @@ fn replay_jsonl_keeps_its_contract() {
 }
 
 #[test]
+fn replay_jsonl_names_each_windows_job_and_processes() {
+    let trace = temp_trace(
+        "jsonl-processes",
+        "t,gpu,util_gpu,processes\n\
+         1796025905,0,100,\"[{\"\"pid\"\":41,\"\"pgid\"\":7,\"\"sm_pct\"\":50}]\"\n\
+         1796025906,0,100,\"[{\"\"pid\"\":41,\"\"pgid\"\":7,\"\"slurm_job\"\":\"\"812\"\"}]\"\n\
+         1796025907,0,100,\n",
+    );
+    let out = gpuslack(&["replay", &trace.display().to_string(), "--format", "jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    // Windows of 2 s from 1796025904: the first saw one list, its process group the job.
+    assert_eq!(lines[0]["job"], "pgid:7");
+    assert_eq!(lines[0]["processes"][0]["pid"], 41);
+    assert_eq!(lines[0]["processes"][0]["sm_pct"], 50.0);
+    // The second: the same process, now known to run in a Slurm job, which names the job;
+    // the row without a list (not sampled) does not empty it.
+    assert_eq!(lines[1]["job"], "slurm:812");
+    assert_eq!(lines[1]["processes"][0]["slurm_job"], "812");
+    assert!(lines[1]["processes"][0]["sm_pct"].is_null(), "{}", lines[1]);
+}
+
+#[test]
 fn replay_without_tdp_gives_null_efficiency() {
     let out = gpuslack(&["replay", &fixture("h200x2-scenarios"), "--format", "jsonl"]);
     assert!(out.status.success());

@@ -14,8 +14,9 @@ use super::shutdown::Shutdown;
 /// Sampling flags shared by `record`, `run` and `diagnose`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Base sampling interval: cheap fields and GPM are read every interval; energy and process
-    /// lists at most once a second; limits every 10 s.
+    /// Base sampling interval: cheap fields and GPM are read every interval; process lists and
+    /// links at most once a second; per-process SM shares every 5 s; limits and the energy
+    /// counter every 10 s or more.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub interval_ms: u64,
     /// Ignore GPM, as on a GPU without it (A100, L40S, L4, …): the verdicts come from NVML's

@@ -29,7 +29,7 @@ pub struct GpuProcess {
     /// GPU memory the process holds (bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_mem_bytes: Option<f64>,
-    /// Its share of the GPU's SM time over NVML's last sample period (%).
+    /// Its share of the GPU's SM time, averaged over NVML's samples of the last 5 s (%).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_pct: Option<f64>,
     /// Host CPU use, 100 = one core, all threads…

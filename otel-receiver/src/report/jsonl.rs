@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::attribution::GpuProcess;
 use crate::diagnosis::{round3, Evidence, WindowReport};
 use crate::window::PowerSource;
 
@@ -45,6 +46,10 @@ pub struct WindowRecord<'a> {
     pub power_load: Option<f64>,
     pub stalled_s: Option<f64>,
     pub nprocs: Option<f64>,
+    /// The job the GPU's processes belong to (Slurm job, pod, container or process group).
+    pub job: Option<&'a str>,
+    /// The processes last seen holding the GPU in this window.
+    pub processes: Option<&'a [GpuProcess]>,
     pub mem_used_bytes: Option<f64>,
     pub samples: u32,
     pub rule: &'static str,
@@ -98,6 +103,8 @@ impl<'a> WindowRecord<'a> {
             power_load: r3(r.power.load),
             stalled_s: r3(r.stall.map(|st| st.for_s)),
             nprocs: s.nprocs,
+            job: r.job.as_deref(),
+            processes: r.stats.processes.as_deref().map(Vec::as_slice),
             mem_used_bytes: s.mem_used_bytes.map(f64::round),
             samples: r.stats.samples,
             rule: r.rule,
