@@ -502,9 +502,8 @@ impl NvmlDevice {
         Ok(())
     }
 
-    /// The processes holding the GPU: PID and GPU memory, and each one's share of SM time since
-    /// the last read (`nvmlDeviceGetProcessUtilization`, which answers NotFound when no
-    /// process has samples: none then).
+    /// The processes holding the GPU: PID and GPU memory, and each one's share of SM time,
+    /// asked for every `PROCESS_SHARES_PERIOD` while any process runs.
     fn read_processes(&mut self, s: &mut Sample) -> Result<(), ReadError> {
         let running = self.device.running_compute_processes().map_err(classify)?;
         let due = self
@@ -532,8 +531,9 @@ impl NvmlDevice {
         Ok(())
     }
 
-    /// Asks for every per-process sample newer than the last read and averages each
-    /// process's; a process with no new samples keeps no share.
+    /// Asks for every per-process sample newer than the last read
+    /// (`nvmlDeviceGetProcessUtilization`, which answers NotFound when no process has any) and
+    /// averages each process's; a process with no new samples has no share until the next.
     fn read_process_shares(&mut self) -> Result<(), ReadError> {
         let shares = &mut self.process_shares;
         shares.read_at = Some(std::time::Instant::now());
