@@ -264,7 +264,7 @@ pub struct NvmlDevice {
 }
 
 /// How often NVML's per-process SM shares are asked for. The process list is read every
-/// second, but the shares cost 2.6 ms of CPU a read on an H200 (0.26% of a core a GPU at
+/// second, but the shares cost 2.4–2.6 ms of CPU a read on an H200 (0.26% of a core a GPU at
 /// 1 s, more than the rest of the agent together); every 5 s, averaged over every sample
 /// the driver took since, they cost a fifth of that and say more than the newest sample.
 const PROCESS_SHARES_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
