@@ -9,18 +9,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
+mod common;
+use common::{repo, temp_dir};
 
 fn python() -> String {
     std::env::var("GPUSLACK_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpuslack-degraded-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 /// Writes nogpm.csv, hz1.csv and nogpm_hz1.csv for `trace` into `dir`.

@@ -17,16 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    fixture, free_port, gpuslack, read_collected, start_rotel, temp_dir, tool, wait_for_port,
+    fixture, free_port, gpuslack, read_collected, repo, start_rotel, temp_dir, tool, wait_for_port,
     Server,
 };
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_gpuslack")
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// Starts the agent with `args`, its stderr and stdout captured.
@@ -543,32 +539,23 @@ fn implausible_values_are_refused_naming_the_field() {
     std::fs::remove_file(dir.join("t.facts.json")).expect("rm");
     // Profiles: a NaN baseline, an unknown key.
     let profile = dir.join("p.toml");
-    std::fs::write(
-        &profile,
-        "[[gpu]]\ndate = \"x\"\nsource = \"x\"\nidle_w = nan\n",
-    )
-    .expect("write");
-    let out = gpuslack(
-        &["replay", &t, "--profile", &profile.display().to_string()],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("`idle_w` = NaN"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::write(
-        &profile,
-        "[[gpu]]\ndate = \"x\"\nsource = \"x\"\nidle_w = 80\nidel_w = 1\n",
-    )
-    .expect("write");
-    let out = gpuslack(
-        &["replay", &t, "--profile", &profile.display().to_string()],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("idel_w"));
+    for (text, named) in [
+        ("idle_w = nan\n", "`idle_w` = NaN"),
+        ("idle_w = 80\nidel_w = 1\n", "idel_w"),
+    ] {
+        std::fs::write(
+            &profile,
+            format!("[[gpu]]\ndate = \"x\"\nsource = \"x\"\n{text}"),
+        )
+        .expect("write");
+        let out = gpuslack(
+            &["replay", &t, "--profile", &profile.display().to_string()],
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(named), "{stderr}");
+    }
     // A CA file that is not PEM.
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, "not a certificate").expect("write");

@@ -38,9 +38,13 @@ pub fn replay_run(args: &[&str], env: &[(&str, &str)]) -> Output {
     gpuslack(&all, env)
 }
 
+/// A path inside the repository.
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
 pub fn fixture() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/h200x2-scenarios/samples.csv")
+    repo("tests/fixtures/h200x2-scenarios/samples.csv")
         .display()
         .to_string()
 }
@@ -64,7 +68,7 @@ pub fn wait_for_port(port: u16, what: &str) {
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpuslack-export-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("gpuslack-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
@@ -84,7 +88,7 @@ impl Drop for Server {
 pub fn start_rotel(dir: &Path) -> (Server, u16, u16, PathBuf) {
     let (grpc, http) = (free_port(), free_port());
     let out = dir.join("collected.jsonl");
-    let processor = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/rotel_processor.py");
+    let processor = repo("tests/support/rotel_processor.py");
     let child = Command::new(tool("GPUSLACK_ROTEL"))
         .args(["start", "--exporter", "blackhole"])
         .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
@@ -141,7 +145,7 @@ pub fn start_stub_with(
 ) -> (Server, u16, u16, PathBuf) {
     let (http, grpc) = (free_port(), free_port());
     let out = dir.join("requests.jsonl");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/header_stub.py");
+    let script = repo("tests/support/header_stub.py");
     let mut cmd = Command::new(tool("GPUSLACK_PYTHON"));
     cmd.arg(script)
         .arg(&out)
