@@ -1,6 +1,7 @@
 //! Live GPUs for the commands that sample them: opening NVML with an error a person can act on,
 //! the tick loop, and the process's own CPU and memory cost.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpuslack_receiver::attribution::procfs::Procfs;
@@ -86,6 +87,35 @@ pub fn run_ticks(
     shutdown: &mut Shutdown,
     mut on_samples: impl FnMut(Vec<Sample>) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
+    run_ticks_until(source, run_for, shutdown, OnSignal::Stop, |samples| {
+        on_samples(samples).map(|()| ControlFlow::Continue(()))
+    })
+}
+
+/// What a stop signal does to the tick loop.
+pub enum OnSignal {
+    /// Ends it.
+    Stop,
+    /// Passes the signal to this process (a watched command) and keeps sampling.
+    ForwardTo(u32),
+}
+
+/// `run_ticks`, where `on_samples` may also end the loop, and a signal may be passed on
+/// rather than end it.
+pub fn run_ticks_until(
+    source: &mut LiveSource<NvmlDevice>,
+    run_for: Option<Duration>,
+    shutdown: &mut Shutdown,
+    on_signal: OnSignal,
+    mut on_samples: impl FnMut(Vec<Sample>) -> anyhow::Result<ControlFlow<()>>,
+) -> anyhow::Result<u64> {
+    let stops = |shutdown: &mut Shutdown| match on_signal {
+        OnSignal::Stop => true,
+        OnSignal::ForwardTo(pid) => {
+            shutdown.forward_to(pid);
+            false
+        }
+    };
     let tick = source.cadence().tick;
     let start = Instant::now();
     let deadline = run_for.map(|d| start + d);
@@ -95,7 +125,9 @@ pub fn run_ticks(
     // Who holds each GPU, from the host: executable, user, CPU use, container, job.
     let mut attributor = Attributor::new(Procfs::system());
     loop {
-        if deadline.is_some_and(|d| Instant::now() >= d) || shutdown.requested() {
+        if deadline.is_some_and(|d| Instant::now() >= d)
+            || (shutdown.requested() && stops(shutdown))
+        {
             break;
         }
         let mut samples = source.sample(unix_now);
@@ -108,14 +140,16 @@ pub fn run_ticks(
             tracing::error!("every GPU is lost; asking each again every 10 s");
         }
         all_lost_said = source.live_gpus() == 0;
-        on_samples(samples)?;
+        if on_samples(samples)?.is_break() {
+            break;
+        }
         next += tick;
         let now = Instant::now();
         while next < now {
             next += tick;
         }
         let wake = deadline.map_or(next, |d| d.min(next));
-        if shutdown.wait(wake.saturating_duration_since(now)) {
+        if shutdown.wait(wake.saturating_duration_since(now)) && stops(shutdown) {
             break;
         }
     }

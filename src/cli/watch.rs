@@ -5,12 +5,13 @@
 //! the time and energy the job spent in each verdict: the cost of its slack.
 
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use gpuslack_receiver::attribution::descendants;
 use gpuslack_receiver::attribution::procfs::Procfs;
-use gpuslack_receiver::attribution::{descendants, Attributor};
 use gpuslack_receiver::report::{duration, energy, HumanReport, SourceLabel};
 use gpuslack_receiver::Class;
 
@@ -56,36 +57,42 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         .pipeline_for_live(source.facts())?
         .tolerating_clock_steps();
     let procfs = Procfs::system();
-    let mut attributor = Attributor::new(procfs.clone());
     let mut report = HumanReport::default();
     let mut used: BTreeSet<u32> = BTreeSet::new();
     let mut tree = descendants(&procfs.parents(), pid);
-    let tick = source.cadence().tick;
     let started = std::time::Instant::now();
     let mut last_tree = started;
-    let status = loop {
-        if let Some(status) = child.try_wait().context("waiting for the command")? {
-            break status;
-        }
-        if last_tree.elapsed() >= Duration::from_secs(1) {
-            tree = descendants(&procfs.parents(), pid);
-            last_tree = std::time::Instant::now();
-        }
-        let mut samples = source.sample(live::unix_now);
-        for s in samples.iter_mut() {
-            attributor.enrich(s);
-            if let Some(processes) = &s.processes {
-                if processes.iter().any(|p| tree.contains(&p.pid)) {
-                    used.insert(s.gpu);
+    let mut exited = None;
+    live::run_ticks_until(
+        &mut source,
+        None,
+        &mut shutdown,
+        live::OnSignal::ForwardTo(pid),
+        |samples| {
+            if last_tree.elapsed() >= Duration::from_secs(1) {
+                tree = descendants(&procfs.parents(), pid);
+                last_tree = std::time::Instant::now();
+            }
+            for s in &samples {
+                if let Some(processes) = &s.processes {
+                    if processes.iter().any(|p| tree.contains(&p.pid)) {
+                        used.insert(s.gpu);
+                    }
+                }
+                for r in pipeline.push(s)? {
+                    report.add(r);
                 }
             }
-            for r in pipeline.push(s)? {
-                report.add(r);
-            }
-        }
-        if shutdown.wait(tick) {
-            shutdown.forward_to(pid);
-        }
+            exited = child.try_wait().context("waiting for the command")?;
+            Ok(match exited {
+                Some(_) => ControlFlow::Break(()),
+                None => ControlFlow::Continue(()),
+            })
+        },
+    )?;
+    let status = match exited {
+        Some(status) => status,
+        None => child.wait().context("waiting for the command")?,
     };
     for r in pipeline.finish() {
         report.add(r);
