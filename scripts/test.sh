@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test suite, from a fresh Debian machine with Rust: installs what the export tests talk to
-# (the Rotel OpenTelemetry collector and grpcio in a Python 3.11 venv, Prometheus from Debian)
+# The test suite, from a fresh Debian machine with Rust: installs what the export and deployment
+# tests talk to (the Rotel OpenTelemetry collector, grpcio and PyYAML in a Python 3.11 venv,
+# Prometheus with promtool and systemd-analyze from Debian)
 # and NVRTC (NVIDIA's wheels, CUDA 13's and 12.4's, so that the benchmark kernels are compiled
 # for every architecture from sm_70 to sm_120 without a GPU), then runs every test of the
 # workspace and checks the release build. Idempotent: a second run reuses what is installed.
@@ -8,16 +9,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=target/test-venv
-if ! command -v prometheus >/dev/null || ! command -v curl >/dev/null; then
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null \
+  || ! command -v curl >/dev/null || ! command -v systemd-analyze >/dev/null; then
   if [ "$(id -u)" = 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
   "${apt[@]}" update -qq
-  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends prometheus curl >/dev/null
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends \
+    prometheus curl systemd >/dev/null
 fi
 if [ ! -x "$venv/bin/python" ]; then
   python=$(command -v python3.11 || command -v python3)
   "$python" -m venv "$venv"
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check rotel==0.0.1a15 grpcio==1.85.3 \
+"$venv/bin/pip" install -q --disable-pip-version-check rotel==0.0.1a15 grpcio==1.85.3 pyyaml==6.0.2 \
   nvidia-cuda-nvrtc==13.5.37 nvidia-cuda-nvrtc-cu12==12.4.127
 
 export GPUSLACK_PYTHON="$PWD/$venv/bin/python"
@@ -25,6 +28,8 @@ export GPUSLACK_ROTEL
 GPUSLACK_ROTEL=$("$GPUSLACK_PYTHON" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')
 export GPUSLACK_PROMETHEUS
 GPUSLACK_PROMETHEUS=$(command -v prometheus)
+export GPUSLACK_SYSTEMD_ANALYZE
+GPUSLACK_SYSTEMD_ANALYZE=$(command -v systemd-analyze)
 
 nvrtc_lib=$("$GPUSLACK_PYTHON" -c 'import os, nvidia; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))')
 export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

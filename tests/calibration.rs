@@ -111,30 +111,61 @@ fn the_diagnosis_is_validated_on_the_calibration_windows() {
         .iter()
         .any(|l| l.starts_with("membound_copy") && l.contains("right: healthy work passes")));
     // Windows carry the calibrated efficiency from the derived profile.
-    assert!(c.windows.iter().all(|w| w.calibrated_efficiency.is_some()));
+    assert!(c.plots[&0]
+        .iter()
+        .all(|w| w.calibrated_efficiency.is_some()));
 }
 
 #[test]
 fn the_report_plots_power_util_and_sm_with_the_workload_bands() {
     let c = from_recording(&reference()).expect("calibration");
-    let html = report::html(
-        &c.profiles[0],
-        &c.validations[&0],
-        c.nvml_validations.get(&0),
-        &c.windows,
-        &c.phases,
-    );
+    let section = report::GpuSection {
+        profile: &c.profiles[0],
+        validation: &c.validations[&0],
+        nvml_only: c.nvml_validations.get(&0),
+        plots: &c.plots[&0],
+        spent: c.spent.get(&0),
+    };
+    let html = report::page(&[section], &c.phases, &[]);
     assert_eq!(html.matches("<svg").count(), 4);
+    assert_eq!(html.matches("<!doctype html>").count(), 1);
     for text in [
         "power, W",
         "GPU-Util, %",
         "SM activity, %",
-        "membound_copy",
+        // Phase labels as a person reads them, the time axis, the tables in the page.
+        ">membound copy<",
+        "time since the session started",
+        ">0 s<",
         "limit 700 W",
         "<polyline",
+        "<th>baseline</th><th>power</th><th>of limit</th>",
+        "51/51 windows classified as their workload",
+        "<td>membound copy</td><td>memory_bound</td><td>memory_bound ×",
+        "the cost of slack",
     ] {
         assert!(html.contains(text), "{text} missing");
     }
+    // The cost of slack: every window's 2 s is filed under its verdict (the session is short
+    // enough that every window is also plotted), with its energy.
+    let spent = &c.spent[&0];
+    let seconds: f64 = spent.values().map(|s| s.seconds).sum();
+    assert_eq!(seconds, 2.0 * c.plots[&0].len() as f64);
+    let joules: f64 = spent.values().map(|s| s.energy_j).sum();
+    let plotted: f64 = c.plots[&0]
+        .iter()
+        .filter_map(|p| p.power_w)
+        .map(|w| 2.0 * w)
+        .sum();
+    assert!(
+        (joules / plotted - 1.0).abs() < 0.01,
+        "{joules} J vs {plotted} J"
+    );
+    let launch = spent[&Class::LaunchBound];
+    assert!(
+        launch.seconds >= 20.0 && launch.energy_j / launch.seconds < 200.0,
+        "{launch:?}"
+    );
     let text = report::terminal(
         &c.profiles[0],
         &c.validations[&0],
@@ -203,6 +234,27 @@ fn calibrate_from_recording_writes_a_profile_that_loads_back() {
     let text = String::from_utf8_lossy(&drifted.stdout);
     assert!(text.contains("-4.8%"), "{text}");
     assert!(text.contains("NOT every baseline within 3%"), "{text}");
+    // The same comparison, as a table in the page.
+    let page = dir.join("compare.html");
+    let with_page = gpuslack(
+        &[
+            &args[..],
+            &[
+                "--compare-with",
+                &out_arg,
+                "--report",
+                &page.display().to_string(),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(with_page.status.success());
+    let html = std::fs::read_to_string(&page).expect("report");
+    assert!(
+        html.contains("<h2>Comparisons</h2>") && html.contains("<td>-4.8%</td>"),
+        "{html}"
+    );
+    assert!(html.contains("NOT every baseline within 3%"));
     assert!(std::fs::read_to_string(&report_path)
         .expect("report")
         .contains("<svg"));
@@ -211,7 +263,7 @@ fn calibrate_from_recording_writes_a_profile_that_loads_back() {
 #[test]
 fn calibrate_without_a_gpu_or_with_a_bad_recording_fails_clearly() {
     let live = gpuslack(&["calibrate"]);
-    assert_eq!(live.status.code(), Some(2));
+    assert_eq!(live.status.code(), Some(69));
     assert!(String::from_utf8_lossy(&live.stderr).contains("--from-recording"));
     let missing = gpuslack(&["calibrate", "--from-recording", "/nonexistent/session"]);
     assert_eq!(missing.status.code(), Some(1));

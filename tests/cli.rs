@@ -301,7 +301,7 @@ fn score_reports_every_segment_and_passes_on_the_fixtures() {
 
 #[test]
 fn commands_that_need_a_gpu_fail_clearly_without_one() {
-    // CI has no GPU and no driver: each says what is missing and exits 2, never panics.
+    // CI has no GPU and no driver: each says what is missing and exits 69 (not clap's 2), never panics.
     let record = gpuslack(&[
         "record",
         "--out",
@@ -309,17 +309,17 @@ fn commands_that_need_a_gpu_fail_clearly_without_one() {
         "--seconds",
         "1",
     ]);
-    assert_eq!(record.status.code(), Some(2));
+    assert_eq!(record.status.code(), Some(69));
     assert!(
         stderr(&record).contains("libnvidia-ml.so.1"),
         "{}",
         stderr(&record)
     );
     let run = gpuslack(&["run", "--seconds", "1"]);
-    assert_eq!(run.status.code(), Some(2));
+    assert_eq!(run.status.code(), Some(69));
     assert!(stderr(&run).contains("is the NVIDIA driver installed?"));
     let bench = gpuslack(&["bench", "tiny"]);
-    assert_eq!(bench.status.code(), Some(2));
+    assert_eq!(bench.status.code(), Some(69));
     assert!(
         stderr(&bench).contains("no CUDA driver on this machine"),
         "{}",

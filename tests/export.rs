@@ -14,12 +14,42 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    fixture, free_port, gpuslack, read_collected, replay_run, requests, start_rotel, start_stub,
-    start_stub_with, temp_dir, tool, wait_for_port, Server,
+    fixture, free_port, gpuslack, prometheus_query, read_collected, replay_run, requests,
+    start_prometheus, start_rotel, start_stub, start_stub_with, temp_dir, wait_for_port, Server,
 };
 use serde_json::Value;
 
-/// The last window of each GPU, as `gpuslack replay` computes it.
+/// The first energy counter reading (J) of `gpu` in the fixture: where the agent starts
+/// counting.
+fn first_energy_j(gpu: u64) -> f64 {
+    let text = std::fs::read_to_string(fixture()).expect("fixture");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).expect(name);
+    let (g, e) = (col("gpu"), col("energy_mj"));
+    lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|cells| cells[g] == gpu.to_string() && !cells[e].is_empty())
+        .and_then(|cells| cells[e].parse::<f64>().ok())
+        .expect("an energy reading")
+        / 1000.0
+}
+
+/// How many windows `gpuslack replay` makes of `gpu` in the fixture.
+fn windows_of(gpu: u64) -> usize {
+    let out = gpuslack(
+        &["replay", &fixture(), "--tdp-w", "700", "--format", "jsonl"],
+        &[],
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v["gpu"] == gpu))
+        .count()
+}
+
+/// The last window of each GPU, as `gpuslack replay` computes it, and the verdict changes the
+/// agent announces: each GPU's first verdict, then a new one once it has held
+/// `ANNOUNCE_AFTER_WINDOWS` windows.
 fn replay_last_windows() -> (BTreeMap<u64, Value>, Vec<(u64, String)>) {
     let out = gpuslack(
         &["replay", &fixture(), "--tdp-w", "700", "--format", "jsonl"],
@@ -28,13 +58,33 @@ fn replay_last_windows() -> (BTreeMap<u64, Value>, Vec<(u64, String)>) {
     assert!(out.status.success());
     let mut last = BTreeMap::new();
     let mut changes = Vec::new();
-    let mut current: BTreeMap<u64, String> = BTreeMap::new();
+    let hold = gpuslack_receiver::export::state::ANNOUNCE_AFTER_WINDOWS;
+    // Per GPU: the class announced, and a different one with how many windows it has held.
+    let mut announced: BTreeMap<u64, (String, Option<(String, u32)>)> = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: Value = serde_json::from_str(line).expect("json");
         let gpu = v["gpu"].as_u64().expect("gpu");
         let class = v["class"].as_str().expect("class").to_string();
-        if current.insert(gpu, class.clone()).as_ref() != Some(&class) {
-            changes.push((gpu, class));
+        match announced.get_mut(&gpu) {
+            None => {
+                announced.insert(gpu, (class.clone(), None));
+                changes.push((gpu, class));
+            }
+            Some((current, _)) if *current == class => {
+                announced.insert(gpu, (class, None));
+            }
+            Some((_, pending)) => {
+                let held = match pending {
+                    Some((p, n)) if *p == class => *n + 1,
+                    _ => 1,
+                };
+                if held >= hold {
+                    announced.insert(gpu, (class.clone(), None));
+                    changes.push((gpu, class));
+                } else {
+                    *pending = Some((class, held));
+                }
+            }
         }
         last.insert(gpu, v);
     }
@@ -61,7 +111,7 @@ fn last_value(records: &[Value], name: &str, gpu: u64, attr: Option<(&str, &str)
     points_of(records, name)
         .into_iter()
         .rfind(|(_, p)| {
-            p["attributes"]["gpu.index"] == gpu.as_str()
+            p["attributes"]["gpuslack.gpu.index"] == gpu.as_str()
                 && attr.is_none_or(|(k, v)| p["attributes"][k] == v)
         })
         .and_then(|(_, p)| p["value"].as_f64())
@@ -90,7 +140,7 @@ fn check_export(records: &[Value], temporality: &str) {
             (rec["unit"].as_str(), rec["kind"].as_str()),
             (Some("W"), Some("Gauge"))
         );
-        for key in ["hw.id", "hw.type", "hw.vendor", "gpu.index"] {
+        for key in ["hw.id", "hw.type", "hw.vendor", "gpuslack.gpu.index"] {
             assert!(
                 point["attributes"][key].is_string(),
                 "{key} missing: {point}"
@@ -100,30 +150,32 @@ fn check_export(records: &[Value], temporality: &str) {
         assert_eq!(
             last_value(
                 records,
-                "gpu.diagnosis",
+                "gpuslack.diagnosis",
                 *gpu,
-                Some(("gpu.diagnosis.class", class))
+                Some(("gpuslack.diagnosis.class", class))
             ),
             Some(1.0)
         );
-        let others = points_of(records, "gpu.diagnosis")
+        let others = points_of(records, "gpuslack.diagnosis")
             .into_iter()
             .filter(|(_, p)| {
-                p["attributes"]["gpu.index"] == gpu.to_string().as_str()
-                    && p["attributes"]["gpu.diagnosis.class"] != class
+                p["attributes"]["gpuslack.gpu.index"] == gpu.to_string().as_str()
+                    && p["attributes"]["gpuslack.diagnosis.class"] != class
             })
             .filter(|(_, p)| p["value"].as_f64() == Some(1.0))
             .count();
         assert!(others == 0 || temporality == "delta", "other classes at 1");
 
-        // hw.energy: NVML's counter. Cumulative: the last value is the counter; delta: the
-        // exported deltas add up to it.
+        // hw.energy counts from the agent's start: cumulative, the last value is the counter's
+        // rise over the trace; delta, the exported deltas add up to it, the first included
+        // (never the whole counter, joules since the driver loaded).
         let counter = window["energy_counter_j"].as_f64().expect("energy counter");
+        let since_start = counter - first_energy_j(*gpu);
         let energy: Vec<(&Value, &Value)> = points_of(records, "hw.energy")
             .into_iter()
-            .filter(|(_, p)| p["attributes"]["gpu.index"] == gpu.to_string().as_str())
+            .filter(|(_, p)| p["attributes"]["gpuslack.gpu.index"] == gpu.to_string().as_str())
             .collect();
-        let (rec, _) = energy[0];
+        let (rec, first) = energy[0];
         assert_eq!(
             (
                 rec["unit"].as_str(),
@@ -140,6 +192,10 @@ fn check_export(records: &[Value], temporality: &str) {
                 .contains(temporality),
             "{rec}"
         );
+        assert!(
+            first["value"].as_f64().expect("value") <= since_start + 1e-3,
+            "GPU {gpu}: the first hw.energy point carries the driver's whole counter: {first}"
+        );
         let exported = if temporality == "delta" {
             energy
                 .iter()
@@ -152,27 +208,78 @@ fn check_export(records: &[Value], temporality: &str) {
                 .expect("value")
         };
         assert!(
-            (exported - counter).abs() < 1e-3,
-            "GPU {gpu}: hw.energy {exported} vs counter {counter}"
+            since_start > 1000.0 && (exported - since_start).abs() < 1e-3,
+            "GPU {gpu}: hw.energy {exported} vs the counter's rise {since_start}"
         );
+        // The cost of slack: GPU time per verdict adds up to the time the GPU was watched.
+        let seconds: f64 = [
+            "idle",
+            "idle_held",
+            "compute_bound",
+            "memory_bound",
+            "launch_bound",
+            "transfer_bound",
+            "input_starved",
+            "sync_wait",
+            "hung",
+        ]
+        .iter()
+        .filter_map(|class| {
+            let class = Some(("gpuslack.diagnosis.class", *class));
+            last_value(records, "gpuslack.diagnosis.time", *gpu, class)
+        })
+        .sum();
+        if temporality == "cumulative" {
+            assert!(
+                (seconds - windows_of(*gpu) as f64 * 2.0).abs() < 1e-6,
+                "GPU {gpu}: {seconds} s of verdicts for {} windows",
+                windows_of(*gpu)
+            );
+        }
     }
+    // Every name is the semantic conventions' or gpuslack's own: none is one Datadog's `gpu`
+    // check (or its nvml and dcgm checks) emits, whose series would mix with ours.
+    for r in records.iter().filter(|r| r["signal"] == "metric") {
+        let name = r["name"].as_str().expect("name");
+        assert!(
+            name.starts_with("hw.") || name.starts_with("gpuslack."),
+            "{name} is outside hw.* and gpuslack.*"
+        );
+        for taken in ["gpu.", "nvml.", "dcgm."] {
+            assert!(!name.starts_with(taken), "{name}");
+        }
+    }
+    // Memory is a quantity that sums across GPUs: a non-monotonic sum, as the conventions say.
+    let (memory, _) = points_of(records, "hw.gpu.memory.usage")[0];
+    assert_eq!(
+        (memory["kind"].as_str(), memory["monotonic"].as_bool()),
+        (Some("Sum"), Some(false)),
+        "{memory}"
+    );
     for name in [
         "hw.gpu.utilization",
         "hw.gpu.memory.usage",
-        "gpu.sm.activity",
-        "gpu.efficiency",
-        "gpu.nvlink.io",
+        "gpuslack.sm.activity",
+        "gpuslack.efficiency",
+        "gpuslack.nvlink.io",
         "hw.gpu.io",
+        "hw.temperature",
+        "gpuslack.clock.sm",
+        "gpuslack.diagnosis.energy",
     ] {
         assert!(!points_of(records, name).is_empty(), "{name} never arrived");
     }
-    // One log record per change of verdict, carrying the class and the remedy.
+    // One log record per announced change of verdict, carrying the class and the remedy.
     let logs: Vec<&Value> = records.iter().filter(|r| r["signal"] == "log").collect();
     assert_eq!(logs.len(), changes.len(), "log records vs verdict changes");
     for ((gpu, class), log) in changes.iter().zip(&logs) {
-        assert_eq!(log["attributes"]["gpu.diagnosis.class"], class.as_str());
-        assert_eq!(log["attributes"]["gpu.index"], gpu.to_string());
-        assert!(log["attributes"]["gpu.diagnosis.remedy"]
+        assert_eq!(log["severity"], "INFO", "{log}");
+        assert_eq!(
+            log["attributes"]["gpuslack.diagnosis.class"],
+            class.as_str()
+        );
+        assert_eq!(log["attributes"]["gpuslack.gpu.index"], gpu.to_string());
+        assert!(log["attributes"]["gpuslack.diagnosis.remedy"]
             .as_str()
             .is_some_and(|r| !r.is_empty()));
         assert!(log["body"]
@@ -530,7 +637,7 @@ fn an_unreachable_or_refusing_exporter_is_retried_quietly_with_bounded_memory() 
             "{endpoint} ({protocol}): {export_errors} log lines about exports:\n{stderr}"
         );
         assert!(!stderr.contains("dd-s3cr3t"), "the key leaked:\n{stderr}");
-        assert!(rss_mib < 64.0, "{endpoint}: {rss_mib} MiB");
+        assert!(rss_mib < 64.0, "{endpoint} ({protocol}): {rss_mib} MiB");
     }
     // 503 is retryable: the exporter tried again (backoff) beyond one attempt per export.
     assert!(
@@ -543,29 +650,8 @@ fn an_unreachable_or_refusing_exporter_is_retried_quietly_with_bounded_memory() 
 #[test]
 fn prometheus_scrapes_the_endpoint_with_translated_names() {
     let dir = temp_dir("prometheus");
-    let (agent_port, prom_port) = (free_port(), free_port());
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: ['127.0.0.1:{agent_port}']\n"),
-    )
-    .expect("config");
-    let _prometheus = Server(
-        Command::new(tool("GPUSLACK_PROMETHEUS"))
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus starts"),
-    );
-    wait_for_port(prom_port, "prometheus");
+    let agent_port = free_port();
+    let (_prometheus, prom_port) = start_prometheus(&dir, agent_port);
     let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
         .args([
             "run",
@@ -587,18 +673,10 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     wait_for_port(agent_port, "gpuslack's Prometheus endpoint");
     let (last, _) = replay_last_windows();
     let query = |q: &str| -> Vec<Value> {
-        let out = Command::new("curl")
-            .args([
-                "-s",
-                "--get",
-                "--data-urlencode",
-                &format!("query={q}"),
-                &format!("http://127.0.0.1:{prom_port}/api/v1/query"),
-            ])
-            .output()
-            .expect("curl");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        v["data"]["result"].as_array().cloned().unwrap_or_default()
+        prometheus_query(prom_port, q)["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     };
     let started = Instant::now();
     let mut power = Vec::new();
@@ -608,7 +686,7 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     }
     assert_eq!(power.len(), 2, "both GPUs scraped: {power:?}");
     for series in &power {
-        let gpu: u64 = series["metric"]["gpu_index"]
+        let gpu: u64 = series["metric"]["gpuslack_gpu_index"]
             .as_str()
             .and_then(|g| g.parse().ok())
             .expect("gpu_index label");
@@ -624,7 +702,7 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
         );
         let class = last[&gpu]["class"].as_str().expect("class");
         let diag = query(&format!(
-            "gpu_diagnosis_ratio{{gpu_index=\"{gpu}\",gpu_diagnosis_class=\"{class}\"}}"
+            "gpuslack_diagnosis_ratio{{gpuslack_gpu_index=\"{gpu}\",gpuslack_diagnosis_class=\"{class}\"}}"
         ));
         assert_eq!(diag[0]["value"][1], "1", "GPU {gpu}: {diag:?}");
     }
@@ -679,7 +757,7 @@ fn processes_and_their_owner_reach_the_collector() {
     let attrs_of = |gpu: &str| {
         power
             .iter()
-            .rfind(|(_, p)| p["attributes"]["gpu.index"] == gpu)
+            .rfind(|(_, p)| p["attributes"]["gpuslack.gpu.index"] == gpu)
             .map(|(_, p)| p["attributes"].clone())
             .unwrap_or_else(|| panic!("no hw.power for GPU {gpu}"))
     };

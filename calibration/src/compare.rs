@@ -49,49 +49,75 @@ pub fn largest_change_pct(differences: &[Difference]) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// A table of the differences; with a `tolerance_pct`, a last line says whether every baseline
-/// is within it.
-pub fn terminal(
-    title: &str,
-    labels: (&str, &str),
-    differences: &[Difference],
-    tolerance_pct: Option<f64>,
-) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{title}");
-    let _ = writeln!(
-        out,
-        "  {:<18} {:>12} {:>12} {:>9}",
-        "baseline", labels.0, labels.1, "change"
-    );
-    for d in differences {
+/// Two profiles' baselines compared, ready to print or to put in the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub title: String,
+    /// What the two columns are ("GPU 0", "GPU 1"; "earlier", "now").
+    pub labels: (String, String),
+    pub differences: Vec<Difference>,
+    /// For two calibrations of one GPU: how far a baseline may move and still repeat.
+    pub tolerance_pct: Option<f64>,
+}
+
+impl Comparison {
+    pub fn new(
+        title: String,
+        labels: (&str, &str),
+        (first, second): (&GpuProfile, &GpuProfile),
+        tolerance_pct: Option<f64>,
+    ) -> Comparison {
+        Comparison {
+            title,
+            labels: (labels.0.to_string(), labels.1.to_string()),
+            differences: compare(first, second),
+            tolerance_pct,
+        }
+    }
+
+    /// The last line: the largest change and, with a tolerance, whether every baseline is
+    /// within it.
+    pub fn verdict(&self) -> Option<String> {
+        match (self.tolerance_pct, largest_change_pct(&self.differences)) {
+            (Some(tolerance), Some(largest)) => {
+                let within = if largest <= tolerance {
+                    "every baseline within"
+                } else {
+                    "NOT every baseline within"
+                };
+                Some(format!(
+                    "largest change {largest:.1}%: {within} {tolerance:.0}%"
+                ))
+            }
+            (_, None) => Some("no baseline measured in both".into()),
+            (None, Some(_)) => None,
+        }
+    }
+
+    /// The comparison as a terminal table.
+    pub fn terminal(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", self.title);
         let _ = writeln!(
             out,
-            "  {:<18} {:>10.1} W {:>10.1} W {:>+8.1}%",
-            d.baseline,
-            d.first_w,
-            d.second_w,
-            d.change_pct()
+            "  {:<18} {:>12} {:>12} {:>9}",
+            "baseline", self.labels.0, self.labels.1, "change"
         );
-    }
-    match (tolerance_pct, largest_change_pct(differences)) {
-        (Some(tolerance), Some(largest)) => {
-            let verdict = if largest <= tolerance {
-                "every baseline within"
-            } else {
-                "NOT every baseline within"
-            };
+        for d in &self.differences {
             let _ = writeln!(
                 out,
-                "  largest change {largest:.1}%: {verdict} {tolerance:.0}%"
+                "  {:<18} {:>10.1} W {:>10.1} W {:>+8.1}%",
+                d.baseline,
+                d.first_w,
+                d.second_w,
+                d.change_pct()
             );
         }
-        (_, None) => {
-            let _ = writeln!(out, "  no baseline measured in both");
+        if let Some(verdict) = self.verdict() {
+            let _ = writeln!(out, "  {verdict}");
         }
-        (None, Some(_)) => {}
+        out
     }
-    out
 }
 
 #[cfg(test)]
@@ -109,15 +135,21 @@ mod tests {
         let mut second = first.clone();
         second.memory_w = first.memory_w.map(|w| w * 1.132);
         second.tiny_w = None;
-        let diffs = compare(&first, &second);
+        let c = Comparison::new(
+            "GPU 0 → GPU 1".into(),
+            ("GPU 0", "GPU 1"),
+            (&first, &second),
+            Some(3.0),
+        );
+        let diffs = &c.differences;
         assert_eq!(diffs.len(), 6, "tiny measured only in the first");
         let memory = diffs
             .iter()
             .find(|d| d.baseline == "memory-bound")
             .expect("memory");
         assert!((memory.change_pct() - 13.2).abs() < 1e-9);
-        assert!((largest_change_pct(&diffs).unwrap_or(0.0) - 13.2).abs() < 1e-9);
-        let table = terminal("GPU 0 → GPU 1", ("GPU 0", "GPU 1"), &diffs, Some(3.0));
+        assert!((largest_change_pct(diffs).unwrap_or(0.0) - 13.2).abs() < 1e-9);
+        let table = c.terminal();
         assert!(table.contains("+13.2%"), "{table}");
         assert!(table.contains("NOT every baseline within 3%"), "{table}");
     }
@@ -127,13 +159,13 @@ mod tests {
         let first = h200();
         let mut second = first.clone();
         second.idle_w = first.idle_w * 0.98;
-        let diffs = compare(&first, &second);
-        let table = terminal(
-            "repeat",
+        let table = Comparison::new(
+            "repeat".into(),
             ("run 1", "run 2"),
-            &diffs,
+            (&first, &second),
             Some(REPEAT_TOLERANCE_PCT),
-        );
+        )
+        .terminal();
         assert!(
             table.contains("largest change 2.0%: every baseline within 3%"),
             "{table}"

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::export::state::Spent;
 use gpuslack_receiver::thinned::Thinned;
 use gpuslack_receiver::trace::{FactsError, TraceError, TraceFacts, TraceReader, TraceWriter};
-use gpuslack_receiver::{Diagnoser, Pipeline, Sample, Thresholds, WindowReport};
+use gpuslack_receiver::{Class, Diagnoser, Pipeline, Sample, Thresholds, WindowReport};
 
 use crate::phases::{load_phases, phase_stats, PhaseSpan, PhasesError};
 use crate::profile::{derive, GpuProfile, ProfileError, ProfileMeta};
@@ -16,6 +17,35 @@ use crate::validate::{Validation, Validator};
 
 /// Windows kept per GPU for the report's plots: evenly spread over the session.
 const PLOTTED_WINDOWS: usize = 1500;
+
+/// One plotted window of a GPU's session: what the report's time plots draw, and no more (a
+/// whole window's statistics are kilobytes; 1,500 of them per GPU would be the session's
+/// largest allocation).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlotPoint {
+    pub gpu: u32,
+    /// The window's midpoint, unix seconds.
+    pub t: f64,
+    pub power_w: Option<f64>,
+    pub util_pct: Option<f64>,
+    pub sm_pct: Option<f64>,
+    pub class: Class,
+    pub calibrated_efficiency: Option<f64>,
+}
+
+impl PlotPoint {
+    fn of(w: &WindowReport) -> PlotPoint {
+        PlotPoint {
+            gpu: w.stats.gpu,
+            t: w.stats.midpoint(),
+            power_w: w.signals.power_w,
+            util_pct: w.signals.util_pct,
+            sm_pct: w.signals.sm_pct,
+            class: w.class,
+            calibrated_efficiency: w.calibrated_efficiency,
+        }
+    }
+}
 
 /// A session's samples, in time order, read afresh for each pass: a recording streams from its
 /// file each time (memory stays flat whatever its length), a live session from memory.
@@ -50,7 +80,10 @@ pub struct Calibration {
     /// The same windows with GPM left out, for a GPU that has it: what a GPU of the same kind
     /// without GPM (or an agent run with `--no-gpm`) would have said of each workload.
     pub nvml_validations: BTreeMap<u32, Validation>,
-    pub windows: Vec<WindowReport>,
+    /// Per GPU, the windows for the plots, evenly thinned.
+    pub plots: BTreeMap<u32, Vec<PlotPoint>>,
+    /// Per GPU, the time and energy of each verdict over the session: the cost of slack.
+    pub spent: BTreeMap<u32, BTreeMap<Class, Spent>>,
     pub phases: Vec<PhaseSpan>,
 }
 
@@ -174,14 +207,28 @@ pub fn calibrate<'a>(
         diagnoser.set_facts(*gpu, f);
         profiles.push(profile);
     }
-    let mut plotted: BTreeMap<u32, Thinned<WindowReport>> = BTreeMap::new();
+    let mut plotted: BTreeMap<u32, Thinned<PlotPoint>> = BTreeMap::new();
+    let mut spent: BTreeMap<u32, BTreeMap<Class, Spent>> = BTreeMap::new();
     let mut gpm_seen = false;
     let validations = diagnose(source, diagnoser.clone(), false, &gpus, &phases, |w| {
         gpm_seen |= w.signals.has_gpm();
         plotted
             .entry(w.stats.gpu)
             .or_insert_with(|| Thinned::new(PLOTTED_WINDOWS))
-            .push(w.clone());
+            .push(PlotPoint::of(w));
+        let seconds = w.stats.duration_s();
+        let energy_j = w
+            .stats
+            .energy_j
+            .or(w.signals.power_w.map(|p| p * seconds))
+            .unwrap_or(0.0);
+        let s = spent
+            .entry(w.stats.gpu)
+            .or_default()
+            .entry(w.class)
+            .or_default();
+        s.seconds += seconds;
+        s.energy_j += energy_j;
     })?;
     let nvml_validations = if gpm_seen {
         diagnose(source, diagnoser, true, &gpus, &phases, |_| {})?
@@ -192,10 +239,11 @@ pub fn calibrate<'a>(
         profiles,
         validations,
         nvml_validations,
-        windows: plotted
-            .into_values()
-            .flat_map(Thinned::into_values)
+        plots: plotted
+            .into_iter()
+            .map(|(gpu, points)| (gpu, points.into_values()))
             .collect(),
+        spent,
         phases,
     })
 }

@@ -61,10 +61,40 @@ pub enum Metric {
     /// NVML's NVLink data-throughput counters, differenced (MiB/s): on any GPU with NVLink.
     NvmlNvlinkTx,
     NvmlNvlinkRx,
+    /// HBM temperature (°C), NVML's memory-temperature field.
+    MemTempC,
+    /// Video encoder and decoder utilisation (%).
+    UtilEnc,
+    UtilDec,
+    /// ECC errors since the driver loaded (volatile) and over the board's life (aggregate).
+    EccVolatileCorrected,
+    EccVolatileUncorrected,
+    EccAggregateCorrected,
+    EccAggregateUncorrected,
+    /// Rows remapped for corrected and uncorrected errors; 1 when a remap waits for a reset,
+    /// 1 when a remap failed (Ampere and later).
+    RemapCorrected,
+    RemapUncorrected,
+    RemapPending,
+    RemapFailed,
+    /// Pages retired for single- and double-bit errors, 1 when a retirement waits for a
+    /// reset (before Ampere).
+    RetiredSingleBit,
+    RetiredDoubleBit,
+    RetiredPending,
+    /// PCIe replays since the driver loaded.
+    PcieReplays,
+    /// NVLink CRC, replay and recovery errors, summed over links.
+    NvlinkCrcErrors,
+    NvlinkReplayErrors,
+    NvlinkRecoveryErrors,
+    /// Xid events the agent received since it started, and the last one's code.
+    XidEvents,
+    XidLast,
 }
 
 impl Metric {
-    pub const COUNT: usize = 32;
+    pub const COUNT: usize = 52;
 
     pub const ALL: [Metric; Metric::COUNT] = [
         Metric::UtilGpu,
@@ -99,6 +129,26 @@ impl Metric {
         Metric::NvmlPcieRx,
         Metric::NvmlNvlinkTx,
         Metric::NvmlNvlinkRx,
+        Metric::MemTempC,
+        Metric::UtilEnc,
+        Metric::UtilDec,
+        Metric::EccVolatileCorrected,
+        Metric::EccVolatileUncorrected,
+        Metric::EccAggregateCorrected,
+        Metric::EccAggregateUncorrected,
+        Metric::RemapCorrected,
+        Metric::RemapUncorrected,
+        Metric::RemapPending,
+        Metric::RemapFailed,
+        Metric::RetiredSingleBit,
+        Metric::RetiredDoubleBit,
+        Metric::RetiredPending,
+        Metric::PcieReplays,
+        Metric::NvlinkCrcErrors,
+        Metric::NvlinkReplayErrors,
+        Metric::NvlinkRecoveryErrors,
+        Metric::XidEvents,
+        Metric::XidLast,
     ];
 
     /// The CSV column name in the trace format.
@@ -136,6 +186,26 @@ impl Metric {
             Metric::NvmlPcieRx => "nvml_pcie_rx",
             Metric::NvmlNvlinkTx => "nvml_nvlink_tx",
             Metric::NvmlNvlinkRx => "nvml_nvlink_rx",
+            Metric::MemTempC => "mem_temp_c",
+            Metric::UtilEnc => "util_enc",
+            Metric::UtilDec => "util_dec",
+            Metric::EccVolatileCorrected => "ecc_volatile_corrected",
+            Metric::EccVolatileUncorrected => "ecc_volatile_uncorrected",
+            Metric::EccAggregateCorrected => "ecc_aggregate_corrected",
+            Metric::EccAggregateUncorrected => "ecc_aggregate_uncorrected",
+            Metric::RemapCorrected => "remap_corrected",
+            Metric::RemapUncorrected => "remap_uncorrected",
+            Metric::RemapPending => "remap_pending",
+            Metric::RemapFailed => "remap_failed",
+            Metric::RetiredSingleBit => "retired_single_bit",
+            Metric::RetiredDoubleBit => "retired_double_bit",
+            Metric::RetiredPending => "retired_pending",
+            Metric::PcieReplays => "pcie_replays",
+            Metric::NvlinkCrcErrors => "nvlink_crc_errors",
+            Metric::NvlinkReplayErrors => "nvlink_replay_errors",
+            Metric::NvlinkRecoveryErrors => "nvlink_recovery_errors",
+            Metric::XidEvents => "xid_events",
+            Metric::XidLast => "xid_last",
         }
     }
 
@@ -149,6 +219,8 @@ impl Metric {
             self,
             Metric::UtilGpu
                 | Metric::UtilMem
+                | Metric::UtilEnc
+                | Metric::UtilDec
                 | Metric::GpmGr
                 | Metric::GpmSm
                 | Metric::GpmOcc

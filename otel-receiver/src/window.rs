@@ -191,6 +191,8 @@ pub struct WindowStats {
     pub energy_j: Option<f64>,
     /// Latest energy counter reading (mJ) at or before the end of this window.
     pub energy_total_mj: Option<f64>,
+    /// The window's first energy counter reading (mJ), if it read the counter.
+    pub energy_first_mj: Option<f64>,
     /// Share of samples with GPU-Util above zero (0–1).
     pub util_duty: Option<f64>,
     /// Largest rate of change of memory used between consecutive samples (bytes/s).
@@ -449,6 +451,7 @@ impl GpuWindower {
             power_source,
             energy_j,
             energy_total_mj: self.energy_anchor.map(|r| r.mj),
+            energy_first_mj: acc.energy_first.map(|r| r.mj),
             util_duty: (acc.util_count > 0)
                 .then(|| f64::from(acc.util_busy) / f64::from(acc.util_count)),
             mem_swing_bytes_per_s: acc.mem_swing,

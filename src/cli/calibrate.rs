@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use gpuslack_bench_kernels::{gpu_count, Gpu, Options, Workload};
+use gpuslack_calibration::compare::{self, Comparison};
 use gpuslack_calibration::phases::PhaseSpan;
 use gpuslack_calibration::session::{
     calibrate, from_recording, in_memory, save_session, Calibration,
 };
-use gpuslack_calibration::{compare, report, GpuProfile, ProfileFile};
+use gpuslack_calibration::{report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
 use super::sampler::Sampler;
@@ -82,28 +83,29 @@ pub fn run(args: Args) -> Result<ExitCode> {
             None => return Ok(ExitCode::from(EXIT_NO_GPU)),
         },
     };
-    output(&args, &calibration)?;
-    show_differences(&args, &calibration.profiles, earlier.as_ref())?;
+    let (comparisons, missing) = comparisons(&args, &calibration.profiles, earlier.as_ref());
+    output(&args, &calibration, &comparisons)?;
+    show_differences(&args, &comparisons, &missing)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Each GPU against the first (same SKU, different silicon), and each against its earlier
-/// calibration. On stdout for the table format; on stderr when stdout carries a profile.
-fn show_differences(
+/// calibration; and a line for each GPU the earlier file has no profile for.
+fn comparisons(
     args: &Args,
     profiles: &[GpuProfile],
     earlier: Option<&ProfileFile>,
-) -> std::io::Result<()> {
-    let mut text = String::new();
+) -> (Vec<Comparison>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
     let label = |p: &GpuProfile| format!("GPU {}", p.gpu_index().unwrap_or(0));
     if let Some((first, rest)) = profiles.split_first() {
         for other in rest {
             let title = format!("differences: {} against {}", label(other), label(first));
-            let diffs = compare::compare(first, other);
-            text.push_str(&compare::terminal(
-                &title,
+            out.push(Comparison::new(
+                title,
                 (&label(first), &label(other)),
-                &diffs,
+                (first, other),
                 None,
             ));
         }
@@ -116,8 +118,7 @@ fn show_differences(
                 None => o.uuid.is_none() && o.model == p.model && o.gpu_index() == p.gpu_index(),
             });
             let Some(old) = old else {
-                let _ = writeln!(
-                    text,
+                missing.push(format!(
                     "{}: no profile for {} in {}",
                     label(p),
                     p.uuid
@@ -125,7 +126,7 @@ fn show_differences(
                         .or(p.model.as_deref())
                         .unwrap_or("this GPU"),
                     path.display()
-                );
+                ));
                 continue;
             };
             let title = format!(
@@ -135,14 +136,30 @@ fn show_differences(
                 path.display(),
                 old.date
             );
-            let diffs = compare::compare(old, p);
-            text.push_str(&compare::terminal(
-                &title,
+            out.push(Comparison::new(
+                title,
                 ("earlier", "now"),
-                &diffs,
+                (old, p),
                 Some(compare::REPEAT_TOLERANCE_PCT),
             ));
         }
+    }
+    (out, missing)
+}
+
+/// The comparisons as text: on stdout for the table format; on stderr when stdout carries a
+/// profile.
+fn show_differences(
+    args: &Args,
+    comparisons: &[Comparison],
+    missing: &[String],
+) -> std::io::Result<()> {
+    let mut text = String::new();
+    for c in comparisons {
+        text.push_str(&c.terminal());
+    }
+    for line in missing {
+        let _ = writeln!(text, "{line}");
     }
     if args.format == Format::Table {
         out!("{text}");
@@ -152,7 +169,7 @@ fn show_differences(
     Ok(())
 }
 
-fn output(args: &Args, c: &Calibration) -> Result<()> {
+fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()> {
     let file = ProfileFile {
         gpu: c.profiles.clone(),
     };
@@ -165,6 +182,9 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
                 if let Some(v) = c.validations.get(&gpu) {
                     let nvml = c.nvml_validations.get(&gpu);
                     outln!("GPU {gpu} · {}", report::terminal(p, v, nvml));
+                    if let Some(spent) = c.spent.get(&gpu) {
+                        out!("{}", report::spent_terminal(spent));
+                    }
                 }
             }
         }
@@ -186,20 +206,21 @@ fn output(args: &Args, c: &Calibration) -> Result<()> {
         eprintln!("profiles written to {}", path.display());
     }
     if let Some(path) = &args.report {
-        let mut html = String::new();
-        for p in &c.profiles {
-            let gpu = p.gpu_index().unwrap_or(0);
-            let windows: Vec<_> = c
-                .windows
-                .iter()
-                .filter(|w| w.stats.gpu == gpu)
-                .cloned()
-                .collect();
-            if let Some(v) = c.validations.get(&gpu) {
-                let nvml = c.nvml_validations.get(&gpu);
-                html.push_str(&report::html(p, v, nvml, &windows, &c.phases));
-            }
-        }
+        let sections: Vec<report::GpuSection> = c
+            .profiles
+            .iter()
+            .filter_map(|p| {
+                let gpu = p.gpu_index().unwrap_or(0);
+                Some(report::GpuSection {
+                    profile: p,
+                    validation: c.validations.get(&gpu)?,
+                    nvml_only: c.nvml_validations.get(&gpu),
+                    plots: c.plots.get(&gpu).map_or(&[], |v| v.as_slice()),
+                    spent: c.spent.get(&gpu),
+                })
+            })
+            .collect();
+        let html = report::page(&sections, &c.phases, comparisons);
         std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("report written to {}", path.display());
     }

@@ -197,13 +197,21 @@ pub fn resource_usage() -> Option<ResourceUsage> {
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
     Some(ResourceUsage {
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
-        max_rss_kib: usage.ru_maxrss as u64,
+        // The peak of this program's own memory (VmHWM), not getrusage's ru_maxrss: that one
+        // survives exec, so it holds the forked parent's resident size, and a test harness or
+        // shell that is large at fork time would read as the agent's peak.
+        max_rss_kib: status_kib("VmHWM:").unwrap_or(usage.ru_maxrss as u64),
     })
 }
 
 /// Resident memory right now (VmRSS), in KiB.
 pub fn rss_now_kib() -> Option<u64> {
+    status_kib("VmRSS:")
+}
+
+/// A `/proc/self/status` line in KiB.
+fn status_kib(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }

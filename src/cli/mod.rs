@@ -70,12 +70,17 @@ enum Command {
     Calibrate(calibrate::Args),
 }
 
-/// Exit code for a missing GPU, driver or NVML library.
-pub const EXIT_NO_GPU: u8 = 2;
+/// Exit code for a missing GPU, driver or NVML library: sysexits' EX_UNAVAILABLE, apart from
+/// clap's 2 for a usage error, so that a unit or a DaemonSet can tell a node without a GPU
+/// from a wrong flag.
+pub const EXIT_NO_GPU: u8 = 69;
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    // The agent logs what it samples, where it exports and each verdict change at INFO; the
+    // other commands print their reports and stay quiet below WARN.
+    let agent = matches!(cli.command, Command::Run(_));
+    init_logging(cli.verbose, agent);
     if matches!(
         cli.command,
         Command::Diagnose(_) | Command::Run(_) | Command::Record(_)
@@ -111,13 +116,14 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, agent: bool) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
 
     let default = match verbose {
+        0 if agent => LevelFilter::INFO,
         0 => LevelFilter::WARN,
         1 => LevelFilter::INFO,
         _ => LevelFilter::DEBUG,
@@ -131,7 +137,10 @@ fn init_logging(verbose: u8) {
         Some(Ok(targets)) => targets.clone(),
         _ => Targets::new().with_default(default),
     };
+    // Colour only for a person at a terminal: journald and kubectl logs show escape codes raw.
+    use std::io::IsTerminal;
     let layer = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .with_filter(filter)
         .with_filter(QuietRepeats);

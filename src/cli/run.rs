@@ -91,6 +91,36 @@ impl Args {
 struct Publisher {
     state: Arc<RwLock<ExportState>>,
     otlp: Option<OtlpExport>,
+    /// Where the windows go, for the line the agent logs when it starts.
+    destinations: String,
+}
+
+/// Where the agent exports, in a few words (never a header's value).
+fn destinations(config: &gpuslack_receiver::export::config::ExportConfig) -> String {
+    let mut out = Vec::new();
+    if let Some(cfg) = &config.otlp {
+        let signals = if cfg.logs {
+            "metrics and logs"
+        } else {
+            "metrics"
+        };
+        out.push(format!(
+            "OTLP {:?} to {} ({signals}, {:?} temporality, every {} ms, {} header(s))",
+            cfg.protocol,
+            cfg.endpoint,
+            cfg.temporality,
+            cfg.interval.as_millis(),
+            cfg.headers.len()
+        ));
+    }
+    if let Some(addr) = config.prometheus {
+        out.push(format!("Prometheus on http://{addr}/metrics"));
+    }
+    if out.is_empty() {
+        "nowhere (neither --otlp-endpoint nor --prometheus is set)".into()
+    } else {
+        out.join("; ")
+    }
 }
 
 impl Publisher {
@@ -101,9 +131,10 @@ impl Publisher {
         };
         let Some(change) = change else { return };
         let evidence: Vec<&str> = report.evidence.iter().map(|e| e.text.as_str()).collect();
-        tracing::warn!(
+        tracing::info!(
             gpu = change.gpu,
             class = change.to.as_str(),
+            previous = change.from.map(|c| c.as_str()),
             power_w = report.signals.power_w,
             sm_active = report.signals.sm_pct.map(|p| p / 100.0),
             efficiency = report.efficiency,
@@ -193,7 +224,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let otlp = match &config.otlp {
         Some(cfg) => {
             let _inside = runtime.enter();
-            tracing::info!(endpoint = %cfg.endpoint, protocol = ?cfg.protocol, temporality = ?cfg.temporality, headers = cfg.headers.len(), "exporting OTLP");
             Some(OtlpExport::start(
                 &config,
                 cfg,
@@ -208,7 +238,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         next: Duration::from_secs(10),
         checked: Instant::now(),
     });
-    let publisher = Publisher { state, otlp };
+    let publisher = Publisher {
+        state,
+        otlp,
+        destinations: destinations(&config),
+    };
     let mut watch = || {
         if let Some(w) = warning.as_mut() {
             w.poll(&delivery);
@@ -256,6 +290,12 @@ fn replay(
 ) -> Result<ExitCode> {
     let facts = facts_beside(path)?;
     let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
+    tracing::info!(
+        trace = %path.display(),
+        window_s = args.pipeline.window_s,
+        "gpuslack replaying a recorded trace; exporting to {}",
+        publisher.destinations
+    );
     let mut reader = TraceReader::open(path)?;
     let started = Instant::now();
     let mut first_t = None;
@@ -327,6 +367,20 @@ fn live_loop(
         .pipeline_for_live(source.facts())?
         .tolerating_clock_steps();
     let rss_after_open = live::rss_now_kib();
+    let facts = source.facts();
+    let models: std::collections::BTreeSet<&str> = facts
+        .iter()
+        .filter_map(|(_, f)| f.name.as_deref())
+        .collect();
+    tracing::info!(
+        gpus = facts.len(),
+        models = %models.into_iter().collect::<Vec<_>>().join(", "),
+        interval_ms = args.sampling.interval_ms,
+        gpm = !args.sampling.no_gpm,
+        window_s = args.pipeline.window_s,
+        "gpuslack sampling; exporting to {}",
+        publisher.destinations
+    );
     // Measured from the end of the first tick: NVML start-up, the first GPM sample and the
     // first (cold, ~14 ms) energy read are one-off costs, not the agent's steady overhead.
     let mut started = Instant::now();

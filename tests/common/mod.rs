@@ -169,3 +169,47 @@ pub fn requests(path: &Path) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// A Prometheus (Debian's, GPUSLACK_PROMETHEUS) scraping `127.0.0.1:target` every second, and
+/// the port its HTTP API listens on.
+pub fn start_prometheus(dir: &Path, target: u16) -> (Server, u16) {
+    let port = free_port();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"),
+    )
+    .expect("config");
+    let server = Server(
+        Command::new(tool("GPUSLACK_PROMETHEUS"))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+    wait_for_port(port, "prometheus");
+    (server, port)
+}
+
+/// Prometheus' answer to an instant query: `status` is "success" or "error" (with `error`).
+pub fn prometheus_query(port: u16, query: &str) -> serde_json::Value {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "--get",
+            "--data-urlencode",
+            &format!("query={query}"),
+            &format!("http://127.0.0.1:{port}/api/v1/query"),
+        ])
+        .output()
+        .expect("curl");
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}

@@ -2,7 +2,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-/// The fixed vocabulary of verdicts (DESIGN.md). Output, tests and exporters use these names.
+/// The fixed vocabulary of verdicts (the README's table; docs/DIAGNOSIS.md). Output, tests and
+/// exporters use these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {

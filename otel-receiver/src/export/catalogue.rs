@@ -1,18 +1,24 @@
-//! Every exported metric: its name (OpenTelemetry hardware semantic conventions where they
-//! exist, the `gpu.*` namespace for the rest), unit, kind and attributes, and how its value
-//! comes out of a GPU's view. OTLP and Prometheus both read this one table; docs/EXPORT.md
-//! lists it for people.
+//! Every exported metric: its name, unit, kind and attributes, and how its value comes out of
+//! a GPU's view. Names follow the OpenTelemetry semantic conventions (v1.42.0, the release of
+//! `opentelemetry-semantic-conventions` 0.33) wherever they define the metric (`hw.*`); every
+//! metric of gpuslack's own is under `gpuslack.*`, as the naming guide asks, so that none
+//! collides with a vendor's (Datadog's `gpu` check emits `gpu.temperature`, `gpu.power.usage`…).
+//! OTLP and Prometheus both read this one table; docs/EXPORT.md lists it for people.
 
 use super::delivery::Counts;
-use super::state::GpuView;
+use super::state::{GpuView, COUNTED_ERRORS};
 use crate::attribution::{owner_of, GpuProcess};
 use crate::diagnosis::Class;
+use crate::sample::Metric;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Gauge,
     /// Monotonic sum.
     Counter,
+    /// Non-monotonic sum (the semantic conventions' UpDownCounter): a quantity of something,
+    /// such as memory in use, that sums across GPUs.
+    UpDownCounter,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,22 +29,26 @@ pub struct MetricDef {
     pub description: &'static str,
 }
 
-const fn gauge(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
+const fn def(
+    name: &'static str,
+    unit: &'static str,
+    kind: Kind,
+    description: &'static str,
+) -> MetricDef {
     MetricDef {
         name,
         unit,
-        kind: Kind::Gauge,
+        kind,
         description,
     }
 }
 
+const fn gauge(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
+    def(name, unit, Kind::Gauge, description)
+}
+
 const fn counter(name: &'static str, unit: &'static str, description: &'static str) -> MetricDef {
-    MetricDef {
-        name,
-        unit,
-        kind: Kind::Counter,
-        description,
-    }
+    def(name, unit, Kind::Counter, description)
 }
 
 pub const HW_POWER: MetricDef = gauge(
@@ -49,119 +59,209 @@ pub const HW_POWER: MetricDef = gauge(
 pub const HW_ENERGY: MetricDef = counter(
     "hw.energy",
     "J",
-    "Energy used by the GPU: NVML's total energy counter",
+    "Energy used by the GPU since the agent started (NVML's counter followed across driver reloads)",
 );
 pub const HW_GPU_UTILIZATION: MetricDef = gauge(
     "hw.gpu.utilization",
     "1",
-    "GPU-Util: share of time any kernel was resident (not a measure of work)",
+    "Share of time each engine was busy (hw.gpu.task: general = GPU-Util, not a measure of work; encoder; decoder)",
 );
-pub const HW_GPU_MEMORY_USAGE: MetricDef =
-    gauge("hw.gpu.memory.usage", "By", "Device memory in use");
-pub const HW_GPU_MEMORY_LIMIT: MetricDef = gauge("hw.gpu.memory.limit", "By", "Device memory size");
+pub const HW_GPU_MEMORY_USAGE: MetricDef = def(
+    "hw.gpu.memory.usage",
+    "By",
+    Kind::UpDownCounter,
+    "Device memory in use",
+);
+pub const HW_GPU_MEMORY_LIMIT: MetricDef = def(
+    "hw.gpu.memory.limit",
+    "By",
+    Kind::UpDownCounter,
+    "Device memory size",
+);
 pub const HW_GPU_MEMORY_UTILIZATION: MetricDef = gauge(
     "hw.gpu.memory.utilization",
     "1",
     "Share of device memory in use",
 );
+pub const MEMORY_SWING: MetricDef = gauge(
+    "gpuslack.memory.swing",
+    "By/s",
+    "Fastest change of device memory in use between two samples of the window (allocation churn)",
+);
 pub const HW_GPU_IO: MetricDef = counter(
     "hw.gpu.io",
     "By",
-    "Bytes over PCIe, by direction (from GPM rates)",
+    "Bytes over PCIe since the agent started, by direction",
 );
-pub const GPU_SM_ACTIVITY: MetricDef = gauge(
-    "gpu.sm.activity",
+pub const HW_TEMPERATURE: MetricDef = gauge(
+    "hw.temperature",
+    "Cel",
+    "Highest temperature in the window (hw.sensor_location: gpu, memory)",
+);
+pub const HW_TEMPERATURE_LIMIT: MetricDef = gauge(
+    "hw.temperature.limit",
+    "Cel",
+    "Temperature at which the GPU slows down (hw.limit_type high.degraded)",
+);
+pub const HW_ERRORS: MetricDef = counter(
+    "hw.errors",
+    "{error}",
+    "Errors since the agent started (error.type corrected/uncorrected for ECC, replay/crc/recovery for links, xid; gpuslack.error.source ecc, pcie, nvlink, driver)",
+);
+pub const HW_STATUS: MetricDef = def(
+    "hw.status",
+    "1",
+    Kind::UpDownCounter,
+    "1 for the GPU's health state (hw.state ok, degraded, failed), 0 for the others",
+);
+pub const SM_ACTIVITY: MetricDef = gauge(
+    "gpuslack.sm.activity",
     "1",
     "GPM SM activity: share of SM cycles with a warp resident",
 );
-pub const GPU_SM_OCCUPANCY: MetricDef = gauge("gpu.sm.occupancy", "1", "GPM SM occupancy");
-pub const GPU_PIPE_ACTIVITY: MetricDef = gauge(
-    "gpu.pipe.activity",
+pub const SM_OCCUPANCY: MetricDef = gauge("gpuslack.sm.occupancy", "1", "GPM SM occupancy");
+pub const PIPE_ACTIVITY: MetricDef = gauge(
+    "gpuslack.pipe.activity",
     "1",
-    "GPM activity of each arithmetic pipe (tensor, fp32, fp16)",
+    "GPM activity of each arithmetic pipe (gpuslack.pipe: tensor, fp32, fp16)",
 );
-pub const GPU_DRAM_ACTIVITY: MetricDef =
-    gauge("gpu.dram.activity", "1", "GPM DRAM bandwidth utilisation");
-pub const GPU_NVLINK_IO: MetricDef = counter(
-    "gpu.nvlink.io",
+pub const DRAM_ACTIVITY: MetricDef = gauge(
+    "gpuslack.dram.activity",
+    "1",
+    "GPM DRAM bandwidth utilisation",
+);
+pub const NVLINK_IO: MetricDef = counter(
+    "gpuslack.nvlink.io",
     "By",
-    "Bytes over NVLink, by direction (from GPM rates)",
+    "Bytes over NVLink since the agent started, by direction",
 );
-pub const GPU_CLOCK_SM: MetricDef = gauge("gpu.clock.sm", "MHz", "SM clock");
-pub const GPU_CLOCK_MEMORY: MetricDef = gauge("gpu.clock.memory", "MHz", "Memory clock");
-pub const GPU_TEMPERATURE: MetricDef = gauge(
-    "gpu.temperature",
-    "Cel",
-    "Highest GPU temperature in the window",
-);
-pub const GPU_POWER_LIMIT: MetricDef = gauge("gpu.power.limit", "W", "Enforced power limit");
-pub const GPU_POWER_MIN_LIMIT: MetricDef = gauge(
-    "gpu.power.min_limit",
+pub const CLOCK_SM: MetricDef = gauge("gpuslack.clock.sm", "Hz", "SM clock");
+pub const CLOCK_MEMORY: MetricDef = gauge("gpuslack.clock.memory", "Hz", "Memory clock");
+pub const POWER_LIMIT: MetricDef = gauge("gpuslack.power.limit", "W", "Enforced power limit");
+pub const POWER_MIN_LIMIT: MetricDef = gauge(
+    "gpuslack.power.min_limit",
     "W",
     "Lowest power limit an administrator may set",
 );
-pub const GPU_POWER_MAX_LIMIT: MetricDef = gauge(
-    "gpu.power.max_limit",
+pub const POWER_MAX_LIMIT: MetricDef = gauge(
+    "gpuslack.power.max_limit",
     "W",
     "Highest power limit an administrator may set: a cap below it can be lifted",
 );
-pub const GPU_POWER_TDP: MetricDef = gauge(
-    "gpu.power.tdp",
+pub const POWER_TDP: MetricDef = gauge(
+    "gpuslack.power.tdp",
     "W",
     "Default power limit (TDP) the efficiency divides by",
 );
-pub const GPU_THROTTLE: MetricDef = gauge(
-    "gpu.throttle",
+pub const THROTTLE: MetricDef = gauge(
+    "gpuslack.throttle",
     "1",
-    "Share of the window's samples with each clock-event reason",
+    "Share of the window's samples with each clock-event reason (gpuslack.throttle.reason)",
 );
-pub const GPU_EFFICIENCY: MetricDef = gauge(
-    "gpu.efficiency",
+pub const EFFICIENCY: MetricDef = gauge(
+    "gpuslack.efficiency",
     "1",
     "Effective efficiency: (power / TDP) × SM activity; under 0.6 the GPU is likely slacking",
 );
-pub const GPU_DIAGNOSIS: MetricDef = gauge(
-    "gpu.diagnosis",
+pub const DIAGNOSIS: MetricDef = gauge(
+    "gpuslack.diagnosis",
     "1",
-    "1 for the GPU's current verdict (attribute gpu.diagnosis.class), 0 for the others",
+    "1 for the GPU's current verdict (gpuslack.diagnosis.class), 0 for the others",
 );
-
-pub const GPU_EFFICIENCY_CALIBRATED: MetricDef = gauge(
-    "gpu.efficiency.calibrated",
+pub const DIAGNOSIS_TIME: MetricDef = counter(
+    "gpuslack.diagnosis.time",
+    "s",
+    "GPU time spent in each verdict since the agent started: the cost of slack in GPU-seconds",
+);
+pub const DIAGNOSIS_ENERGY: MetricDef = counter(
+    "gpuslack.diagnosis.energy",
+    "J",
+    "Energy spent in each verdict since the agent started: the cost of slack in joules",
+);
+pub const EFFICIENCY_CALIBRATED: MetricDef = gauge(
+    "gpuslack.efficiency.calibrated",
     "1",
     "Power placed between this GPU's own idle (0) and compute-bound (1) baselines, from its calibration profile",
 );
-pub const GPU_POWER_EXPECTED: MetricDef = gauge(
-    "gpu.power.expected",
+pub const POWER_EXPECTED: MetricDef = gauge(
+    "gpuslack.power.expected",
     "W",
     "What this GPU draws, by its profile, when it does what its current verdict says",
 );
+pub const ECC_ERRORS: MetricDef = gauge(
+    "gpuslack.ecc.errors",
+    "{error}",
+    "NVML's ECC counts as they stand (error.type; gpuslack.ecc.counter volatile = since the driver loaded, aggregate = the board's life)",
+);
+pub const REMAPPED_ROWS: MetricDef = gauge(
+    "gpuslack.memory.remapped_rows",
+    "{row}",
+    "Memory rows remapped, by the error that caused it (error.type corrected, uncorrected)",
+);
+pub const REMAP_PENDING: MetricDef = gauge(
+    "gpuslack.memory.remap.pending",
+    "1",
+    "1 when a row remap waits for a GPU reset",
+);
+pub const REMAP_FAILED: MetricDef = gauge(
+    "gpuslack.memory.remap.failed",
+    "1",
+    "1 when a row remap failed: the GPU needs service",
+);
+pub const RETIRED_PAGES: MetricDef = gauge(
+    "gpuslack.memory.retired_pages",
+    "{page}",
+    "Memory pages retired (before Ampere), by cause (gpuslack.retirement.cause single_bit, double_bit)",
+);
+pub const RETIREMENT_PENDING: MetricDef = gauge(
+    "gpuslack.memory.retirement.pending",
+    "1",
+    "1 when a page retirement waits for a GPU reset",
+);
+pub const XID_LAST: MetricDef = gauge(
+    "gpuslack.xid.last",
+    "{xid}",
+    "Code of the last Xid event since the agent started; 0 for none",
+);
 
-pub const ALL: [MetricDef; 27] = [
+pub const ALL: [MetricDef; 40] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
     HW_GPU_MEMORY_USAGE,
     HW_GPU_MEMORY_LIMIT,
     HW_GPU_MEMORY_UTILIZATION,
+    MEMORY_SWING,
     HW_GPU_IO,
-    GPU_SM_ACTIVITY,
-    GPU_SM_OCCUPANCY,
-    GPU_PIPE_ACTIVITY,
-    GPU_DRAM_ACTIVITY,
-    GPU_NVLINK_IO,
-    GPU_CLOCK_SM,
-    GPU_CLOCK_MEMORY,
-    GPU_TEMPERATURE,
-    GPU_POWER_LIMIT,
-    GPU_POWER_MIN_LIMIT,
-    GPU_POWER_MAX_LIMIT,
-    GPU_POWER_TDP,
-    GPU_THROTTLE,
-    GPU_EFFICIENCY,
-    GPU_EFFICIENCY_CALIBRATED,
-    GPU_POWER_EXPECTED,
-    GPU_DIAGNOSIS,
+    HW_TEMPERATURE,
+    HW_TEMPERATURE_LIMIT,
+    HW_ERRORS,
+    HW_STATUS,
+    SM_ACTIVITY,
+    SM_OCCUPANCY,
+    PIPE_ACTIVITY,
+    DRAM_ACTIVITY,
+    NVLINK_IO,
+    CLOCK_SM,
+    CLOCK_MEMORY,
+    POWER_LIMIT,
+    POWER_MIN_LIMIT,
+    POWER_MAX_LIMIT,
+    POWER_TDP,
+    THROTTLE,
+    EFFICIENCY,
+    EFFICIENCY_CALIBRATED,
+    POWER_EXPECTED,
+    DIAGNOSIS,
+    DIAGNOSIS_TIME,
+    DIAGNOSIS_ENERGY,
+    ECC_ERRORS,
+    REMAPPED_ROWS,
+    REMAP_PENDING,
+    REMAP_FAILED,
+    RETIRED_PAGES,
+    RETIREMENT_PENDING,
+    XID_LAST,
     PROCESS_SM,
     PROCESS_MEMORY,
     PROCESS_CPU,
@@ -289,7 +389,7 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
                 .unwrap_or_else(|| format!("gpu-{}", view.gpu)),
         ),
         ("hw.vendor", "NVIDIA".to_string()),
-        ("gpu.index", view.gpu.to_string()),
+        ("gpuslack.gpu.index", view.gpu.to_string()),
     ];
     if let Some(name) = &f.name {
         attrs.push(("hw.name", name.clone()));
@@ -300,6 +400,9 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
     }
     if let Some(parent) = f.mig_parent {
         attrs.push(("gpuslack.mig.parent_index", parent.to_string()));
+        if let Some(profile) = f.name.as_deref().and_then(mig_profile) {
+            attrs.push(("gpuslack.mig.profile", profile.to_string()));
+        }
     }
     // Whoever owns the GPU: the process holding it alone, the container or pod all its
     // processes share (semantic-convention names).
@@ -322,6 +425,13 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
         attrs.push(("gpuslack.job.id", job.clone()));
     }
     attrs
+}
+
+/// The MIG profile of an instance, from the name NVML gives it ("NVIDIA H200 MIG 1g.18gb").
+fn mig_profile(name: &str) -> Option<&str> {
+    let (_, profile) = name.rsplit_once(" MIG ")?;
+    let profile = profile.trim();
+    (!profile.is_empty()).then_some(profile)
 }
 
 /// A point's whole attribute set: the GPU's, then the point's own, which replace any of the
@@ -377,13 +487,12 @@ fn share(pct: Option<f64>) -> Option<f64> {
 }
 
 /// Every point of every metric for one GPU, with its `top` processes. A metric the source did
-/// not sample has no point.
+/// not sample has no point; a health counter read as zero is a point of 0.
 pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
-    use crate::sample::Metric;
     let r = &view.report;
     let s = &r.signals;
     let w = &r.stats;
-    let mut out = Vec::with_capacity(48);
+    let mut out = Vec::with_capacity(96);
     let mut push = |def: MetricDef, value: Option<f64>, attributes: Vec<(&'static str, String)>| {
         if let Some(value) = value.filter(|v| v.is_finite()) {
             out.push(Point {
@@ -393,13 +502,22 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
             });
         }
     };
+    let attr = |k: &'static str, v: &str| vec![(k, v.to_string())];
     push(HW_POWER, s.power_w, vec![]);
-    push(HW_ENERGY, Some(view.energy_j), vec![]);
-    push(
-        HW_GPU_UTILIZATION,
-        share(s.util_pct),
-        vec![("hw.gpu.task", "general".into())],
-    );
+    push(HW_ENERGY, Some(view.energy_j()), vec![]);
+    for (task, value) in [
+        ("general", s.util_pct),
+        (
+            "encoder",
+            w.mean(Metric::UtilEnc).or(view.held(Metric::UtilEnc)),
+        ),
+        (
+            "decoder",
+            w.mean(Metric::UtilDec).or(view.held(Metric::UtilDec)),
+        ),
+    ] {
+        push(HW_GPU_UTILIZATION, share(value), attr("hw.gpu.task", task));
+    }
     let total = w.mean(Metric::MemTotalBytes).or(view.facts.mem_total_bytes);
     push(HW_GPU_MEMORY_USAGE, s.mem_used_bytes, vec![]);
     push(HW_GPU_MEMORY_LIMIT, total, vec![]);
@@ -411,78 +529,317 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
             .map(|(u, t)| u / t),
         vec![],
     );
+    push(MEMORY_SWING, w.mem_swing_bytes_per_s, vec![]);
+    let direction = |d: &str| attr("network.io.direction", d);
     if s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some() {
-        push(
-            HW_GPU_IO,
-            Some(view.pcie_rx_bytes),
-            vec![("network.io.direction", "receive".into())],
-        );
-        push(
-            HW_GPU_IO,
-            Some(view.pcie_tx_bytes),
-            vec![("network.io.direction", "transmit".into())],
-        );
+        push(HW_GPU_IO, Some(view.pcie_rx_bytes), direction("receive"));
+        push(HW_GPU_IO, Some(view.pcie_tx_bytes), direction("transmit"));
     }
-    push(GPU_SM_ACTIVITY, share(s.sm_pct), vec![]);
-    push(GPU_SM_OCCUPANCY, share(s.occupancy_pct), vec![]);
+    push(
+        HW_TEMPERATURE,
+        w.max(Metric::TempC),
+        attr("hw.sensor_location", "gpu"),
+    );
+    push(
+        HW_TEMPERATURE,
+        view.held(Metric::MemTempC),
+        attr("hw.sensor_location", "memory"),
+    );
+    push(
+        HW_TEMPERATURE_LIMIT,
+        view.held(Metric::TempSlowdownC)
+            .or(view.facts.temp_slowdown_c),
+        vec![
+            ("hw.sensor_location", "gpu".into()),
+            ("hw.limit_type", "high.degraded".into()),
+        ],
+    );
+    for ((counter, metric), (source, kind)) in view.errors.iter().zip(COUNTED_ERRORS).zip([
+        ("ecc", "corrected"),
+        ("ecc", "uncorrected"),
+        ("pcie", "replay"),
+        ("nvlink", "crc"),
+        ("nvlink", "replay"),
+        ("nvlink", "recovery"),
+        ("driver", "xid"),
+    ]) {
+        // Only where the counter is read at all: zero is a value, absence is not.
+        if counter.seen() || view.held(metric).is_some() {
+            push(
+                HW_ERRORS,
+                Some(counter.total()),
+                vec![
+                    ("error.type", kind.into()),
+                    ("gpuslack.error.source", source.into()),
+                ],
+            );
+        }
+    }
+    if let Some(state) = health_state(view) {
+        for candidate in ["ok", "degraded", "failed"] {
+            let value = if candidate == state { 1.0 } else { 0.0 };
+            push(HW_STATUS, Some(value), attr("hw.state", candidate));
+        }
+    }
+    push(SM_ACTIVITY, share(s.sm_pct), vec![]);
+    push(SM_OCCUPANCY, share(s.occupancy_pct), vec![]);
     for (pipe, value) in [
         ("tensor", s.tensor_pct),
         ("fp32", s.fp32_pct),
         ("fp16", s.fp16_pct),
     ] {
-        push(
-            GPU_PIPE_ACTIVITY,
-            share(value),
-            vec![("gpu.pipe", pipe.into())],
-        );
+        push(PIPE_ACTIVITY, share(value), attr("gpuslack.pipe", pipe));
     }
-    push(GPU_DRAM_ACTIVITY, share(s.dram_pct), vec![]);
+    push(DRAM_ACTIVITY, share(s.dram_pct), vec![]);
     if s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some() {
-        push(
-            GPU_NVLINK_IO,
-            Some(view.nvlink_rx_bytes),
-            vec![("network.io.direction", "receive".into())],
-        );
-        push(
-            GPU_NVLINK_IO,
-            Some(view.nvlink_tx_bytes),
-            vec![("network.io.direction", "transmit".into())],
-        );
+        push(NVLINK_IO, Some(view.nvlink_rx_bytes), direction("receive"));
+        push(NVLINK_IO, Some(view.nvlink_tx_bytes), direction("transmit"));
     }
-    push(GPU_CLOCK_SM, w.mean(Metric::SmMhz), vec![]);
-    push(GPU_CLOCK_MEMORY, w.mean(Metric::MemMhz), vec![]);
-    push(GPU_TEMPERATURE, w.max(Metric::TempC), vec![]);
-    push(GPU_POWER_LIMIT, view.facts.power_limit_w, vec![]);
-    push(GPU_POWER_MIN_LIMIT, view.facts.power_limit_min_w, vec![]);
-    push(GPU_POWER_MAX_LIMIT, view.facts.power_limit_max_w, vec![]);
-    push(GPU_POWER_TDP, r.tdp_w, vec![]);
+    let hz = |mhz: Option<f64>| mhz.map(|m| m * 1e6);
+    push(CLOCK_SM, hz(w.mean(Metric::SmMhz)), vec![]);
+    push(CLOCK_MEMORY, hz(w.mean(Metric::MemMhz)), vec![]);
+    push(POWER_LIMIT, view.facts.power_limit_w, vec![]);
+    push(POWER_MIN_LIMIT, view.facts.power_limit_min_w, vec![]);
+    push(POWER_MAX_LIMIT, view.facts.power_limit_max_w, vec![]);
+    push(POWER_TDP, r.tdp_w, vec![]);
     if w.clock_reasons.samples() > 0 {
         for (reason, share) in w.clock_reasons.shares() {
             push(
-                GPU_THROTTLE,
+                THROTTLE,
                 Some(share),
-                vec![("gpu.throttle.reason", reason.to_string())],
+                attr("gpuslack.throttle.reason", reason),
             );
         }
     }
-    push(GPU_EFFICIENCY, r.efficiency, vec![]);
-    push(GPU_EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
-    push(GPU_POWER_EXPECTED, r.expected_power_w, vec![]);
+    push(EFFICIENCY, r.efficiency, vec![]);
+    push(EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
+    push(POWER_EXPECTED, r.expected_power_w, vec![]);
     for class in Class::ALL {
         let current = if class == r.class { 1.0 } else { 0.0 };
+        let class_attr = || attr("gpuslack.diagnosis.class", class.as_str());
+        push(DIAGNOSIS, Some(current), class_attr());
+        let spent = view.spent.get(&class).copied().unwrap_or_default();
+        push(DIAGNOSIS_TIME, Some(spent.seconds), class_attr());
+        push(DIAGNOSIS_ENERGY, Some(spent.energy_j), class_attr());
+    }
+    for (metric, kind, counter) in [
+        (Metric::EccVolatileCorrected, "corrected", "volatile"),
+        (Metric::EccVolatileUncorrected, "uncorrected", "volatile"),
+        (Metric::EccAggregateCorrected, "corrected", "aggregate"),
+        (Metric::EccAggregateUncorrected, "uncorrected", "aggregate"),
+    ] {
         push(
-            GPU_DIAGNOSIS,
-            Some(current),
-            vec![("gpu.diagnosis.class", class.as_str().into())],
+            ECC_ERRORS,
+            view.held(metric),
+            vec![
+                ("error.type", kind.into()),
+                ("gpuslack.ecc.counter", counter.into()),
+            ],
         );
     }
+    push(
+        REMAPPED_ROWS,
+        view.held(Metric::RemapCorrected),
+        attr("error.type", "corrected"),
+    );
+    push(
+        REMAPPED_ROWS,
+        view.held(Metric::RemapUncorrected),
+        attr("error.type", "uncorrected"),
+    );
+    push(REMAP_PENDING, view.held(Metric::RemapPending), vec![]);
+    push(REMAP_FAILED, view.held(Metric::RemapFailed), vec![]);
+    push(
+        RETIRED_PAGES,
+        view.held(Metric::RetiredSingleBit),
+        attr("gpuslack.retirement.cause", "single_bit"),
+    );
+    push(
+        RETIRED_PAGES,
+        view.held(Metric::RetiredDoubleBit),
+        attr("gpuslack.retirement.cause", "double_bit"),
+    );
+    push(
+        RETIREMENT_PENDING,
+        view.held(Metric::RetiredPending),
+        vec![],
+    );
+    push(XID_LAST, view.held(Metric::XidLast), vec![]);
     process_points(view, top, &mut push);
     out
+}
+
+/// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
+/// GPU needs service), `degraded` when an uncorrected ECC error happened since the driver
+/// loaded, a remap or retirement waits for a reset, or an Xid event arrived since the agent
+/// started, else `ok`.
+fn health_state(view: &GpuView) -> Option<&'static str> {
+    let read = |m: Metric| view.held(m);
+    let health = [
+        Metric::EccVolatileUncorrected,
+        Metric::RemapPending,
+        Metric::RemapFailed,
+        Metric::RetiredPending,
+        Metric::XidEvents,
+        Metric::PcieReplays,
+    ];
+    if health.iter().all(|m| read(*m).is_none()) {
+        return None;
+    }
+    let positive = |m: Metric| read(m).is_some_and(|v| v > 0.0);
+    if positive(Metric::RemapFailed) {
+        Some("failed")
+    } else if positive(Metric::EccVolatileUncorrected)
+        || positive(Metric::RemapPending)
+        || positive(Metric::RetiredPending)
+        || positive(Metric::XidEvents)
+    {
+        Some("degraded")
+    } else {
+        Some("ok")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::DeviceFacts;
+    use crate::diagnosis::{Diagnoser, Thresholds, WindowReport};
+    use crate::export::state::ExportState;
+    use crate::pipeline::Pipeline;
+    use crate::sample::Sample;
+
+    /// The reports of one GPU fed `samples` (10 Hz, 2 s windows, from t = 100 s), `add` filling
+    /// each sample's readings.
+    fn reports(seconds: u32, add: impl Fn(f64, Sample) -> Sample) -> Vec<WindowReport> {
+        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        let mut pipeline = Pipeline::new(2.0, diagnoser);
+        let mut out = Vec::new();
+        for i in 0..seconds * 10 {
+            let t = 100.0 + f64::from(i) / 10.0;
+            let sample = add(t, Sample::new(t, 0).with(Metric::PowerMw, 100_000.0));
+            out.extend(pipeline.push(&sample).expect("in order"));
+        }
+        out.extend(pipeline.finish());
+        out
+    }
+
+    fn value(points: &[Point], name: &str, attr: Option<(&str, &str)>) -> Option<f64> {
+        points
+            .iter()
+            .find(|p| {
+                p.def.name == name
+                    && attr.is_none_or(|(k, v)| {
+                        p.attributes.iter().any(|(pk, pv)| *pk == k && pv == v)
+                    })
+            })
+            .map(|p| p.value)
+    }
+
+    #[test]
+    fn energy_and_errors_count_from_the_agent_start_across_a_driver_reload() {
+        // The counter starts at 5 MJ (joules since the driver loaded), rises 100 J/s, and the
+        // driver reloads at t = 110 s (the counter restarts from 0). Volatile ECC counts 7
+        // before the agent starts, then 2 more; the reload zeroes it and 1 follows.
+        let reload = 110.0;
+        let reports = reports(20, |t, s| {
+            let energy_mj = if t < reload {
+                5e9 + (t - 100.0) * 100_000.0
+            } else {
+                (t - reload) * 100_000.0
+            };
+            let ecc = if t < 105.0 {
+                7.0
+            } else if t < reload {
+                9.0
+            } else {
+                1.0
+            };
+            s.with(Metric::EnergyMj, energy_mj)
+                .with(Metric::EccVolatileUncorrected, ecc)
+                .with(Metric::EccVolatileCorrected, 0.0)
+        });
+        let mut state = ExportState::default();
+        let mut first = None;
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+            let points = points(state.get(0).expect("gpu 0"), 5);
+            first.get_or_insert(value(&points, "hw.energy", None).expect("hw.energy"));
+        }
+        let view = state.get(0).expect("gpu 0");
+        let points = points(view, 5);
+        // 19.9 s of samples at 100 W, less the 0.1 s across the reload (its reading restarts
+        // the count): never the 5 MJ the driver had counted before the agent started.
+        let energy = value(&points, "hw.energy", None).expect("hw.energy");
+        assert!((energy - 1980.0).abs() < 1.0, "{energy}");
+        assert!(first.expect("first") < 200.0, "first point {first:?}");
+        let errors =
+            |kind| value(&points, "hw.errors", Some(("error.type", kind))).expect("hw.errors");
+        assert_eq!((errors("uncorrected"), errors("corrected")), (3.0, 0.0));
+        // The health state reads NVML's own count: uncorrected errors since the driver loaded.
+        assert_eq!(
+            value(&points, "hw.status", Some(("hw.state", "degraded"))),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(&points, "hw.status", Some(("hw.state", "ok"))),
+            Some(0.0)
+        );
+        // The cost of slack: every window's time is filed under its verdict.
+        let seconds: f64 = points
+            .iter()
+            .filter(|p| p.def == DIAGNOSIS_TIME)
+            .map(|p| p.value)
+            .sum();
+        assert_eq!(seconds, 2.0 * reports.len() as f64);
+    }
+
+    #[test]
+    fn a_verdict_change_is_announced_once_it_has_held() {
+        // Busy (GPU-Util 100%, SM 90%) for 10 s, one idle window, busy again, then idle.
+        let reports = reports(30, |t, s| {
+            let busy = !(110.0..112.0).contains(&t) && t < 120.0;
+            let (util, sm) = if busy { (100.0, 90.0) } else { (0.0, 0.0) };
+            s.with(Metric::UtilGpu, util)
+                .with(Metric::GpmSm, sm)
+                .with(Metric::GpmTensor, sm)
+                .with(Metric::GpmDram, 10.0)
+                .with(Metric::Nprocs, 1.0)
+                .with(Metric::PowerMw, if busy { 650_000.0 } else { 120_000.0 })
+        });
+        let mut state = ExportState::default();
+        let changes: Vec<_> = reports
+            .iter()
+            .filter_map(|r| state.update(r, &DeviceFacts::default()))
+            .collect();
+        let classes: Vec<Class> = reports.iter().map(|r| r.class).collect();
+        // The lone idle window is no announcement; the lasting one is, once, 3 windows in.
+        assert_eq!(changes.len(), 2, "{changes:?} for {classes:?}");
+        assert_eq!(changes[0].from, None);
+        assert_eq!(changes[1].from, Some(changes[0].to));
+        assert_ne!(changes[1].to, changes[0].to);
+    }
+
+    #[test]
+    fn a_mig_instance_names_its_profile() {
+        assert_eq!(mig_profile("NVIDIA H200 MIG 1g.18gb"), Some("1g.18gb"));
+        assert_eq!(
+            mig_profile("NVIDIA A100-SXM4-40GB MIG 3g.20gb"),
+            Some("3g.20gb")
+        );
+        assert_eq!(mig_profile("NVIDIA H200"), None);
+    }
+
+    #[test]
+    fn no_name_is_one_another_gpu_integration_uses() {
+        for def in ALL.into_iter().chain(AGENT) {
+            assert!(
+                def.name.starts_with("hw.") || def.name.starts_with("gpuslack."),
+                "{}",
+                def.name
+            );
+        }
+    }
 
     #[test]
     fn every_metric_is_documented_with_its_unit() {

@@ -83,7 +83,11 @@ pub struct OtlpConfig {
     /// gRPC: the collector's address; HTTP: the base URL, `/v1/metrics` and `/v1/logs` added.
     pub endpoint: String,
     pub protocol: Protocol,
+    /// Headers of the metrics exports.
     pub headers: Vec<(String, Secret)>,
+    /// Headers of the log exports: the same, less those that only mean something to a
+    /// backend's metrics intake (Datadog's `dd-otel-metric-config`, Honeycomb's metrics dataset).
+    pub log_headers: Vec<(String, Secret)>,
     /// A PEM file of extra CA certificates, trusted beside the system roots.
     pub ca_file: Option<PathBuf>,
     pub gzip: bool,
@@ -477,6 +481,31 @@ fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
     Ok(layer)
 }
 
+/// Datadog's header that configures its metrics intake's translation: metrics only.
+const DD_METRIC_CONFIG: &str = "dd-otel-metric-config";
+const HONEYCOMB_DATASET: &str = "x-honeycomb-dataset";
+
+/// The log exports' headers. Honeycomb files metrics under `x-honeycomb-dataset` and logs under
+/// the resource's `service.name` (in an environment), or `HONEYCOMB_LOGS_DATASET` where set (a
+/// Classic team needs one for every signal): the metrics dataset must not catch the logs.
+fn log_headers(
+    headers: &BTreeMap<String, Secret>,
+    preset: Option<Preset>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, Secret)> {
+    let honeycomb = preset == Some(Preset::Honeycomb);
+    let mut out: Vec<(String, Secret)> = headers
+        .iter()
+        .filter(|(k, _)| k.as_str() != DD_METRIC_CONFIG)
+        .filter(|(k, _)| !(honeycomb && k.as_str() == HONEYCOMB_DATASET))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(dataset) = env("HONEYCOMB_LOGS_DATASET").filter(|d| honeycomb && !d.is_empty()) {
+        out.push((HONEYCOMB_DATASET.into(), Secret(dataset)));
+    }
+    out
+}
+
 /// What a preset fills in, under whatever the layers say.
 fn preset_layer(
     preset: Preset,
@@ -503,13 +532,29 @@ fn preset_layer(
             layer
                 .headers
                 .insert("dd-api-key".into(), Secret(need("DD_API_KEY")?));
+            // Without it the intake drops the resource (host, cluster, service) from the tags.
+            layer.headers.insert(
+                DD_METRIC_CONFIG.into(),
+                Secret(r#"{"resource_attributes_as_tags": true}"#.into()),
+            );
         }
         Preset::DatadogAgent => {
             layer.endpoint = Some("http://localhost:4317".into());
             layer.protocol = Some(Protocol::Grpc);
         }
         Preset::Honeycomb => {
-            layer.endpoint = Some("https://api.honeycomb.io:443".into());
+            let host = match env("HONEYCOMB_REGION").as_deref() {
+                None | Some("") | Some("us") => "api.honeycomb.io",
+                Some("eu") => "api.eu1.honeycomb.io",
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        origin: "preset",
+                        field: "HONEYCOMB_REGION",
+                        problem: format!("{other:?} must be us or eu"),
+                    })
+                }
+            };
+            layer.endpoint = Some(format!("https://{host}:443"));
             layer.protocol = Some(Protocol::Grpc);
             layer.temporality = Some(Temporality::Cumulative);
             layer.headers.insert(
@@ -553,6 +598,7 @@ pub fn resolve(
                 endpoint,
                 protocol,
                 headers: merged.headers.clone().into_iter().collect(),
+                log_headers: log_headers(&merged.headers, merged.preset, env),
                 ca_file: merged.ca_file.clone(),
                 gzip: merged.gzip.unwrap_or(false),
                 timeout: merged.timeout.unwrap_or(Duration::from_secs(10)),
@@ -650,6 +696,48 @@ mod tests {
         );
         assert_eq!(o.headers[0].0, "dd-api-key");
         assert_eq!(o.headers[0].1.expose(), "sekrit");
+        // Resource attributes become tags: the intake's metric-translator header, metrics only.
+        assert_eq!(o.headers[1].0, "dd-otel-metric-config");
+        assert!(o.headers[1]
+            .1
+            .expose()
+            .contains("\"resource_attributes_as_tags\": true"));
+        assert_eq!(o.log_headers.len(), 1);
+        // Honeycomb EU; metrics to their dataset, logs to service.name's or their own.
+        let honeycomb = |vars: &[(&str, &str)]| {
+            resolve(
+                vec![Layer {
+                    preset: Some(Preset::Honeycomb),
+                    ..Layer::default()
+                }],
+                &env(vars),
+            )
+        };
+        let eu = honeycomb(&[("HONEYCOMB_API_KEY", "k"), ("HONEYCOMB_REGION", "eu")])
+            .expect("resolve")
+            .otlp
+            .expect("otlp");
+        assert_eq!(eu.endpoint, "https://api.eu1.honeycomb.io:443");
+        let names = |h: &[(String, Secret)]| h.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&eu.headers),
+            ["x-honeycomb-dataset", "x-honeycomb-team"]
+        );
+        assert_eq!(names(&eu.log_headers), ["x-honeycomb-team"]);
+        let classic = honeycomb(&[
+            ("HONEYCOMB_API_KEY", "k"),
+            ("HONEYCOMB_LOGS_DATASET", "gpu-logs"),
+        ])
+        .expect("resolve")
+        .otlp
+        .expect("otlp");
+        assert_eq!(classic.endpoint, "https://api.honeycomb.io:443");
+        assert_eq!(classic.log_headers[1].1.expose(), "gpu-logs");
+        let bad = honeycomb(&[("HONEYCOMB_API_KEY", "k"), ("HONEYCOMB_REGION", "apac")]);
+        assert!(bad
+            .expect_err("region")
+            .to_string()
+            .contains("HONEYCOMB_REGION"));
         let missing = resolve(
             vec![Layer {
                 preset: Some(Preset::Honeycomb),

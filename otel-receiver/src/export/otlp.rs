@@ -22,7 +22,7 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
 use super::catalogue::{self, gpu_attributes, point_attributes, Kind, MetricDef};
-use super::config::{ExportConfig, OtlpConfig, Protocol, Temporality};
+use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, Temporality};
 use super::delivery::{reason, Delivery, Signal};
 use super::http_client::OtlpHttpClient;
 use super::state::{ClassChange, ExportState, GpuView};
@@ -65,21 +65,58 @@ fn load_ca(path: &std::path::Path) -> Result<Vec<u8>, OtlpError> {
     }
 }
 
-/// The resource every point and record carries: host, service and what the user adds.
+/// The resource every point and record carries: host, service, the SDK's `telemetry.sdk.*`,
+/// and what the user adds (`OTEL_RESOURCE_ATTRIBUTES`, `--resource-attribute`), which wins.
+/// `k8s.node.name` comes from `K8S_NODE_NAME`, which the DaemonSet sets from the downward API:
+/// inside a pod the host name is the pod's, and Datadog files the GPUs under the node only
+/// when the node's name is on the resource (its hostname resolution checks Kubernetes
+/// attributes before `host.name`).
 pub fn resource(config: &ExportConfig) -> Resource {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     let mut attrs = vec![
         KeyValue::new("host.name", host),
+        KeyValue::new("host.arch", host_arch()),
         KeyValue::new("service.name", config.service_name.clone()),
         KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
     ];
+    // The semantic conventions' host.id on Linux: the machine id, stable across reboots.
+    let machine_id = std::fs::read_to_string("/etc/machine-id")
+        .or_else(|_| std::fs::read_to_string("/var/lib/dbus/machine-id"));
+    if let Ok(id) = machine_id.map(|id| id.trim().to_string()) {
+        if !id.is_empty() {
+            attrs.push(KeyValue::new("host.id", id));
+        }
+    }
+    if let Ok(node) = std::env::var("K8S_NODE_NAME") {
+        if !node.trim().is_empty() {
+            attrs.push(KeyValue::new("k8s.node.name", node.trim().to_string()));
+        }
+    }
     for (k, v) in &config.resource_attributes {
         attrs.retain(|kv| kv.key.as_str() != k);
         attrs.push(KeyValue::new(k.clone(), v.clone()));
     }
-    Resource::builder_empty().with_attributes(attrs).build()
+    Resource::builder_empty()
+        .with_detector(Box::new(
+            opentelemetry_sdk::resource::TelemetryResourceDetector,
+        ))
+        .with_attributes(attrs)
+        .build()
+}
+
+/// `host.arch` as the semantic conventions spell it.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "x86",
+        "arm" => "arm32",
+        "powerpc64" => "ppc64",
+        "s390x" => "s390x",
+        other => other,
+    }
 }
 
 fn signal_url(base: &str, path: &str) -> String {
@@ -88,6 +125,7 @@ fn signal_url(base: &str, path: &str) -> String {
 
 fn http_client(
     cfg: &OtlpConfig,
+    headers: &[(String, Secret)],
     delivery: &Arc<Delivery>,
     url: &str,
 ) -> Result<OtlpHttpClient, OtlpError> {
@@ -106,8 +144,8 @@ fn http_client(
     let client = builder
         .build()
         .map_err(|e| OtlpError::HttpClient(e.to_string()))?;
-    let mut headers = http::HeaderMap::new();
-    for (k, v) in &cfg.headers {
+    let mut map = http::HeaderMap::new();
+    for (k, v) in headers {
         // Checked when the configuration was resolved; the error names the header, not the value.
         let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| OtlpError::Build {
             signal: "metrics",
@@ -118,9 +156,9 @@ fn http_client(
             message: format!("the value of header {k:?} is not valid"),
         })?;
         value.set_sensitive(true);
-        headers.insert(name, value);
+        map.insert(name, value);
     }
-    Ok(OtlpHttpClient::new(client, headers, delivery.clone(), url))
+    Ok(OtlpHttpClient::new(client, map, delivery.clone(), url))
 }
 
 fn tonic_tls(cfg: &OtlpConfig) -> Result<Option<tonic::transport::ClientTlsConfig>, OtlpError> {
@@ -134,9 +172,9 @@ fn tonic_tls(cfg: &OtlpConfig) -> Result<Option<tonic::transport::ClientTlsConfi
     Ok(Some(tls))
 }
 
-fn metadata(cfg: &OtlpConfig) -> Result<tonic::metadata::MetadataMap, OtlpError> {
+fn metadata(headers: &[(String, Secret)]) -> Result<tonic::metadata::MetadataMap, OtlpError> {
     let mut map = tonic::metadata::MetadataMap::new();
-    for (k, v) in &cfg.headers {
+    for (k, v) in headers {
         let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
             .map_err(|_| OtlpError::Build {
                 signal: "metrics",
@@ -161,15 +199,16 @@ fn build_error(
     }
 }
 
-/// The gRPC settings every signal's exporter shares.
+/// The gRPC settings every signal's exporter shares, with the signal's headers.
 fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
     b: B,
     cfg: &OtlpConfig,
+    headers: &[(String, Secret)],
 ) -> Result<B, OtlpError> {
     let mut b = b
         .with_endpoint(cfg.endpoint.clone())
         .with_timeout(cfg.timeout)
-        .with_metadata(metadata(cfg)?);
+        .with_metadata(metadata(headers)?);
     if let Some(tls) = tonic_tls(cfg)? {
         b = b.with_tls_config(tls);
     }
@@ -184,12 +223,12 @@ fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
 fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
     b: B,
     cfg: &OtlpConfig,
-    path: &str,
+    (path, headers): (&str, &[(String, Secret)]),
     delivery: &Arc<Delivery>,
 ) -> Result<B, OtlpError> {
     let url = signal_url(&cfg.endpoint, path);
     let mut b = b
-        .with_http_client(http_client(cfg, delivery, &url)?)
+        .with_http_client(http_client(cfg, headers, delivery, &url)?)
         .with_endpoint(url)
         .with_timeout(cfg.timeout)
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
@@ -209,21 +248,30 @@ fn metric_exporter(
     };
     let builder = MetricExporter::builder().with_temporality(temporality);
     match cfg.protocol {
-        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), cfg)?.build(),
-        Protocol::HttpProtobuf => {
-            with_http_settings(builder.with_http(), cfg, "v1/metrics", delivery)?.build()
-        }
+        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), cfg, &cfg.headers)?.build(),
+        Protocol::HttpProtobuf => with_http_settings(
+            builder.with_http(),
+            cfg,
+            ("v1/metrics", &cfg.headers),
+            delivery,
+        )?
+        .build(),
     }
     .map_err(build_error("metrics"))
 }
 
 fn log_exporter(cfg: &OtlpConfig, delivery: &Arc<Delivery>) -> Result<LogExporter, OtlpError> {
     match cfg.protocol {
-        Protocol::Grpc => with_tonic_settings(LogExporter::builder().with_tonic(), cfg)?.build(),
-        Protocol::HttpProtobuf => {
-            with_http_settings(LogExporter::builder().with_http(), cfg, "v1/logs", delivery)?
-                .build()
+        Protocol::Grpc => {
+            with_tonic_settings(LogExporter::builder().with_tonic(), cfg, &cfg.log_headers)?.build()
         }
+        Protocol::HttpProtobuf => with_http_settings(
+            LogExporter::builder().with_http(),
+            cfg,
+            ("v1/logs", &cfg.log_headers),
+            delivery,
+        )?
+        .build(),
     }
     .map_err(build_error("logs"))
 }
@@ -393,6 +441,14 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
                     .build();
             }
+            Kind::UpDownCounter => {
+                meter
+                    .f64_observable_up_down_counter(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
+                    .build();
+            }
         }
     }
 }
@@ -447,14 +503,10 @@ impl OtlpExport {
         let r = &view.report;
         let evidence: Vec<&str> = r.evidence.iter().map(|e| e.text.as_str()).collect();
         let mut record = logger.create_log_record();
-        let (severity, text) = if change.to.is_healthy() {
-            (Severity::Info, "INFO")
-        } else {
-            (Severity::Warn, "WARN")
-        };
-        record.set_severity_number(severity);
-        record.set_severity_text(text);
-        record.set_event_name("gpu.diagnosis.change");
+        // A change of verdict is information, not a fault: alerts come from the series.
+        record.set_severity_number(Severity::Info);
+        record.set_severity_text("INFO");
+        record.set_event_name("gpuslack.diagnosis.change");
         record.set_body(AnyValue::from(format!(
             "GPU {} became {}: {}",
             change.gpu,
@@ -464,13 +516,13 @@ impl OtlpExport {
         for kv in key_values(view, &[]) {
             record.add_attribute(kv.key, AnyValue::from(kv.value.to_string()));
         }
-        record.add_attribute("gpu.diagnosis.class", change.to.as_str());
+        record.add_attribute("gpuslack.diagnosis.class", change.to.as_str());
         if let Some(from) = change.from {
-            record.add_attribute("gpu.diagnosis.previous_class", from.as_str());
+            record.add_attribute("gpuslack.diagnosis.previous_class", from.as_str());
         }
-        record.add_attribute("gpu.diagnosis.rule", r.rule);
-        record.add_attribute("gpu.diagnosis.evidence", evidence.join("; "));
-        record.add_attribute("gpu.diagnosis.remedy", r.remedy());
+        record.add_attribute("gpuslack.diagnosis.rule", r.rule);
+        record.add_attribute("gpuslack.diagnosis.evidence", evidence.join("; "));
+        record.add_attribute("gpuslack.diagnosis.remedy", r.remedy());
         self.delivery.log_emitted();
         logger.emit(record);
     }

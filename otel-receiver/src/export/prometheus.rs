@@ -55,7 +55,9 @@ pub fn prometheus_name(def: &MetricDef) -> String {
         ("W", _) => "_watts",
         ("J", _) => "_joules",
         ("By", _) => "_bytes",
-        ("MHz", _) => "_megahertz",
+        ("By/s", _) => "_bytes_per_second",
+        ("Hz", _) => "_hertz",
+        ("s", _) => "_seconds",
         ("Cel", _) => "_celsius",
         ("1", Kind::Gauge) => "_ratio",
         _ => "",
@@ -100,6 +102,7 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
         let mut header = false;
         let mut line = |out: &mut String, pairs: &[(String, String)], value: f64| {
             if !header {
+                // An UpDownCounter has no Prometheus type of its own: a gauge.
                 let kind = if def.kind == Kind::Counter {
                     "counter"
                 } else {
@@ -285,15 +288,27 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::export::catalogue::{GPU_CLOCK_SM, GPU_DIAGNOSIS, HW_ENERGY, HW_GPU_IO, HW_POWER};
+    use crate::export::catalogue::{
+        CLOCK_SM, DIAGNOSIS, DIAGNOSIS_TIME, HW_ENERGY, HW_ERRORS, HW_GPU_IO, HW_GPU_MEMORY_USAGE,
+        HW_POWER,
+    };
 
     #[test]
     fn names_follow_the_otel_to_prometheus_translation() {
         assert_eq!(prometheus_name(&HW_POWER), "hw_power_watts");
         assert_eq!(prometheus_name(&HW_ENERGY), "hw_energy_joules_total");
         assert_eq!(prometheus_name(&HW_GPU_IO), "hw_gpu_io_bytes_total");
-        assert_eq!(prometheus_name(&GPU_DIAGNOSIS), "gpu_diagnosis_ratio");
-        assert_eq!(prometheus_name(&GPU_CLOCK_SM), "gpu_clock_sm_megahertz");
+        assert_eq!(prometheus_name(&DIAGNOSIS), "gpuslack_diagnosis_ratio");
+        assert_eq!(prometheus_name(&CLOCK_SM), "gpuslack_clock_sm_hertz");
+        assert_eq!(
+            prometheus_name(&DIAGNOSIS_TIME),
+            "gpuslack_diagnosis_time_seconds_total"
+        );
+        assert_eq!(prometheus_name(&HW_ERRORS), "hw_errors_total");
+        assert_eq!(
+            prometheus_name(&HW_GPU_MEMORY_USAGE),
+            "hw_gpu_memory_usage_bytes"
+        );
     }
 
     #[test]

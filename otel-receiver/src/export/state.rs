@@ -9,6 +9,64 @@ use std::time::Instant;
 use super::delivery::Delivery;
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, WindowReport};
+use crate::sample::Metric;
+
+/// A counter that keeps counting from the agent's start across resets of the one it follows:
+/// NVML's energy and error counters count since the driver loaded, so exporting them as they
+/// are would send a delta backend one huge first point at every agent restart, and a driver
+/// reload (the counter back near zero) a negative "monotonic" delta.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SinceStart {
+    last: Option<f64>,
+    total: f64,
+}
+
+impl SinceStart {
+    /// Takes in a reading of the followed counter.
+    pub fn observe(&mut self, reading: f64) {
+        if let Some(last) = self.last {
+            // Below the last reading, the counter restarted from zero: all of it is new.
+            self.total += if reading >= last {
+                reading - last
+            } else {
+                reading
+            };
+        }
+        self.last = Some(reading);
+    }
+
+    /// How much the followed counter rose since the first reading.
+    pub fn total(&self) -> f64 {
+        self.total
+    }
+
+    /// Whether a reading was ever taken in.
+    pub fn seen(&self) -> bool {
+        self.last.is_some()
+    }
+}
+
+/// The error counters exported as `hw.errors`, counted from the agent's start.
+pub const COUNTED_ERRORS: [Metric; 7] = [
+    Metric::EccVolatileCorrected,
+    Metric::EccVolatileUncorrected,
+    Metric::PcieReplays,
+    Metric::NvlinkCrcErrors,
+    Metric::NvlinkReplayErrors,
+    Metric::NvlinkRecoveryErrors,
+    Metric::XidEvents,
+];
+
+/// GPU time (s) and energy (J) that went to one verdict since the agent started.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub seconds: f64,
+    pub energy_j: f64,
+}
+
+/// Windows a new verdict must hold before it is announced: idle ↔ idle_held and other
+/// borderline pairs otherwise flap with every window. The series carry every window's verdict.
+pub const ANNOUNCE_AFTER_WINDOWS: u32 = 3;
 
 /// One GPU's exported view.
 #[derive(Debug, Clone)]
@@ -21,10 +79,122 @@ pub struct GpuView {
     pub pcie_tx_bytes: f64,
     pub nvlink_rx_bytes: f64,
     pub nvlink_tx_bytes: f64,
-    /// Energy counter (J): NVML's total when sampled, else the integral of window power since
-    /// the agent started.
-    pub energy_j: f64,
+    /// Energy (J) since the agent started: NVML's counter followed from its first reading where
+    /// it is sampled, else the integral of window power.
+    pub energy: SinceStart,
     pub energy_from_counter: bool,
+    /// Energy integrated from window power, for GPUs without the counter.
+    energy_integrated_j: f64,
+    /// Time and energy per verdict since the agent started: the cost of slack.
+    pub spent: BTreeMap<Class, Spent>,
+    /// The error counters of [`COUNTED_ERRORS`], in that order, since the agent started.
+    pub errors: [SinceStart; COUNTED_ERRORS.len()],
+    /// The last reading of each metric read more slowly than windows close (health counters
+    /// every 10 s, memory temperature and encoder use every second): its latest window max.
+    held: [Option<f64>; Metric::COUNT],
+    /// The verdict last announced, and a different one waiting to hold long enough.
+    announced: Class,
+    pending: Option<(Class, u32)>,
+}
+
+impl GpuView {
+    fn new(gpu: u32, facts: &DeviceFacts, report: &WindowReport) -> GpuView {
+        GpuView {
+            gpu,
+            facts: facts.clone(),
+            report: report.clone(),
+            pcie_rx_bytes: 0.0,
+            pcie_tx_bytes: 0.0,
+            nvlink_rx_bytes: 0.0,
+            nvlink_tx_bytes: 0.0,
+            energy: SinceStart::default(),
+            energy_from_counter: report.stats.energy_total_mj.is_some(),
+            energy_integrated_j: 0.0,
+            spent: Class::ALL
+                .into_iter()
+                .map(|c| (c, Spent::default()))
+                .collect(),
+            errors: [SinceStart::default(); COUNTED_ERRORS.len()],
+            held: [None; Metric::COUNT],
+            announced: report.class,
+            pending: None,
+        }
+    }
+
+    /// `metric`'s maximum in the latest window that read it.
+    pub fn held(&self, metric: Metric) -> Option<f64> {
+        self.held[metric as usize]
+    }
+
+    /// Energy (J) since the agent started.
+    pub fn energy_j(&self) -> f64 {
+        if self.energy_from_counter {
+            self.energy.total()
+        } else {
+            self.energy_integrated_j
+        }
+    }
+
+    /// Takes in one window's readings.
+    fn add(&mut self, report: &WindowReport) {
+        let stats = &report.stats;
+        let seconds = stats.duration_s();
+        let s = &report.signals;
+        self.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        self.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        self.nvlink_rx_bytes += s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        self.nvlink_tx_bytes += s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        // The first window's energy counts from its first reading, not its last.
+        if let Some(first) = stats.energy_first_mj.filter(|_| !self.energy.seen()) {
+            self.energy.observe(first / 1000.0);
+        }
+        if let Some(mj) = stats.energy_total_mj {
+            self.energy.observe(mj / 1000.0);
+        }
+        let window_energy_j = stats
+            .energy_j
+            .or(s.power_w.map(|w| w * seconds))
+            .unwrap_or(0.0);
+        self.energy_integrated_j += window_energy_j;
+        let spent = self.spent.entry(report.class).or_default();
+        spent.seconds += seconds;
+        spent.energy_j += window_energy_j;
+        for metric in Metric::ALL {
+            if let Some(v) = stats.max(metric) {
+                self.held[metric as usize] = Some(v);
+            }
+        }
+        for (counter, metric) in self.errors.iter_mut().zip(COUNTED_ERRORS) {
+            if let Some(v) = stats.max(metric) {
+                counter.observe(v);
+            }
+        }
+        self.report = report.clone();
+    }
+
+    /// The change to announce after this window, if the new verdict has held long enough.
+    fn announce(&mut self) -> Option<ClassChange> {
+        let class = self.report.class;
+        if class == self.announced {
+            self.pending = None;
+            return None;
+        }
+        let held = match self.pending {
+            Some((pending, n)) if pending == class => n + 1,
+            _ => 1,
+        };
+        if held < ANNOUNCE_AFTER_WINDOWS {
+            self.pending = Some((class, held));
+            return None;
+        }
+        let from = std::mem::replace(&mut self.announced, class);
+        self.pending = None;
+        Some(ClassChange {
+            gpu: self.gpu,
+            from: Some(from),
+            to: class,
+        })
+    }
 }
 
 /// A GPU whose verdict changed: what the log records announce.
@@ -84,60 +254,41 @@ impl ExportState {
         self.gpus.get(&gpu)
     }
 
-    /// Takes in one window; returns the change of verdict, if any.
+    /// Takes in one window; returns the change of verdict to announce, if any: a GPU's first
+    /// verdict at once, a change once it has held [`ANNOUNCE_AFTER_WINDOWS`] windows.
     pub fn update(&mut self, report: &WindowReport, facts: &DeviceFacts) -> Option<ClassChange> {
         let gpu = report.stats.gpu;
         self.last_window = Some(Instant::now());
         self.delivery.window_produced();
-        let seconds = report.stats.duration_s();
-        let s = &report.signals;
-        let counter_j = report.stats.energy_total_mj.map(|mj| mj / 1000.0);
-        match self.gpus.get_mut(&gpu) {
-            Some(view) => {
-                let from = view.report.class;
-                view.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
-                view.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
-                view.nvlink_rx_bytes += s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
-                view.nvlink_tx_bytes += s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
-                match counter_j {
-                    Some(j) if view.energy_from_counter || view.energy_j == 0.0 => {
-                        view.energy_j = j;
-                        view.energy_from_counter = true;
-                    }
-                    _ if !view.energy_from_counter => {
-                        view.energy_j += s.power_w.unwrap_or(0.0) * seconds;
-                    }
-                    _ => {}
-                }
-                view.facts = facts.clone();
-                view.report = report.clone();
-                (from != report.class).then_some(ClassChange {
-                    gpu,
-                    from: Some(from),
-                    to: report.class,
-                })
-            }
-            None => {
-                self.gpus.insert(
-                    gpu,
-                    GpuView {
-                        gpu,
-                        facts: facts.clone(),
-                        report: report.clone(),
-                        pcie_rx_bytes: s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds,
-                        pcie_tx_bytes: s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds,
-                        nvlink_rx_bytes: s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds,
-                        nvlink_tx_bytes: s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds,
-                        energy_j: counter_j.unwrap_or(s.power_w.unwrap_or(0.0) * seconds),
-                        energy_from_counter: counter_j.is_some(),
-                    },
-                );
-                Some(ClassChange {
-                    gpu,
-                    from: None,
-                    to: report.class,
-                })
-            }
+        let mut first = false;
+        let view = self.gpus.entry(gpu).or_insert_with(|| {
+            first = true;
+            GpuView::new(gpu, facts, report)
+        });
+        view.facts = facts.clone();
+        view.add(report);
+        if first {
+            return Some(ClassChange {
+                gpu,
+                from: None,
+                to: report.class,
+            });
         }
+        view.announce()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_followed_from_the_start_survives_a_reset() {
+        let mut c = SinceStart::default();
+        for reading in [1_000.0, 1_010.0, 1_025.0, 4.0, 9.0] {
+            c.observe(reading);
+        }
+        // 10 + 15 before the driver reload, 4 + 5 after it; never the 1,000 before the start.
+        assert_eq!(c.total(), 34.0);
     }
 }

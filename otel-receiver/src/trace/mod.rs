@@ -1,4 +1,4 @@
-//! The CSV trace format (DESIGN.md): a header row naming any subset of columns in any order,
+//! The CSV trace format (docs/OUTPUT.md): a header row naming any subset of columns in any order,
 //! one sample a row, empty cells for "not sampled at this tick". `record` writes it, `replay`
 //! reads it, so a trace taken on a GPU box can be diagnosed anywhere.
 

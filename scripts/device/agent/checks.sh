@@ -37,7 +37,7 @@ echo "hold pid $hold, compute pid $compute" >>"$out/processes.txt"
 "$bin" run --prometheus 127.0.0.1:9464 --seconds 18 2>/dev/null &
 agent=$!
 sleep 14
-scrape 9464 /metrics | grep -E "^gpuslack_process_|^hw_power_watts|^gpu_diagnosis_ratio.*} 1" >>"$out/processes.txt"
+scrape 9464 /metrics | grep -E "^gpuslack_process_|^hw_power_watts|^gpuslack_diagnosis_ratio.*} 1" >>"$out/processes.txt"
 wait "$agent" "$compute" "$hold"
 
 echo "== 3. diagnose -- python3 train.py" >"$out/diagnose.txt"

@@ -35,10 +35,20 @@ pub enum Field {
     /// `nvmlDeviceGetPcieThroughput`, both directions: ~20 ms of waiting a call, so read
     /// after every other field of the tick and for few GPUs a tick.
     PcieThroughput,
+    /// HBM temperature (a field value).
+    MemoryTemperature,
+    /// Video encoder and decoder utilisation.
+    Codec,
+    /// Health counters: ECC errors (volatile and aggregate), remapped rows or retired pages,
+    /// PCIe replays, NVLink CRC/replay/recovery errors. They change rarely and an SRE reads
+    /// them in minutes: every 10 s.
+    Health,
+    /// Xid events, which NVML delivers to a thread of their own; reading copies its counts.
+    Xid,
 }
 
 impl Field {
-    pub const ALL: [Field; 14] = [
+    pub const ALL: [Field; 18] = [
         Field::Utilization,
         Field::Power,
         Field::PowerFields,
@@ -53,6 +63,10 @@ impl Field {
         Field::Gpm,
         Field::NvlinkThroughput,
         Field::PcieThroughput,
+        Field::MemoryTemperature,
+        Field::Codec,
+        Field::Health,
+        Field::Xid,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +85,10 @@ impl Field {
             Field::Gpm => "GPM metrics",
             Field::NvlinkThroughput => "NVLink throughput counters",
             Field::PcieThroughput => "PCIe throughput",
+            Field::MemoryTemperature => "memory temperature",
+            Field::Codec => "encoder/decoder utilization",
+            Field::Health => "ECC, row remapping, PCIe replay and NVLink error counters",
+            Field::Xid => "Xid events",
         }
     }
 

@@ -23,7 +23,9 @@ use crate::sample::Sample;
 /// How often each kind of field is read. The tick is the base cadence: cheap fields (2–80 µs of
 /// CPU each on an H200) and GPM (120–270 µs for a sample and eleven metrics, by host) are read
 /// every tick; process lists and NVLink counters every second; limits every 10 s; the energy
-/// counter, which costs 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart.
+/// counter, which costs 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart;
+/// memory temperature, encoder/decoder use and Xid counts every second, the health counters
+/// (ECC, row remapping, replays) every 10 s.
 /// Window power then comes from the power readings (within 1% of the energy counter in the H200
 /// validation) and the counter keeps the exact total. `nvmlDeviceGetPcieThroughput` waits ~20 ms
 /// a direction and costs 1.8 ms of CPU a pair on an H200: after the tick's other reads, so that
@@ -59,9 +61,13 @@ impl Cadence {
         match field {
             Field::Energy => self.energy,
             Field::Processes => self.processes,
-            Field::Limits => self.limits,
+            Field::Limits | Field::Health => self.limits,
             Field::PcieThroughput if gpm => self.pcie_beside_gpm,
-            Field::NvlinkThroughput | Field::PcieThroughput => self.links,
+            Field::NvlinkThroughput
+            | Field::PcieThroughput
+            | Field::MemoryTemperature
+            | Field::Codec
+            | Field::Xid => self.links,
             _ => self.tick,
         }
     }

@@ -5,10 +5,13 @@
 //! energy and limits are the GPU's) and as each of its instances (memory, processes, and GPM
 //! through the parent's `nvmlGpmMigSampleGet`), which get indices after the physical GPUs.
 
+use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, PcieUtilCounter, TemperatureSensor, TemperatureThreshold,
+    Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
+    TemperatureThreshold,
 };
 use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
+use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::gpm::{gpm_metrics_get, GpmSample};
@@ -17,6 +20,8 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlGpmSample_t, nvmlMemory_t, nvmlReturn_t, NvmlLib,
 };
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::backend::{DeviceReader, Field, ReadError};
 use crate::device::DeviceFacts;
@@ -28,6 +33,12 @@ const FI_DEV_POWER_INSTANT: u32 = 186;
 /// NVLink data sent and received since the driver loaded, KiB, summed over the GPU's links.
 const FI_DEV_NVLINK_THROUGHPUT_DATA_TX: u32 = 138;
 const FI_DEV_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
+
+/// HBM temperature (°C), and NVLink errors since the driver loaded, summed over links.
+const FI_DEV_MEMORY_TEMP: u32 = 82;
+const FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: u32 = 45;
+const FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: u32 = 52;
+const FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: u32 = 59;
 
 const KIB: f64 = 1024.0;
 
@@ -70,6 +81,13 @@ type GpmMigSampleGetFn =
     unsafe extern "C" fn(nvmlDevice_t, std::ffi::c_uint, nvmlGpmSample_t) -> nvmlReturn_t;
 type MemoryInfoFn = unsafe extern "C" fn(nvmlDevice_t, *mut nvmlMemory_t) -> nvmlReturn_t;
 type GpuInstanceIdFn = unsafe extern "C" fn(nvmlDevice_t, *mut std::ffi::c_uint) -> nvmlReturn_t;
+type RemappedRowsFn = unsafe extern "C" fn(
+    nvmlDevice_t,
+    *mut std::ffi::c_uint,
+    *mut std::ffi::c_uint,
+    *mut std::ffi::c_uint,
+    *mut std::ffi::c_uint,
+) -> nvmlReturn_t;
 
 /// What a MIG instance has of its own; the rest belongs to its GPU.
 const MIG_INSTANCE_FIELDS: [Field; 3] = [Field::Memory, Field::Processes, Field::Gpm];
@@ -78,13 +96,15 @@ const MIG_INSTANCE_FIELDS: [Field; 3] = [Field::Memory, Field::Processes, Field:
 /// reference-counted: it is the same instance nvml-wrapper uses). nvml-wrapper allocates a new
 /// GPM sample on every read (~180 µs of CPU on an H200, where refilling one costs ~40 µs) and
 /// only offers the v2 memory query (~70 µs, where v1 costs ~6 µs); at 10 Hz these two are most
-/// of the agent's CPU time. It has no call for a MIG instance's GPU-instance id at all.
+/// of the agent's CPU time. It has no call for a MIG instance's GPU-instance id, nor for the
+/// remapped-row counts, at all.
 #[derive(Clone, Copy)]
 struct HotCalls {
     gpm_sample_get: Option<GpmSampleGetFn>,
     gpm_mig_sample_get: Option<GpmMigSampleGetFn>,
     memory_info_v1: Option<MemoryInfoFn>,
     gpu_instance_id: Option<GpuInstanceIdFn>,
+    remapped_rows: Option<RemappedRowsFn>,
 }
 
 impl HotCalls {
@@ -98,6 +118,7 @@ impl HotCalls {
                     gpm_mig_sample_get: lib.nvmlGpmMigSampleGet.as_ref().ok().copied(),
                     memory_info_v1: lib.nvmlDeviceGetMemoryInfo.as_ref().ok().copied(),
                     gpu_instance_id: lib.nvmlDeviceGetGpuInstanceId.as_ref().ok().copied(),
+                    remapped_rows: lib.nvmlDeviceGetRemappedRows.as_ref().ok().copied(),
                 };
                 // Keep the library loaded for the life of the process, like the Nvml handle.
                 std::mem::forget(lib);
@@ -108,6 +129,7 @@ impl HotCalls {
                 gpm_mig_sample_get: None,
                 memory_info_v1: None,
                 gpu_instance_id: None,
+                remapped_rows: None,
             },
         }
     }
@@ -147,6 +169,7 @@ impl NvmlBackend {
             .device_count()
             .map_err(|e| OpenError::Other(e.to_string()))?;
         let driver = self.driver_version();
+        let xid = XidWatch::start(self.nvml, count);
         let open = |device, scope| NvmlDevice {
             nvml: self.nvml,
             hot: self.hot,
@@ -158,6 +181,7 @@ impl NvmlBackend {
             gpm_unrefreshed: 0,
             nvlink_last: None,
             process_shares: ProcessShares::default(),
+            xid: xid.clone(),
         };
         let mut gpus = Vec::new();
         let mut instances = Vec::new();
@@ -261,6 +285,96 @@ pub struct NvmlDevice {
     /// The last NVLink counter reading: (µs, KiB sent, KiB received).
     nvlink_last: Option<(i64, f64, f64)>,
     process_shares: ProcessShares,
+    /// Xid counts of every GPU, kept by the Xid thread; `None` where events cannot be had.
+    xid: Option<std::sync::Arc<XidWatch>>,
+}
+
+/// Xid events since the agent started, per GPU index: how many, and the last code. NVML hands
+/// events to whoever waits on an event set, so one thread waits for all GPUs and the sampler's
+/// reads copy its counts (an atomic load each), whatever the cadence.
+pub struct XidWatch {
+    counts: Vec<(AtomicU64, AtomicU64)>,
+}
+
+impl XidWatch {
+    /// Registers every GPU that can report Xid events and starts the waiting thread; `None`
+    /// when no GPU can (a MIG instance never can: events are the GPU's).
+    fn start(nvml: &'static Nvml, gpus: u32) -> Option<std::sync::Arc<XidWatch>> {
+        let mut set = match nvml.create_event_set() {
+            Ok(set) => set,
+            Err(e) => {
+                tracing::info!(error = %e, "NVML events unavailable: Xid errors will not be counted");
+                return None;
+            }
+        };
+        let mut registered = 0;
+        for index in 0..gpus {
+            let Ok(device) = nvml.device_by_index(index) else {
+                continue;
+            };
+            let supported = device
+                .supported_event_types()
+                .is_ok_and(|t| t.contains(EventTypes::CRITICAL_XID_ERROR));
+            if !supported {
+                continue;
+            }
+            match device.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+                Ok(back) => {
+                    set = back;
+                    registered += 1;
+                }
+                // A failed registration frees the set: start again with a new one for the rest.
+                Err(e) => {
+                    tracing::warn!(gpu = index, error = %e.error, "cannot register for Xid events");
+                    match nvml.create_event_set() {
+                        Ok(fresh) => set = fresh,
+                        Err(_) => return None,
+                    }
+                }
+            }
+        }
+        if registered == 0 {
+            return None;
+        }
+        let watch = std::sync::Arc::new(XidWatch {
+            counts: (0..gpus)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+        });
+        let seen = watch.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gpuslack-xid".into())
+            .spawn(move || loop {
+                // Times out every second so that an interrupted wait costs nothing; the thread
+                // lives as long as the process.
+                match set.wait(1000) {
+                    Ok(event) => {
+                        let code = match event.event_data {
+                            Some(XidError::Value(code)) => code,
+                            _ => 0,
+                        };
+                        let index = event.device.index().unwrap_or(u32::MAX);
+                        tracing::warn!(gpu = index, xid = code, "Xid error reported by the driver");
+                        if let Some((n, last)) = seen.counts.get(index as usize) {
+                            n.fetch_add(1, Ordering::Relaxed);
+                            last.store(code, Ordering::Relaxed);
+                        }
+                    }
+                    Err(NvmlError::Timeout) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "waiting for Xid events failed; no more are counted");
+                        return;
+                    }
+                }
+            });
+        match spawned {
+            Ok(_) => Some(watch),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the Xid thread");
+                None
+            }
+        }
+    }
 }
 
 /// How often NVML's per-process SM shares are asked for. The process list is read every
@@ -446,6 +560,37 @@ impl DeviceReader for NvmlDevice {
                 s.set(Metric::NvmlPcieTx, f64::from(tx) / KIB);
                 s.set(Metric::NvmlPcieRx, f64::from(rx) / KIB);
             }
+            Field::MemoryTemperature => {
+                let values = d
+                    .field_values_for(&[FieldId(FI_DEV_MEMORY_TEMP)])
+                    .map_err(classify)?;
+                let value = values
+                    .into_iter()
+                    .next()
+                    .ok_or(ReadError::NotSupported)?
+                    .map_err(classify)?
+                    .value
+                    .map_err(classify)?;
+                s.set(Metric::MemTempC, sample_value(&value));
+            }
+            Field::Codec => {
+                let enc = d.encoder_utilization().map_err(classify)?;
+                s.set(Metric::UtilEnc, f64::from(enc.utilization));
+                if let Ok(dec) = d.decoder_utilization() {
+                    s.set(Metric::UtilDec, f64::from(dec.utilization));
+                }
+            }
+            Field::Health => self.read_health(s)?,
+            Field::Xid => {
+                let xid = self.xid.as_ref().ok_or(ReadError::NotSupported)?;
+                let index = d.index().map_err(classify)?;
+                let (n, last) = xid
+                    .counts
+                    .get(index as usize)
+                    .ok_or(ReadError::NotSupported)?;
+                s.set(Metric::XidEvents, n.load(Ordering::Relaxed) as f64);
+                s.set(Metric::XidLast, last.load(Ordering::Relaxed) as f64);
+            }
         }
         Ok(())
     }
@@ -557,6 +702,114 @@ impl NvmlDevice {
             .map(|(pid, (sum, n))| (pid, sum / f64::from(n)))
             .collect();
         Ok(())
+    }
+
+    /// The health counters, each on its own: a GPU without ECC (most GeForce boards) still
+    /// counts PCIe replays. Not supported only when none of them is.
+    fn read_health(&mut self, s: &mut Sample) -> Result<(), ReadError> {
+        let d = &self.device;
+        let mut any = false;
+        let mut set = |s: &mut Sample, metric, value: Result<f64, NvmlError>| match value {
+            Ok(v) => {
+                s.set(metric, v);
+                any = true;
+                Ok(())
+            }
+            Err(NvmlError::GpuLost) => Err(ReadError::GpuLost("GPU lost".into())),
+            Err(_) => Ok(()),
+        };
+        for (metric, error, counter) in [
+            (
+                Metric::EccVolatileCorrected,
+                MemoryError::Corrected,
+                EccCounter::Volatile,
+            ),
+            (
+                Metric::EccVolatileUncorrected,
+                MemoryError::Uncorrected,
+                EccCounter::Volatile,
+            ),
+            (
+                Metric::EccAggregateCorrected,
+                MemoryError::Corrected,
+                EccCounter::Aggregate,
+            ),
+            (
+                Metric::EccAggregateUncorrected,
+                MemoryError::Uncorrected,
+                EccCounter::Aggregate,
+            ),
+        ] {
+            set(
+                s,
+                metric,
+                d.total_ecc_errors(error, counter).map(|n| n as f64),
+            )?;
+        }
+        if let Some(get) = self.hot.remapped_rows {
+            let (mut corrected, mut uncorrected, mut pending, mut failed) = (0, 0, 0, 0);
+            // SAFETY: a valid device handle and four c_uint out-parameters, as nvml.h declares.
+            let read = nvml_try(unsafe {
+                get(
+                    d.handle(),
+                    &mut corrected,
+                    &mut uncorrected,
+                    &mut pending,
+                    &mut failed,
+                )
+            });
+            if read.is_ok() {
+                for (metric, v) in [
+                    (Metric::RemapCorrected, corrected),
+                    (Metric::RemapUncorrected, uncorrected),
+                    (Metric::RemapPending, pending),
+                    (Metric::RemapFailed, failed),
+                ] {
+                    set(s, metric, Ok(f64::from(v)))?;
+                }
+            }
+        }
+        for (metric, cause) in [
+            (
+                Metric::RetiredSingleBit,
+                RetirementCause::MultipleSingleBitEccErrors,
+            ),
+            (Metric::RetiredDoubleBit, RetirementCause::DoubleBitEccError),
+        ] {
+            set(s, metric, d.retired_pages(cause).map(|p| p.len() as f64))?;
+        }
+        set(
+            s,
+            Metric::RetiredPending,
+            d.are_pages_pending_retired()
+                .map(|p| f64::from(u8::from(p))),
+        )?;
+        set(
+            s,
+            Metric::PcieReplays,
+            d.pcie_replay_counter().map(f64::from),
+        )?;
+        let ids = [
+            FieldId(FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL),
+            FieldId(FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL),
+            FieldId(FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL),
+        ];
+        if let Ok(values) = d.field_values_for(&ids) {
+            for (value, metric) in values.into_iter().zip([
+                Metric::NvlinkCrcErrors,
+                Metric::NvlinkReplayErrors,
+                Metric::NvlinkRecoveryErrors,
+            ]) {
+                if let Ok(Ok(v)) = value.map(|v| v.value) {
+                    set(s, metric, Ok(sample_value(&v)))?;
+                }
+            }
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(ReadError::NotSupported)
+        }
     }
 
     /// NVLink rates (MiB/s) from the difference of NVML's cumulative data counters since the

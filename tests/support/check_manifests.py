@@ -1,0 +1,71 @@
+"""Checks that deploy/kubernetes/*.yaml parse and that the DaemonSet carries what a GPU node
+agent needs. Prints one line per problem and exits 1 if there is any. Run by tests/deploy.rs
+with the test venv's Python (PyYAML)."""
+import sys
+
+import yaml
+
+problems = []
+
+
+def need(cond, what):
+    if not cond:
+        problems.append(what)
+
+
+docs = []
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for doc in yaml.safe_load_all(f):
+            if doc is not None:
+                need("apiVersion" in doc and "kind" in doc, f"{path}: a document without apiVersion/kind")
+                docs.append(doc)
+
+kinds = {d["kind"]: d for d in docs}
+for kind in ["Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Secret", "Service"]:
+    need(kind in kinds, f"no {kind}")
+ds = kinds.get("DaemonSet", {})
+spec = ds.get("spec", {})
+pod = spec.get("template", {}).get("spec", {})
+need(spec.get("selector", {}).get("matchLabels") == spec.get("template", {}).get("metadata", {}).get("labels"),
+     "the selector does not match the pod labels")
+containers = pod.get("containers", [])
+need(len(containers) == 1, "one container")
+c = containers[0] if containers else {}
+env = {e["name"]: e for e in c.get("env", [])}
+need(env.get("K8S_NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
+     "K8S_NODE_NAME from spec.nodeName")
+need(env.get("HOST_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.hostIP",
+     "HOST_IP from status.hostIP")
+need("$(HOST_IP)" in env.get("OTEL_EXPORTER_OTLP_ENDPOINT", {}).get("value", ""), "the endpoint at the node's IP")
+need(env.get("NVIDIA_VISIBLE_DEVICES", {}).get("value") == "all", "NVIDIA_VISIBLE_DEVICES=all")
+for key in ["DD_API_KEY", "HONEYCOMB_API_KEY"]:
+    ref = env.get(key, {}).get("valueFrom", {}).get("secretKeyRef", {})
+    need(ref.get("name") == kinds.get("Secret", {}).get("metadata", {}).get("name"), f"{key} from the Secret")
+    need("value" not in env.get(key, {}), f"{key} written in the manifest")
+mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+volumes = {v["name"]: v for v in pod.get("volumes", [])}
+pr = mounts.get("/var/lib/kubelet/pod-resources")
+need(pr is not None and pr.get("readOnly") is True, "the PodResources socket directory mounted read-only")
+if pr:
+    need(volumes.get(pr["name"], {}).get("hostPath", {}).get("path") == "/var/lib/kubelet/pod-resources",
+         "the PodResources mount is the kubelet's hostPath")
+cfg = mounts.get("/etc/gpuslack")
+need(cfg is not None and volumes.get(cfg["name"], {}).get("configMap", {}).get("name") == kinds.get("ConfigMap", {}).get("metadata", {}).get("name"),
+     "the ConfigMap mounted at /etc/gpuslack")
+need("/etc/gpuslack/gpuslack.toml" in c.get("args", []), "the agent reads the mounted config")
+need("gpuslack.toml" in kinds.get("ConfigMap", {}).get("data", {}), "the ConfigMap holds gpuslack.toml")
+ports = {p.get("name"): p for p in c.get("ports", [])}
+need(ports.get("metrics", {}).get("containerPort") == 9464, "the metrics port 9464")
+for probe in ["livenessProbe", "readinessProbe"]:
+    need(c.get(probe, {}).get("httpGet", {}).get("path") == "/healthz", f"{probe} on /healthz")
+need(pod.get("securityContext", {}).get("runAsNonRoot") is True, "runAsNonRoot")
+need(c.get("securityContext", {}).get("allowPrivilegeEscalation") is False, "no privilege escalation")
+need("limits" in c.get("resources", {}), "resource limits")
+need(any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])), "tolerates the GPU taint")
+need(pod.get("hostPID") is True, "hostPID, to name NVML's processes")
+need(pod.get("runtimeClassName") == "nvidia", "the NVIDIA runtime class")
+
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
