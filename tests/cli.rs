@@ -407,3 +407,34 @@ fn the_executable_exports_its_dlopen() {
         "dlopen is not exported:\n{symbols}"
     );
 }
+
+#[test]
+fn the_agent_logs_a_start_line_and_verdict_changes_at_info_without_colour_off_a_terminal() {
+    let run = gpuslack(&[
+        "run",
+        "--replay",
+        &fixture("h200x2-scenarios"),
+        "--speed",
+        "0",
+        "--prometheus",
+        "127.0.0.1:0",
+        "--linger-s",
+        "0",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let log = stderr(&run);
+    // stderr is a pipe here: no escape codes for journald or `kubectl logs` to show raw.
+    assert!(!log.contains('\u{1b}'), "{log}");
+    let start: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("gpuslack replaying"))
+        .collect();
+    assert_eq!(start.len(), 1, "{log}");
+    assert!(start[0].contains("exporting to Prometheus on http://127.0.0.1:0/metrics"));
+    let changes: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("diagnosis changed"))
+        .collect();
+    assert!(changes.len() >= 4, "{log}");
+    assert!(changes.iter().all(|l| l.contains(" INFO ")), "{changes:?}");
+}

@@ -848,3 +848,98 @@ fn processes_and_their_owner_reach_the_collector() {
         "{text}"
     );
 }
+
+#[test]
+fn health_metrics_and_the_resource_reach_the_collector_with_their_attributes() {
+    // A live H200 recording with the health columns (ECC, remapped rows, PCIe replays, Xid,
+    // memory temperature, encoder/decoder), replayed to Rotel over gRPC.
+    let dir = temp_dir("health");
+    let (_rotel, grpc, _, out) = start_rotel(&dir);
+    let trace = common::repo("tests/fixtures/h200-health/samples.csv");
+    let run = gpuslack(
+        &[
+            "run",
+            "--replay",
+            &trace.display().to_string(),
+            "--speed",
+            "0",
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{grpc}"),
+        ],
+        &[("K8S_NODE_NAME", "gpu-node-17")],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let records = read_collected(&out, false);
+    let resource = &records[0]["resource"];
+    assert_eq!(resource["k8s.node.name"], "gpu-node-17");
+    assert_eq!(resource["telemetry.sdk.name"], "opentelemetry");
+    assert_eq!(resource["telemetry.sdk.language"], "rust");
+    assert!(resource["host.arch"].is_string(), "{resource}");
+    let value = |name: &str, attrs: &[(&str, &str)]| -> Option<f64> {
+        points_of(&records, name)
+            .into_iter()
+            .rfind(|(_, p)| attrs.iter().all(|(k, v)| p["attributes"][*k] == *v))
+            .and_then(|(_, p)| p["value"].as_f64())
+    };
+    // The H200 had no errors: zeros that arrive, not absences.
+    for (kind, source) in [
+        ("corrected", "ecc"),
+        ("uncorrected", "ecc"),
+        ("replay", "pcie"),
+        ("xid", "driver"),
+    ] {
+        assert_eq!(
+            value(
+                "hw.errors",
+                &[("error.type", kind), ("gpuslack.error.source", source)]
+            ),
+            Some(0.0),
+            "hw.errors {kind}/{source}"
+        );
+    }
+    let (errors, _) = points_of(&records, "hw.errors")[0];
+    assert_eq!(
+        (errors["unit"].as_str(), errors["monotonic"].as_bool()),
+        (Some("{error}"), Some(true))
+    );
+    assert_eq!(value("hw.status", &[("hw.state", "ok")]), Some(1.0));
+    assert_eq!(value("hw.status", &[("hw.state", "failed")]), Some(0.0));
+    assert_eq!(
+        value(
+            "gpuslack.ecc.errors",
+            &[
+                ("error.type", "uncorrected"),
+                ("gpuslack.ecc.counter", "aggregate")
+            ]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            "gpuslack.memory.remapped_rows",
+            &[("error.type", "corrected")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(value("gpuslack.xid.last", &[]), Some(0.0));
+    let memory_c = value("hw.temperature", &[("hw.sensor_location", "memory")]).expect("HBM");
+    let gpu_c = value("hw.temperature", &[("hw.sensor_location", "gpu")]).expect("GPU");
+    assert!((20.0..90.0).contains(&memory_c) && (20.0..90.0).contains(&gpu_c));
+    assert_eq!(
+        value("hw.gpu.utilization", &[("hw.gpu.task", "encoder")]),
+        Some(0.0)
+    );
+    // Clocks in Hz: the H200's memory clock, 3,201 MHz in the recording.
+    assert_eq!(value("gpuslack.clock.memory", &[]), Some(3.201e9));
+    // The cost of slack: the recording's last verdict, memory_bound, took its share.
+    let busy = value(
+        "gpuslack.diagnosis.time",
+        &[("gpuslack.diagnosis.class", "memory_bound")],
+    )
+    .expect("time");
+    assert!(busy >= 8.0, "{busy} s memory_bound");
+}
