@@ -141,7 +141,7 @@ fn the_report_plots_power_util_and_sm_with_the_workload_bands() {
         "<polyline",
         "<th>baseline</th><th>power</th><th>of limit</th>",
         "51/51 windows classified as their workload",
-        "<td>membound copy</td><td>memory_bound</td><td>memory_bound ×",
+        "<td>membound copy</td><td>memory_bound</td><td>memory_bound×",
         "the cost of slack",
     ] {
         assert!(html.contains(text), "{text} missing");

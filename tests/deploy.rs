@@ -10,12 +10,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{
-    free_port, prometheus_query, repo, start_prometheus, temp_dir, tool, wait_for_port, Server,
-};
+use common::{free_port, prometheus_query, repo, serve_replay, start_prometheus, temp_dir, tool};
 use serde_json::Value;
 
 fn promtool() -> String {
@@ -162,16 +160,7 @@ fn every_dashboard_and_alert_query_reads_served_metrics_and_prometheus_accepts_i
     let agent_port = free_port();
     let (_prometheus, prom_port) = start_prometheus(&dir, agent_port);
     let fixture = repo("tests/fixtures/h200-health/samples.csv");
-    let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(["run", "--replay", &fixture.display().to_string()])
-        .args(["--speed", "0", "--linger-s", "30"])
-        .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let _agent = Server(agent);
-    wait_for_port(agent_port, "gpuslack's Prometheus endpoint");
+    let _agent = serve_replay(&fixture.display().to_string(), agent_port, 30, &[]);
     let scrape = |path: &str| -> String {
         let out = Command::new("curl")
             .args(["-s", &format!("http://127.0.0.1:{agent_port}{path}")])

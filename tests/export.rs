@@ -14,8 +14,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    fixture, free_port, gpuslack, prometheus_query, read_collected, replay_run, requests,
-    start_prometheus, start_rotel, start_stub, start_stub_with, temp_dir, wait_for_port, Server,
+    fixture, free_port, gpuslack, prometheus_query, read_collected, replay_run, replay_run_of,
+    requests, serve_replay, start_prometheus, start_rotel, start_stub, start_stub_with, temp_dir,
+    wait_for_port, Server,
 };
 use serde_json::Value;
 
@@ -652,25 +653,7 @@ fn prometheus_scrapes_the_endpoint_with_translated_names() {
     let dir = temp_dir("prometheus");
     let agent_port = free_port();
     let (_prometheus, prom_port) = start_prometheus(&dir, agent_port);
-    let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args([
-            "run",
-            "--replay",
-            &fixture(),
-            "--speed",
-            "0",
-            "--tdp-w",
-            "700",
-            "--linger-s",
-            "8",
-        ])
-        .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let _agent = Server(agent);
-    wait_for_port(agent_port, "gpuslack's Prometheus endpoint");
+    let _agent = serve_replay(&fixture(), agent_port, 8, &["--tdp-w", "700"]);
     let (last, _) = replay_last_windows();
     let query = |q: &str| -> Vec<Value> {
         prometheus_query(prom_port, q)["data"]["result"]
@@ -733,11 +716,9 @@ fn processes_and_their_owner_reach_the_collector() {
     }
     let trace = dir.join("procs.csv");
     std::fs::write(&trace, text).expect("trace");
-    let run = gpuslack(
+    let run = replay_run_of(
+        &trace.display().to_string(),
         &[
-            "run",
-            "--replay",
-            &trace.display().to_string(),
             "--speed",
             "0",
             "--otlp-endpoint",
@@ -856,11 +837,9 @@ fn health_metrics_and_the_resource_reach_the_collector_with_their_attributes() {
     let dir = temp_dir("health");
     let (_rotel, grpc, _, out) = start_rotel(&dir);
     let trace = common::repo("tests/fixtures/h200-health/samples.csv");
-    let run = gpuslack(
+    let run = replay_run_of(
+        &trace.display().to_string(),
         &[
-            "run",
-            "--replay",
-            &trace.display().to_string(),
             "--speed",
             "0",
             "--otlp-endpoint",

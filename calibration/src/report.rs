@@ -23,6 +23,16 @@ fn w(v: Option<f64>) -> String {
 /// What the NVML-only path cannot tell apart, said wherever it is the one that decided.
 pub const NVML_PATH_LIMITS: &str = "without GPM, tiny kernels and a kernel spinning on a few SMs look alike (power at a held context's level), as do arithmetic and bandwidth below the memory controller's 60% line; host↔device copies need NVML's PCIe counters or are told from tiny kernels by the memory controller alone";
 
+/// The verdicts a workload's windows got, with how many of each: `launch_bound×10 idle×1`.
+fn got(check: &PhaseCheck) -> String {
+    check
+        .got
+        .iter()
+        .map(|(class, n)| format!("{class}×{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The validation of the path the GPU's samples allow and, for a GPU with GPM, of the
 /// NVML-only path on the same windows, phase by phase.
 fn write_validation(out: &mut String, v: &Validation, nvml_only: Option<&Validation>) {
@@ -45,13 +55,6 @@ fn write_validation(out: &mut String, v: &Validation, nvml_only: Option<&Validat
             n.windows()
         );
     }
-    let got = |p: &PhaseCheck| {
-        p.got
-            .iter()
-            .map(|(c, n)| format!("{c}×{n}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     for p in &v.phases {
         let other = nvml_only
             .and_then(|n| {
@@ -391,13 +394,6 @@ fn section_html(s: &GpuSection, phases: &[PhaseSpan]) -> String {
             n.windows()
         ))
     );
-    let got = |c: &PhaseCheck| {
-        c.got
-            .iter()
-            .map(|(class, n)| format!("{class} ×{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let checks: Vec<Vec<String>> = v
         .phases
         .iter()

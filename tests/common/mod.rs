@@ -32,10 +32,31 @@ pub fn gpuslack(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// `gpuslack run --replay <two-GPU fixture>` with more arguments.
 pub fn replay_run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let trace = fixture();
-    let mut all = vec!["run", "--replay", trace.as_str()];
+    replay_run_of(&fixture(), args, env)
+}
+
+/// `gpuslack run --replay TRACE` with more arguments.
+pub fn replay_run_of(trace: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut all = vec!["run", "--replay", trace];
     all.extend_from_slice(args);
     gpuslack(&all, env)
+}
+
+/// `gpuslack run --replay TRACE` at full speed serving Prometheus on `port`, staying up
+/// `linger_s` after the trace ends; killed when the returned server is dropped.
+pub fn serve_replay(trace: &str, port: u16, linger_s: u32, extra: &[&str]) -> Server {
+    let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["run", "--replay", trace, "--speed", "0"])
+        .args(["--linger-s", &linger_s.to_string()])
+        .args(["--prometheus", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let server = Server(agent);
+    wait_for_port(port, "gpuslack's Prometheus endpoint");
+    server
 }
 
 /// A path inside the repository.
