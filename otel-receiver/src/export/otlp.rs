@@ -66,7 +66,8 @@ fn load_ca(path: &std::path::Path) -> Result<Vec<u8>, OtlpError> {
 }
 
 /// The resource every point and record carries: host, service, the SDK's `telemetry.sdk.*`,
-/// and what the user adds (`OTEL_RESOURCE_ATTRIBUTES`, `--resource-attribute`), which wins.
+/// and what the user adds (`OTEL_RESOURCE_ATTRIBUTES`, the config file's `[resource]`), which
+/// wins.
 /// `k8s.node.name` comes from `K8S_NODE_NAME`, which the DaemonSet sets from the downward API:
 /// inside a pod the host name is the pod's, and Datadog files the GPUs under the node only
 /// when the node's name is on the resource (its hostname resolution checks Kubernetes

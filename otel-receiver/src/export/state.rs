@@ -81,8 +81,8 @@ pub struct GpuView {
     pub nvlink_tx_bytes: f64,
     /// Energy (J) since the agent started: NVML's counter followed from its first reading where
     /// it is sampled, else the integral of window power.
-    pub energy: SinceStart,
-    pub energy_from_counter: bool,
+    energy: SinceStart,
+    energy_from_counter: bool,
     /// Energy integrated from window power, for GPUs without the counter.
     energy_integrated_j: f64,
     /// Time and energy per verdict since the agent started: the cost of slack.

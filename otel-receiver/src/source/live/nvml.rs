@@ -706,7 +706,7 @@ impl NvmlDevice {
 
     /// The health counters, each on its own: a GPU without ECC (most GeForce boards) still
     /// counts PCIe replays. Not supported only when none of them is.
-    fn read_health(&mut self, s: &mut Sample) -> Result<(), ReadError> {
+    fn read_health(&self, s: &mut Sample) -> Result<(), ReadError> {
         let d = &self.device;
         let mut any = false;
         let mut set = |s: &mut Sample, metric, value: Result<f64, NvmlError>| match value {
