@@ -921,4 +921,28 @@ fn health_metrics_and_the_resource_reach_the_collector_with_their_attributes() {
     )
     .expect("time");
     assert!(busy >= 8.0, "{busy} s memory_bound");
+    // hw.energy has a series per owner of the GPU (here the recorded job, `pgid:715`, from
+    // the start), each counting its own span; together, the counter's rise over the recording.
+    let mut last_of_series: BTreeMap<String, f64> = BTreeMap::new();
+    for (_, p) in points_of(&records, "hw.energy") {
+        let owner = p["attributes"]["gpuslack.job.id"].to_string();
+        last_of_series.insert(owner, p["value"].as_f64().expect("value"));
+    }
+    assert!(last_of_series.contains_key("\"pgid:715\""), "{last_of_series:?}");
+    let text = std::fs::read_to_string(&trace).expect("trace");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let e = header
+        .iter()
+        .position(|c| *c == "energy_mj")
+        .expect("energy_mj");
+    let readings: Vec<f64> = lines
+        .filter_map(|l| l.split(',').nth(e).and_then(|v| v.parse().ok()))
+        .collect();
+    let rise_j = (readings[readings.len() - 1] - readings[0]) / 1000.0;
+    let exported: f64 = last_of_series.values().sum();
+    assert!(
+        rise_j > 1000.0 && (exported - rise_j).abs() < 1e-3,
+        "{exported} J exported over the owners, the counter rose {rise_j} J"
+    );
 }

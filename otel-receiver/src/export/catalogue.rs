@@ -8,7 +8,7 @@
 use super::delivery::Counts;
 use super::state::{GpuView, COUNTED_ERRORS};
 use crate::attribution::{owner_of, GpuProcess};
-use crate::diagnosis::Class;
+use crate::diagnosis::{Class, WindowReport};
 use crate::sample::Metric;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,7 +369,8 @@ pub fn agent_points(c: &Counts) -> Vec<Point> {
     out
 }
 
-/// One value of one metric for one GPU, with the attributes beyond the GPU's own.
+/// One value of one metric for one GPU, with its whole attribute set (the GPU's, its owner's,
+/// the point's own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     pub def: MetricDef,
@@ -377,8 +378,11 @@ pub struct Point {
     pub attributes: Vec<(&'static str, String)>,
 }
 
+/// A point's attributes beyond its value: keys are static, values are the GPU's and the job's.
+pub type Attributes = Vec<(&'static str, String)>;
+
 /// The attributes that identify a GPU on every point (hardware semantic conventions).
-pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
+fn identity_attributes(view: &GpuView) -> Attributes {
     let f = &view.facts;
     let mut attrs = vec![
         ("hw.type", "gpu".to_string()),
@@ -404,9 +408,13 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
             attrs.push(("gpuslack.mig.profile", profile.to_string()));
         }
     }
-    // Whoever owns the GPU: the process holding it alone, the container or pod all its
-    // processes share (semantic-convention names).
-    let report = &view.report;
+    attrs
+}
+
+/// Whoever owns the GPU in a window, by the semantic conventions' names: the process holding it
+/// alone, the container or pod all its processes share, and the job. Empty when nobody does.
+pub fn owner_attributes(report: &WindowReport) -> Attributes {
+    let mut attrs = Vec::new();
     if let Some(owner) = report.stats.processes.as_deref().and_then(|p| owner_of(p)) {
         if let Some(pid) = owner.pid {
             attrs.push(("process.pid", pid.to_string()));
@@ -424,6 +432,13 @@ pub fn gpu_attributes(view: &GpuView) -> Vec<(&'static str, String)> {
     if let Some(job) = &report.job {
         attrs.push(("gpuslack.job.id", job.clone()));
     }
+    attrs
+}
+
+/// The GPU's identity and its current owner: the attributes of every gauge and log record.
+pub fn gpu_attributes(view: &GpuView) -> Attributes {
+    let mut attrs = identity_attributes(view);
+    attrs.extend(owner_attributes(&view.report));
     attrs
 }
 
@@ -452,7 +467,7 @@ pub fn point_attributes(
 fn process_points(
     view: &GpuView,
     top: usize,
-    push: &mut dyn FnMut(MetricDef, Option<f64>, Vec<(&'static str, String)>),
+    push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes),
 ) {
     let Some(processes) = view.report.stats.processes.as_deref() else {
         return;
@@ -492,19 +507,20 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     let r = &view.report;
     let s = &r.signals;
     let w = &r.stats;
+    let gpu = gpu_attributes(view);
     let mut out = Vec::with_capacity(96);
-    let mut push = |def: MetricDef, value: Option<f64>, attributes: Vec<(&'static str, String)>| {
+    // A gauge: the latest window's value, named by the GPU's current owner.
+    let mut push = |def: MetricDef, value: Option<f64>, own: Attributes| {
         if let Some(value) = value.filter(|v| v.is_finite()) {
             out.push(Point {
                 def,
                 value,
-                attributes,
+                attributes: point_attributes(&gpu, &own),
             });
         }
     };
     let attr = |k: &'static str, v: &str| vec![(k, v.to_string())];
     push(HW_POWER, s.power_w, vec![]);
-    push(HW_ENERGY, Some(view.energy_j()), vec![]);
     for (task, value) in [
         ("general", s.util_pct),
         (
@@ -530,11 +546,6 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
         vec![],
     );
     push(MEMORY_SWING, w.mem_swing_bytes_per_s, vec![]);
-    let direction = |d: &str| attr("network.io.direction", d);
-    if s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some() {
-        push(HW_GPU_IO, Some(view.pcie_rx_bytes), direction("receive"));
-        push(HW_GPU_IO, Some(view.pcie_tx_bytes), direction("transmit"));
-    }
     push(
         HW_TEMPERATURE,
         w.max(Metric::TempC),
@@ -554,27 +565,6 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
             ("hw.limit_type", "high.degraded".into()),
         ],
     );
-    for ((counter, metric), (source, kind)) in view.errors.iter().zip(COUNTED_ERRORS).zip([
-        ("ecc", "corrected"),
-        ("ecc", "uncorrected"),
-        ("pcie", "replay"),
-        ("nvlink", "crc"),
-        ("nvlink", "replay"),
-        ("nvlink", "recovery"),
-        ("driver", "xid"),
-    ]) {
-        // Only where the counter is read at all: zero is a value, absence is not.
-        if counter.seen() || view.held(metric).is_some() {
-            push(
-                HW_ERRORS,
-                Some(counter.total()),
-                vec![
-                    ("error.type", kind.into()),
-                    ("gpuslack.error.source", source.into()),
-                ],
-            );
-        }
-    }
     if let Some(state) = health_state(view) {
         for candidate in ["ok", "degraded", "failed"] {
             let value = if candidate == state { 1.0 } else { 0.0 };
@@ -591,10 +581,6 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
         push(PIPE_ACTIVITY, share(value), attr("gpuslack.pipe", pipe));
     }
     push(DRAM_ACTIVITY, share(s.dram_pct), vec![]);
-    if s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some() {
-        push(NVLINK_IO, Some(view.nvlink_rx_bytes), direction("receive"));
-        push(NVLINK_IO, Some(view.nvlink_tx_bytes), direction("transmit"));
-    }
     let hz = |mhz: Option<f64>| mhz.map(|m| m * 1e6);
     push(CLOCK_SM, hz(w.mean(Metric::SmMhz)), vec![]);
     push(CLOCK_MEMORY, hz(w.mean(Metric::MemMhz)), vec![]);
@@ -616,11 +602,11 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     push(POWER_EXPECTED, r.expected_power_w, vec![]);
     for class in Class::ALL {
         let current = if class == r.class { 1.0 } else { 0.0 };
-        let class_attr = || attr("gpuslack.diagnosis.class", class.as_str());
-        push(DIAGNOSIS, Some(current), class_attr());
-        let spent = view.spent.get(&class).copied().unwrap_or_default();
-        push(DIAGNOSIS_TIME, Some(spent.seconds), class_attr());
-        push(DIAGNOSIS_ENERGY, Some(spent.energy_j), class_attr());
+        push(
+            DIAGNOSIS,
+            Some(current),
+            attr("gpuslack.diagnosis.class", class.as_str()),
+        );
     }
     for (metric, kind, counter) in [
         (Metric::EccVolatileCorrected, "corrected", "volatile"),
@@ -666,7 +652,62 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     );
     push(XID_LAST, view.held(Metric::XidLast), vec![]);
     process_points(view, top, &mut push);
+    counter_points(view, &mut out);
     out
+}
+
+/// The counters of one GPU, one series per owner that held it (docs/EXPORT.md): each rises
+/// only while its owner holds the GPU, and together they add up to the GPU's total.
+fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
+    let s = &view.report.signals;
+    let identity = identity_attributes(view);
+    let pcie = s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some();
+    let nvlink = s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some();
+    const ERROR_KINDS: [(&str, &str); COUNTED_ERRORS.len()] = [
+        ("ecc", "corrected"),
+        ("ecc", "uncorrected"),
+        ("pcie", "replay"),
+        ("nvlink", "crc"),
+        ("nvlink", "replay"),
+        ("nvlink", "recovery"),
+        ("driver", "xid"),
+    ];
+    for (owner, c) in view.owners() {
+        let base: Attributes = identity.iter().chain(owner).cloned().collect();
+        let mut push = |def: MetricDef, value: f64, own: Attributes| {
+            out.push(Point {
+                def,
+                value,
+                attributes: point_attributes(&base, &own),
+            });
+        };
+        let direction = |d: &str| vec![("network.io.direction", d.to_string())];
+        push(HW_ENERGY, c.energy_j, vec![]);
+        if pcie {
+            push(HW_GPU_IO, c.pcie_rx_bytes, direction("receive"));
+            push(HW_GPU_IO, c.pcie_tx_bytes, direction("transmit"));
+        }
+        if nvlink {
+            push(NVLINK_IO, c.nvlink_rx_bytes, direction("receive"));
+            push(NVLINK_IO, c.nvlink_tx_bytes, direction("transmit"));
+        }
+        // Only where the counter is read at all: zero is a value, absence is not.
+        for (i, (source, kind)) in ERROR_KINDS.into_iter().enumerate() {
+            if view.error_counted(i) {
+                let attrs = vec![
+                    ("error.type", kind.to_string()),
+                    ("gpuslack.error.source", source.to_string()),
+                ];
+                push(HW_ERRORS, c.errors[i], attrs);
+            }
+        }
+        for class in Class::ALL {
+            let spent = c.spent.get(&class).copied().unwrap_or_default();
+            let class_attr = || vec![("gpuslack.diagnosis.class", class.as_str().to_string())];
+            push(DIAGNOSIS_TIME, spent.seconds, class_attr());
+            push(DIAGNOSIS_ENERGY, spent.energy_j, class_attr());
+        }
+    }
 }
 
 /// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
@@ -704,7 +745,7 @@ fn health_state(view: &GpuView) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::device::DeviceFacts;
-    use crate::diagnosis::{Diagnoser, Thresholds, WindowReport};
+    use crate::diagnosis::{Diagnoser, Thresholds};
     use crate::export::state::ExportState;
     use crate::pipeline::Pipeline;
     use crate::sample::Sample;
@@ -792,6 +833,50 @@ mod tests {
             .map(|p| p.value)
             .sum();
         assert_eq!(seconds, 2.0 * reports.len() as f64);
+    }
+
+    #[test]
+    fn each_owner_counts_only_while_it_holds_the_gpu_and_the_owners_add_up() {
+        // 100 J/s for 20 s; a job (one process, pid 4242) holds the GPU from t = 110 s.
+        let job = std::sync::Arc::new(vec![GpuProcess {
+            pid: 4242,
+            name: Some("train".into()),
+            ..GpuProcess::default()
+        }]);
+        let reports = reports(20, |t, s| {
+            let mut s = s.with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0);
+            if t >= 110.0 {
+                s.processes = Some(job.clone());
+                s = s.with(Metric::Nprocs, 1.0);
+            }
+            s
+        });
+        let mut state = ExportState::default();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+        }
+        let view = state.get(0).expect("gpu 0");
+        let all = points(view, 5);
+        let energy: Vec<&Point> = all.iter().filter(|p| p.def == HW_ENERGY).collect();
+        assert_eq!(energy.len(), 2, "one series per owner: {energy:?}");
+        let of = |pid: Option<&str>| {
+            energy
+                .iter()
+                .find(|p| {
+                    p.attributes
+                        .iter()
+                        .find(|(k, _)| *k == "process.pid")
+                        .map(|(_, v)| v.as_str())
+                        == pid
+                })
+                .map(|p| p.value)
+                .expect("series")
+        };
+        let (before, during) = (of(None), of(Some("4242")));
+        // Before the job: 10 s at 100 W; during it: the rest. Never the whole again.
+        assert!((before - 1000.0).abs() < 15.0, "{before}");
+        assert!((during - 990.0).abs() < 15.0, "{during}");
+        assert!((before + during - view.energy_j()).abs() < 1e-6);
     }
 
     #[test]

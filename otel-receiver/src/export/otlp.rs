@@ -21,7 +21,7 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
-use super::catalogue::{self, gpu_attributes, point_attributes, Kind, MetricDef};
+use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, Temporality};
 use super::delivery::{reason, Delivery, Signal};
 use super::http_client::OtlpHttpClient;
@@ -382,10 +382,10 @@ impl opentelemetry_sdk::logs::LogExporter for CountingLogs {
     }
 }
 
-fn key_values(view: &GpuView, extra: &[(&'static str, String)]) -> Vec<KeyValue> {
-    point_attributes(&gpu_attributes(view), extra)
-        .into_iter()
-        .map(|(k, v)| KeyValue::new(k, v))
+fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
+    attributes
+        .iter()
+        .map(|(k, v)| KeyValue::new(*k, v.clone()))
         .collect()
 }
 
@@ -421,7 +421,7 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                     .into_iter()
                     .filter(|p| p.def == def)
                 {
-                    record(p.value, &key_values(view, &p.attributes));
+                    record(p.value, &key_values(&p.attributes));
                 }
             }
         };
@@ -514,7 +514,7 @@ impl OtlpExport {
             change.to,
             evidence.first().copied().unwrap_or("")
         )));
-        for kv in key_values(view, &[]) {
+        for kv in key_values(&gpu_attributes(view)) {
             record.add_attribute(kv.key, AnyValue::from(kv.value.to_string()));
         }
         record.add_attribute("gpuslack.diagnosis.class", change.to.as_str());

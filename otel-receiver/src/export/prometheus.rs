@@ -126,12 +126,12 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
             line(&mut out, &pairs, p.value);
         }
         for view in state.gpus() {
-            let gpu = catalogue::gpu_attributes(view);
             for p in catalogue::points(view, state.top_processes())
                 .into_iter()
                 .filter(|p| p.def == def)
             {
-                let all: Vec<(String, String)> = catalogue::point_attributes(&gpu, &p.attributes)
+                let all: Vec<(String, String)> = p
+                    .attributes
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect();

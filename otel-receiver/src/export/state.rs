@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::catalogue::{owner_attributes, Attributes};
 use super::delivery::Delivery;
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, WindowReport};
@@ -64,9 +65,39 @@ pub struct Spent {
     pub energy_j: f64,
 }
 
+/// What a GPU's counters rose by while one owner held it (or nobody did).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    pub energy_j: f64,
+    pub pcie_rx_bytes: f64,
+    pub pcie_tx_bytes: f64,
+    pub nvlink_rx_bytes: f64,
+    pub nvlink_tx_bytes: f64,
+    /// The errors of [`COUNTED_ERRORS`], in that order.
+    pub errors: [f64; COUNTED_ERRORS.len()],
+    /// Time and energy per verdict: the cost of slack.
+    pub spent: BTreeMap<Class, Spent>,
+}
+
+/// Owners whose counters a GPU keeps: a counter series is named by its owner's attributes
+/// (`process.pid`, `container.id`, `k8s.pod.uid`, `gpuslack.job.id`), so each owner gets
+/// counters of its own that rise only while it holds the GPU, and the owners' series add up to
+/// the GPU's total. Were one series to change its name instead, its first point under the new
+/// owner would carry everything since the agent started: a delta backend would count it twice.
+/// The owner longest gone is dropped past this many; its series just stop.
+pub const OWNERS_KEPT: usize = 16;
+
 /// Windows a new verdict must hold before it is announced: idle ↔ idle_held and other
 /// borderline pairs otherwise flap with every window. The series carry every window's verdict.
 pub const ANNOUNCE_AFTER_WINDOWS: u32 = 3;
+
+/// One owner's counters, and when it last held the GPU (the end of its last window).
+#[derive(Debug, Clone)]
+struct Owned {
+    owner: Attributes,
+    counters: Counters,
+    last_end: f64,
+}
 
 /// One GPU's exported view.
 #[derive(Debug, Clone)]
@@ -74,21 +105,16 @@ pub struct GpuView {
     pub gpu: u32,
     pub facts: DeviceFacts,
     pub report: WindowReport,
-    /// Bytes over PCIe and NVLink since the agent started, integrated from GPM's rates.
-    pub pcie_rx_bytes: f64,
-    pub pcie_tx_bytes: f64,
-    pub nvlink_rx_bytes: f64,
-    pub nvlink_tx_bytes: f64,
     /// Energy (J) since the agent started: NVML's counter followed from its first reading where
     /// it is sampled, else the integral of window power.
     energy: SinceStart,
     energy_from_counter: bool,
     /// Energy integrated from window power, for GPUs without the counter.
     energy_integrated_j: f64,
-    /// Time and energy per verdict since the agent started: the cost of slack.
-    pub spent: BTreeMap<Class, Spent>,
     /// The error counters of [`COUNTED_ERRORS`], in that order, since the agent started.
-    pub errors: [SinceStart; COUNTED_ERRORS.len()],
+    errors: [SinceStart; COUNTED_ERRORS.len()],
+    /// The counters split by owner, the current one last touched.
+    owned: Vec<Owned>,
     /// The last reading of each metric read more slowly than windows close (health counters
     /// every 10 s, memory temperature and encoder use every second): its latest window max.
     held: [Option<f64>; Metric::COUNT],
@@ -103,18 +129,11 @@ impl GpuView {
             gpu,
             facts: facts.clone(),
             report: report.clone(),
-            pcie_rx_bytes: 0.0,
-            pcie_tx_bytes: 0.0,
-            nvlink_rx_bytes: 0.0,
-            nvlink_tx_bytes: 0.0,
             energy: SinceStart::default(),
             energy_from_counter: report.stats.energy_total_mj.is_some(),
             energy_integrated_j: 0.0,
-            spent: Class::ALL
-                .into_iter()
-                .map(|c| (c, Spent::default()))
-                .collect(),
             errors: [SinceStart::default(); COUNTED_ERRORS.len()],
+            owned: Vec::new(),
             held: [None; Metric::COUNT],
             announced: report.class,
             pending: None,
@@ -126,6 +145,11 @@ impl GpuView {
         self.held[metric as usize]
     }
 
+    /// Whether the error counter `i` of [`COUNTED_ERRORS`] was ever read.
+    pub fn error_counted(&self, i: usize) -> bool {
+        self.errors[i].seen()
+    }
+
     /// Energy (J) since the agent started.
     pub fn energy_j(&self) -> f64 {
         if self.energy_from_counter {
@@ -135,15 +159,41 @@ impl GpuView {
         }
     }
 
+    /// Each owner's attributes (empty: nobody held the GPU) and its counters.
+    pub fn owners(&self) -> impl Iterator<Item = (&Attributes, &Counters)> {
+        self.owned.iter().map(|o| (&o.owner, &o.counters))
+    }
+
+    /// The counters of the owner of `report`'s window, made if it is new.
+    fn counters_of(&mut self, report: &WindowReport) -> &mut Counters {
+        let owner = owner_attributes(report);
+        let i = match self.owned.iter().position(|o| o.owner == owner) {
+            Some(i) => i,
+            None => {
+                if self.owned.len() == OWNERS_KEPT {
+                    let gone = (0..self.owned.len())
+                        .min_by(|a, b| self.owned[*a].last_end.total_cmp(&self.owned[*b].last_end))
+                        .unwrap_or(0);
+                    self.owned.remove(gone);
+                }
+                self.owned.push(Owned {
+                    owner,
+                    counters: Counters::default(),
+                    last_end: report.stats.end,
+                });
+                self.owned.len() - 1
+            }
+        };
+        self.owned[i].last_end = report.stats.end;
+        &mut self.owned[i].counters
+    }
+
     /// Takes in one window's readings.
     fn add(&mut self, report: &WindowReport) {
         let stats = &report.stats;
         let seconds = stats.duration_s();
         let s = &report.signals;
-        self.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        self.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        self.nvlink_rx_bytes += s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        self.nvlink_tx_bytes += s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        let energy_before = self.energy_j();
         // The first window's energy counts from its first reading, not its last.
         if let Some(first) = stats.energy_first_mj.filter(|_| !self.energy.seen()) {
             self.energy.observe(first / 1000.0);
@@ -156,19 +206,37 @@ impl GpuView {
             .or(s.power_w.map(|w| w * seconds))
             .unwrap_or(0.0);
         self.energy_integrated_j += window_energy_j;
-        let spent = self.spent.entry(report.class).or_default();
-        spent.seconds += seconds;
-        spent.energy_j += window_energy_j;
+        let energy_delta = self.energy_j() - energy_before;
+        let mut error_deltas = [0.0; COUNTED_ERRORS.len()];
+        for ((counter, metric), delta) in self
+            .errors
+            .iter_mut()
+            .zip(COUNTED_ERRORS)
+            .zip(&mut error_deltas)
+        {
+            if let Some(v) = stats.max(metric) {
+                let before = counter.total();
+                counter.observe(v);
+                *delta = counter.total() - before;
+            }
+        }
         for metric in Metric::ALL {
             if let Some(v) = stats.max(metric) {
                 self.held[metric as usize] = Some(v);
             }
         }
-        for (counter, metric) in self.errors.iter_mut().zip(COUNTED_ERRORS) {
-            if let Some(v) = stats.max(metric) {
-                counter.observe(v);
-            }
+        let c = self.counters_of(report);
+        c.energy_j += energy_delta;
+        c.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        c.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        c.nvlink_rx_bytes += s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        c.nvlink_tx_bytes += s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+        for (total, delta) in c.errors.iter_mut().zip(error_deltas) {
+            *total += delta;
         }
+        let spent = c.spent.entry(report.class).or_default();
+        spent.seconds += seconds;
+        spent.energy_j += window_energy_j;
         self.report = report.clone();
     }
 
