@@ -928,7 +928,10 @@ fn health_metrics_and_the_resource_reach_the_collector_with_their_attributes() {
         let owner = p["attributes"]["gpuslack.job.id"].to_string();
         last_of_series.insert(owner, p["value"].as_f64().expect("value"));
     }
-    assert!(last_of_series.contains_key("\"pgid:715\""), "{last_of_series:?}");
+    assert!(
+        last_of_series.contains_key("\"pgid:715\""),
+        "{last_of_series:?}"
+    );
     let text = std::fs::read_to_string(&trace).expect("trace");
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();

@@ -416,13 +416,8 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                 }
                 return;
             }
-            for view in state.gpus() {
-                for p in catalogue::points(view, state.top_processes())
-                    .into_iter()
-                    .filter(|p| p.def == def)
-                {
-                    record(p.value, &key_values(&p.attributes));
-                }
+            for p in state.points().iter().filter(|p| p.def == def) {
+                record(p.value, &key_values(&p.attributes));
             }
         };
         match def.kind {

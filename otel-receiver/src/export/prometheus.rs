@@ -97,6 +97,7 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
     );
     let _ = writeln!(out, "target_info{} 1", labels(&resource));
     let agent = catalogue::agent_points(&state.delivery().counts());
+    let points = state.points();
     for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
         let name = prometheus_name(&def);
         let mut header = false;
@@ -125,18 +126,13 @@ pub fn render(state: &ExportState, config: &ExportConfig) -> String {
                 .collect();
             line(&mut out, &pairs, p.value);
         }
-        for view in state.gpus() {
-            for p in catalogue::points(view, state.top_processes())
-                .into_iter()
-                .filter(|p| p.def == def)
-            {
-                let all: Vec<(String, String)> = p
-                    .attributes
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect();
-                line(&mut out, &all, p.value);
-            }
+        for p in points.iter().filter(|p| p.def == def) {
+            let all: Vec<(String, String)> = p
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            line(&mut out, &all, p.value);
         }
     }
     out

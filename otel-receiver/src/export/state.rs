@@ -3,10 +3,10 @@
 //! collect. Its size is fixed by the number of GPUs, so a stalled exporter never makes it grow.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::catalogue::{owner_attributes, Attributes};
+use super::catalogue::{self, owner_attributes, Attributes, Point};
 use super::delivery::Delivery;
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, WindowReport};
@@ -282,6 +282,9 @@ pub struct ExportState {
     last_window: Option<Instant>,
     /// Per-process series per GPU (the top processes by SM share).
     top_processes: usize,
+    /// Every GPU's points, made at the first collection after a window and shared by every
+    /// instrument and scrape until the next: an OTLP collection asks once per instrument.
+    points: Mutex<Option<Arc<Vec<Point>>>>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -318,6 +321,22 @@ impl ExportState {
         self.gpus.values()
     }
 
+    /// Every point of every GPU (`catalogue::points`), made once per window.
+    pub fn points(&self) -> Arc<Vec<Point>> {
+        let make = || -> Arc<Vec<Point>> {
+            Arc::new(
+                self.gpus()
+                    .flat_map(|view| catalogue::points(view, self.top_processes))
+                    .collect(),
+            )
+        };
+        // A poisoned cache only means a panic elsewhere mid-fill: make the points afresh.
+        let Ok(mut cached) = self.points.lock() else {
+            return make();
+        };
+        cached.get_or_insert_with(make).clone()
+    }
+
     pub fn get(&self, gpu: u32) -> Option<&GpuView> {
         self.gpus.get(&gpu)
     }
@@ -327,6 +346,9 @@ impl ExportState {
     pub fn update(&mut self, report: &WindowReport, facts: &DeviceFacts) -> Option<ClassChange> {
         let gpu = report.stats.gpu;
         self.last_window = Some(Instant::now());
+        if let Ok(cached) = self.points.get_mut() {
+            *cached = None;
+        }
         self.delivery.window_produced();
         let mut first = false;
         let view = self.gpus.entry(gpu).or_insert_with(|| {
