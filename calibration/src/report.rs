@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use gpuslack_receiver::export::state::Spent;
+use gpuslack_receiver::diagnosis::Spent;
 use gpuslack_receiver::Class;
 
 use crate::compare::Comparison;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gpuslack_receiver::device::DeviceFacts;
-use gpuslack_receiver::export::state::Spent;
+use gpuslack_receiver::diagnosis::Spent;
 use gpuslack_receiver::thinned::Thinned;
 use gpuslack_receiver::trace::{FactsError, TraceError, TraceFacts, TraceReader, TraceWriter};
 use gpuslack_receiver::{Class, Diagnoser, Pipeline, Sample, Thresholds, WindowReport};

@@ -66,6 +66,31 @@ impl WindowReport {
     pub fn remedy(&self) -> &'static str {
         self.remedy
     }
+
+    /// Energy the GPU used in the window (J): the energy counter's where the window measured
+    /// it, else mean power × the window's length; 0 when neither was sampled.
+    pub fn energy_j(&self) -> f64 {
+        let seconds = self.stats.duration_s();
+        self.stats
+            .energy_j
+            .or(self.signals.power_w.map(|w| w * seconds))
+            .unwrap_or(0.0)
+    }
+}
+
+/// Time and energy one GPU spent in one verdict: the cost of slack.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub seconds: f64,
+    pub energy_j: f64,
+}
+
+impl Spent {
+    /// Adds one window.
+    pub fn add(&mut self, report: &WindowReport) {
+        self.seconds += report.stats.duration_s();
+        self.energy_j += report.energy_j();
+    }
 }
 
 /// Where a window's power sits against the GPU's own baselines: the NVML-only stand-in for SM

@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::catalogue::{self, owner_attributes, Attributes, Point};
 use super::delivery::Delivery;
 use crate::device::DeviceFacts;
-use crate::diagnosis::{Class, WindowReport};
+use crate::diagnosis::{Class, Spent, WindowReport};
 use crate::sample::Metric;
 
 /// A counter that keeps counting from the agent's start across resets of the one it follows:
@@ -57,13 +57,6 @@ pub const COUNTED_ERRORS: [Metric; 7] = [
     Metric::NvlinkRecoveryErrors,
     Metric::XidEvents,
 ];
-
-/// GPU time (s) and energy (J) that went to one verdict since the agent started.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Spent {
-    pub seconds: f64,
-    pub energy_j: f64,
-}
 
 /// What a GPU's counters rose by while one owner held it (or nobody did).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -201,11 +194,7 @@ impl GpuView {
         if let Some(mj) = stats.energy_total_mj {
             self.energy.observe(mj / 1000.0);
         }
-        let window_energy_j = stats
-            .energy_j
-            .or(s.power_w.map(|w| w * seconds))
-            .unwrap_or(0.0);
-        self.energy_integrated_j += window_energy_j;
+        self.energy_integrated_j += report.energy_j();
         let energy_delta = self.energy_j() - energy_before;
         let mut error_deltas = [0.0; COUNTED_ERRORS.len()];
         for ((counter, metric), delta) in self
@@ -234,9 +223,7 @@ impl GpuView {
         for (total, delta) in c.errors.iter_mut().zip(error_deltas) {
             *total += delta;
         }
-        let spent = c.spent.entry(report.class).or_default();
-        spent.seconds += seconds;
-        spent.energy_j += window_energy_j;
+        c.spent.entry(report.class).or_default().add(report);
         self.report = report.clone();
     }
 

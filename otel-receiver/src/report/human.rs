@@ -82,13 +82,7 @@ impl Phase {
     }
 }
 
-/// Time and energy one GPU spent in one verdict: the cost of slack.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Spent {
-    pub seconds: f64,
-    /// Energy (J), from window power where it was measured.
-    pub energy_j: f64,
-}
+pub use crate::diagnosis::Spent;
 
 /// One GPU's phases and totals.
 #[derive(Debug, Default)]
@@ -146,16 +140,7 @@ const LABEL: usize = 15;
 impl HumanReport {
     pub fn add(&mut self, report: WindowReport) {
         let gpu = self.gpus.entry(report.stats.gpu).or_default();
-        let spent = gpu.by_class.entry(report.class).or_default();
-        spent.seconds += report.stats.duration_s();
-        spent.energy_j += report
-            .stats
-            .energy_j
-            .or(report
-                .signals
-                .power_w
-                .map(|w| w * report.stats.duration_s()))
-            .unwrap_or(0.0);
+        gpu.by_class.entry(report.class).or_default().add(&report);
         let same = gpu.last_class == Some(report.class);
         gpu.last_class = Some(report.class);
         let full = gpu.phases.len() >= MAX_PHASES;
