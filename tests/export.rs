@@ -213,23 +213,13 @@ fn check_export(records: &[Value], temporality: &str) {
             "GPU {gpu}: hw.energy {exported} vs the counter's rise {since_start}"
         );
         // The cost of slack: GPU time per verdict adds up to the time the GPU was watched.
-        let seconds: f64 = [
-            "idle",
-            "idle_held",
-            "compute_bound",
-            "memory_bound",
-            "launch_bound",
-            "transfer_bound",
-            "input_starved",
-            "sync_wait",
-            "hung",
-        ]
-        .iter()
-        .filter_map(|class| {
-            let class = Some(("gpuslack.diagnosis.class", *class));
-            last_value(records, "gpuslack.diagnosis.time", *gpu, class)
-        })
-        .sum();
+        let seconds: f64 = gpuslack_receiver::Class::ALL
+            .iter()
+            .filter_map(|class| {
+                let class = Some(("gpuslack.diagnosis.class", class.as_str()));
+                last_value(records, "gpuslack.diagnosis.time", *gpu, class)
+            })
+            .sum();
         if temporality == "cumulative" {
             assert!(
                 (seconds - windows_of(*gpu) as f64 * 2.0).abs() < 1e-6,
