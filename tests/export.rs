@@ -697,12 +697,23 @@ fn processes_and_their_owner_reach_the_collector() {
         r#"[{{"pid":4242,"name":"python","user":"alice","gpu_mem_bytes":2.5e9,"sm_pct":87,"cpu_pct":104,"thread_pct":99,"pgid":4200,"container_id":"{container}"}}]"#
     );
     let two = r#"[{"pid":5000,"name":"trainer","sm_pct":60,"pgid":5000},{"pid":5001,"name":"holder","gpu_mem_bytes":1e9,"sm_pct":0,"pgid":5000}]"#;
+    // The kubelet assigned GPU 0 to one container of one pod, and GPU 1 to two time-sliced pods.
+    let trainer = r#"[{"pod":"trainer-0","namespace":"ml","container":"trainer"}]"#;
+    let sliced = r#"[{"pod":"nb-a","namespace":"lab","container":"c"},{"pod":"nb-b","namespace":"lab","container":"c"}]"#;
     let quote = |json: &str| format!("\"{}\"", json.replace('"', "\"\""));
-    let mut text = String::from("t,gpu,util_gpu,power_mw,nprocs,processes\n");
+    let mut text = String::from("t,gpu,util_gpu,power_mw,nprocs,processes,pods\n");
     for i in 0..40 {
         let t = 1796025905.0 + f64::from(i) * 0.25;
-        text.push_str(&format!("{t},0,100,600000,1,{}\n", quote(&one)));
-        text.push_str(&format!("{t},1,100,300000,2,{}\n", quote(two)));
+        text.push_str(&format!(
+            "{t},0,100,600000,1,{},{}\n",
+            quote(&one),
+            quote(trainer)
+        ));
+        text.push_str(&format!(
+            "{t},1,100,300000,2,{},{}\n",
+            quote(two),
+            quote(sliced)
+        ));
     }
     let trace = dir.join("procs.csv");
     std::fs::write(&trace, text).expect("trace");
@@ -738,9 +749,13 @@ fn processes_and_their_owner_reach_the_collector() {
     assert_eq!(gpu0["process.executable.name"], "python");
     assert_eq!(gpu0["container.id"], container);
     assert_eq!(gpu0["gpuslack.job.id"], "container:3f4c2e1b9a8d");
-    // GPU 1 is shared: no single process owns it; its job is the process group.
+    assert_eq!(gpu0["k8s.pod.name"], "trainer-0");
+    assert_eq!(gpu0["k8s.namespace.name"], "ml");
+    assert_eq!(gpu0["k8s.container.name"], "trainer");
+    // GPU 1 is shared: no single process owns it, nor a pod; its job is the process group.
     let gpu1 = attrs_of("1");
     assert!(gpu1.get("process.pid").is_none(), "{gpu1}");
+    assert!(gpu1.get("k8s.pod.name").is_none(), "{gpu1}");
     assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000");
     // Per-process series, bounded: --process-series 1 keeps GPU 1's busiest process only.
     let sm = points_of(&records, "gpuslack.process.sm.activity");

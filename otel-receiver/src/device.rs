@@ -24,6 +24,8 @@ pub struct DeviceFacts {
     pub power_limit_max_w: Option<f64>,
     pub temp_slowdown_c: Option<f64>,
     pub mem_total_bytes: Option<f64>,
+    /// `/dev/nvidiaN`'s N (live GPUs only): how GKE's device plugin names a GPU to the kubelet.
+    pub minor_number: Option<u32>,
     /// For a MIG instance, the index of the GPU it is carved from: power, clocks and
     /// temperature are that GPU's, not the instance's.
     pub mig_parent: Option<u32>,

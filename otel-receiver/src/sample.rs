@@ -252,6 +252,9 @@ pub struct Sample {
     values: [Option<f64>; Metric::COUNT],
     /// The processes holding the GPU, where the process list was read (once a second).
     pub processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
+    /// The Kubernetes containers the kubelet assigned the GPU to, read with the process list
+    /// where a kubelet answers; empty when it assigned the GPU to none.
+    pub pods: Option<std::sync::Arc<Vec<crate::attribution::PodContainer>>>,
 }
 
 impl Sample {
@@ -262,6 +265,7 @@ impl Sample {
             clk_reasons: None,
             values: [None; Metric::COUNT],
             processes: None,
+            pods: None,
         }
     }
 
@@ -283,6 +287,7 @@ impl Sample {
     pub fn is_empty(&self) -> bool {
         self.clk_reasons.is_none()
             && self.processes.is_none()
+            && self.pods.is_none()
             && self.values.iter().all(Option::is_none)
     }
 

@@ -205,6 +205,8 @@ pub struct WindowStats {
     pub stale_gpm: u32,
     /// The processes holding the GPU, as last listed in the window.
     pub processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
+    /// The Kubernetes containers the GPU is assigned to, as last listed in the window.
+    pub pods: Option<std::sync::Arc<Vec<crate::attribution::PodContainer>>>,
 }
 
 impl WindowStats {
@@ -261,6 +263,7 @@ struct Accumulator {
     thinned: [Thinned<f64>; ROBUST_METRICS.len()],
     stale_gpm: u32,
     processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
+    pods: Option<std::sync::Arc<Vec<crate::attribution::PodContainer>>>,
 }
 
 impl Accumulator {
@@ -281,6 +284,7 @@ impl Accumulator {
             thinned: std::array::from_fn(|_| Thinned::new(ROBUST_CAPACITY)),
             stale_gpm: 0,
             processes: None,
+            pods: None,
         }
     }
 
@@ -338,6 +342,9 @@ impl Accumulator {
         }
         if s.processes.is_some() {
             self.processes.clone_from(&s.processes);
+        }
+        if s.pods.is_some() {
+            self.pods.clone_from(&s.pods);
         }
     }
 }
@@ -459,6 +466,7 @@ impl GpuWindower {
             robust: acc.thinned.each_ref().map(|t| Robust::of(t.values())),
             stale_gpm: acc.stale_gpm,
             processes: acc.processes,
+            pods: acc.pods,
         })
     }
 

@@ -90,14 +90,21 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
         args.seconds
     );
     let mut report = HumanReport::default();
-    live::run_ticks(&mut source, Some(run_for), &mut shutdown, |samples| {
-        for sample in &samples {
-            for r in pipeline.push(sample)? {
-                report.add(r);
+    let attributor = live::attributor(&args.sampling, &source);
+    live::run_ticks(
+        &mut source,
+        attributor,
+        Some(run_for),
+        &mut shutdown,
+        |samples| {
+            for sample in &samples {
+                for r in pipeline.push(sample)? {
+                    report.add(r);
+                }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     for r in pipeline.finish() {
         report.add(r);
     }

@@ -4,6 +4,10 @@
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use gpuslack_receiver::attribution::kubelet::{self, GpuIds, PodWatcher};
 use gpuslack_receiver::attribution::procfs::Procfs;
 use gpuslack_receiver::attribution::Attributor;
 use gpuslack_receiver::source::live::nvml::{NvmlBackend, NvmlDevice, OpenError};
@@ -24,6 +28,10 @@ pub struct SamplingArgs {
     /// own fields alone.
     #[arg(long)]
     pub no_gpm: bool,
+    /// The kubelet's PodResources socket, which names the pod and container each GPU is
+    /// assigned to. Where it does not exist (not a Kubernetes node), pods are not looked up.
+    #[arg(long, value_name = "PATH", default_value = kubelet::DEFAULT_SOCKET)]
+    pub kubelet_socket: PathBuf,
 }
 
 /// How to sample: the cadence, and whether GPM is read.
@@ -46,6 +54,28 @@ impl SamplingArgs {
             no_gpm: self.no_gpm,
         })
     }
+}
+
+/// Who holds each GPU, from the host: executable, user, CPU use, container, job, and the pods
+/// the kubelet assigned each GPU to where a kubelet answers on `--kubelet-socket`.
+pub fn attributor(args: &SamplingArgs, source: &LiveSource<NvmlDevice>) -> Attributor {
+    let attributor = Attributor::new(Procfs::system());
+    let Some(watcher) = PodWatcher::start(&args.kubelet_socket) else {
+        return attributor;
+    };
+    let gpus: HashMap<u32, GpuIds> = source
+        .facts()
+        .into_iter()
+        .map(|(gpu, f)| {
+            let ids = GpuIds {
+                uuid: f.uuid,
+                minor_number: f.minor_number,
+                index: f.mig_parent.is_none().then_some(gpu),
+            };
+            (gpu, ids)
+        })
+        .collect();
+    attributor.with_pods(watcher, gpus)
 }
 
 pub fn open(sampling: Sampling) -> Result<LiveSource<NvmlDevice>, OpenError> {
@@ -83,13 +113,19 @@ pub fn unix_now() -> f64 {
 /// grid so they do not drift; a tick that falls behind is skipped, never run in a burst.
 pub fn run_ticks(
     source: &mut LiveSource<NvmlDevice>,
+    attributor: Attributor,
     run_for: Option<Duration>,
     shutdown: &mut Shutdown,
     mut on_samples: impl FnMut(Vec<Sample>) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
-    run_ticks_until(source, run_for, shutdown, OnSignal::Stop, |samples| {
-        on_samples(samples).map(|()| ControlFlow::Continue(()))
-    })
+    run_ticks_until(
+        source,
+        attributor,
+        run_for,
+        shutdown,
+        OnSignal::Stop,
+        |samples| on_samples(samples).map(|()| ControlFlow::Continue(())),
+    )
 }
 
 /// What a stop signal does to the tick loop.
@@ -104,6 +140,7 @@ pub enum OnSignal {
 /// rather than end it.
 pub fn run_ticks_until(
     source: &mut LiveSource<NvmlDevice>,
+    mut attributor: Attributor,
     run_for: Option<Duration>,
     shutdown: &mut Shutdown,
     on_signal: OnSignal,
@@ -122,8 +159,6 @@ pub fn run_ticks_until(
     let mut next = start;
     let mut ticks = 0;
     let mut all_lost_said = false;
-    // Who holds each GPU, from the host: executable, user, CPU use, container, job.
-    let mut attributor = Attributor::new(Procfs::system());
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d)
             || (shutdown.requested() && stops(shutdown))

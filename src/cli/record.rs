@@ -68,7 +68,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let mut rows = 0u64;
-    let ticks = live::run_ticks(&mut source, run_for, &mut shutdown, |samples| {
+    let attributor = live::attributor(&args.sampling, &source);
+    let ticks = live::run_ticks(&mut source, attributor, run_for, &mut shutdown, |samples| {
         for s in &samples {
             writer.write(s)?;
             rows += 1;

@@ -393,15 +393,22 @@ fn live_loop(
         }
         Ok(())
     };
-    let ticks = live::run_ticks(&mut source, timing.run_for, shutdown, |samples| {
-        feed(&mut pipeline, &samples)?;
-        watch();
-        if before.is_none() {
-            before = live::resource_usage();
-            started = Instant::now();
-        }
-        Ok(())
-    })?;
+    let attributor = live::attributor(&args.sampling, &source);
+    let ticks = live::run_ticks(
+        &mut source,
+        attributor,
+        timing.run_for,
+        shutdown,
+        |samples| {
+            feed(&mut pipeline, &samples)?;
+            watch();
+            if before.is_none() {
+                before = live::resource_usage();
+                started = Instant::now();
+            }
+            Ok(())
+        },
+    )?;
     for r in pipeline.finish() {
         publisher.publish(&r, pipeline.diagnoser().facts(r.stats.gpu));
     }

@@ -63,8 +63,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let mut last_tree = started;
     let mut exited = None;
+    let attributor = live::attributor(&args.sampling, &source);
     live::run_ticks_until(
         &mut source,
+        attributor,
         None,
         &mut shutdown,
         live::OnSignal::ForwardTo(pid),

@@ -234,3 +234,30 @@ pub fn prometheus_query(port: u16, query: &str) -> serde_json::Value {
         .expect("curl");
     serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
 }
+
+/// The tests' kubelet PodResources server (tests/support/podresources_server.py, grpcio, the
+/// kubelet's v1 proto) on a Unix socket in `dir`, answering with `pods` (a
+/// ListPodResourcesResponse in the proto's JSON form); returns (server, socket, calls file).
+pub fn start_podresources(dir: &Path, pods: &Value) -> (Server, PathBuf, PathBuf) {
+    let socket = dir.join("kubelet.sock");
+    let pods_file = dir.join("pods.json");
+    let calls = dir.join("kubelet-calls.jsonl");
+    std::fs::write(&pods_file, pods.to_string()).expect("pods file");
+    let child = Command::new(tool("GPUSLACK_PYTHON"))
+        .arg(repo("tests/support/podresources_server.py"))
+        .args([&socket, &pods_file, &calls])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("PodResources server starts");
+    let server = Server(child);
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the PodResources server never made {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (server, socket, calls)
+}

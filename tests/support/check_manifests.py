@@ -59,7 +59,12 @@ ports = {p.get("name"): p for p in c.get("ports", [])}
 need(ports.get("metrics", {}).get("containerPort") == 9464, "the metrics port 9464")
 for probe in ["livenessProbe", "readinessProbe"]:
     need(c.get(probe, {}).get("httpGet", {}).get("path") == "/healthz", f"{probe} on /healthz")
-need(pod.get("securityContext", {}).get("runAsNonRoot") is True, "runAsNonRoot")
+# Root only as the owner of the kubelet's socket: every capability dropped, else non-root.
+caps = c.get("securityContext", {}).get("capabilities", {})
+need(caps.get("drop") == ["ALL"] and not caps.get("add"), "every capability dropped")
+uid = pod.get("securityContext", {}).get("runAsUser")
+need(pod.get("securityContext", {}).get("runAsNonRoot") is True or (uid == 0 and pr is not None),
+     "non-root, or uid 0 for the PodResources socket alone")
 need(c.get("securityContext", {}).get("allowPrivilegeEscalation") is False, "no privilege escalation")
 need("limits" in c.get("resources", {}), "resource limits")
 need(any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", [])), "tolerates the GPU taint")

@@ -1,22 +1,33 @@
 //! Whose GPU: the processes holding each GPU (from NVML: PID, GPU memory, share of SM time),
 //! enriched from the host (executable, user, CPU use and the busiest thread's, container, pod
-//! UID, Slurm job, process group), and the job they form. A transform between the live source
-//! and the pipeline; a recorded trace carries the result in its `processes` column.
+//! UID, Slurm job, process group), the Kubernetes containers the kubelet assigned the GPU to,
+//! and the job they form. A transform between the live source and the pipeline; a recorded
+//! trace carries the result in its `processes` and `pods` columns.
 //!
 //! One job is the processes sharing a set of GPUs: GPUs whose processes share a Kubernetes pod,
 //! a Slurm job, a container or a process group (a launcher's ranks: `torchrun`, `mpirun`) are
 //! one job, and the rules across GPUs judge a job's GPUs together.
 
 pub mod cgroup;
+pub mod kubelet;
 pub mod procfs;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::sample::Sample;
+use kubelet::{GpuIds, PodWatcher};
 use procfs::{CpuMeter, Procfs};
+
+/// A Kubernetes container the kubelet assigned a GPU to (PodResources).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodContainer {
+    pub pod: String,
+    pub namespace: String,
+    pub container: String,
+}
 
 /// One process holding one GPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -82,6 +93,27 @@ pub struct Owner {
     pub pod_uid: Option<String>,
 }
 
+/// The pod a GPU is assigned to, when the kubelet assigned it to one pod: with the container,
+/// when to one container of it. Under time-slicing several pods share a GPU, and none owns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodOwner<'a> {
+    pub pod: &'a str,
+    pub namespace: &'a str,
+    pub container: Option<&'a str>,
+}
+
+pub fn pod_owner_of(pods: &[PodContainer]) -> Option<PodOwner<'_>> {
+    let first = pods.first()?;
+    let one_pod = pods
+        .iter()
+        .all(|p| p.pod == first.pod && p.namespace == first.namespace);
+    one_pod.then(|| PodOwner {
+        pod: &first.pod,
+        namespace: &first.namespace,
+        container: (pods.len() == 1).then_some(first.container.as_str()),
+    })
+}
+
 pub fn owner_of(processes: &[GpuProcess]) -> Option<Owner> {
     let first = processes.first()?;
     let all = |f: &dyn Fn(&GpuProcess) -> Option<String>| {
@@ -116,11 +148,13 @@ pub fn descendants(parents: &std::collections::HashMap<u32, u32>, root: u32) -> 
     }
 }
 
-/// Fills in what the host knows of each sample's processes.
+/// Fills in what the host knows of each sample's processes, and which pods the kubelet
+/// assigned its GPU to, at the process list's cadence (once a second).
 #[derive(Debug)]
 pub struct Attributor {
     procfs: Procfs,
     cpu: CpuMeter,
+    pods: Option<(PodWatcher, HashMap<u32, GpuIds>)>,
 }
 
 impl Attributor {
@@ -128,13 +162,26 @@ impl Attributor {
         Attributor {
             procfs,
             cpu: CpuMeter::default(),
+            pods: None,
         }
+    }
+
+    /// Names the pods holding each GPU, by the identifiers the device plugin knows it by.
+    pub fn with_pods(mut self, watcher: PodWatcher, gpus: HashMap<u32, GpuIds>) -> Self {
+        self.pods = Some((watcher, gpus));
+        self
     }
 
     pub fn enrich(&mut self, sample: &mut Sample) {
         let Some(processes) = sample.processes.as_ref() else {
             return;
         };
+        if let Some((watcher, gpus)) = &self.pods {
+            sample.pods = watcher
+                .current()
+                .zip(gpus.get(&sample.gpu))
+                .map(|(map, ids)| Arc::new(map.holders(ids)));
+        }
         let t = sample.t;
         let enriched: Vec<GpuProcess> = processes
             .iter()
@@ -209,6 +256,33 @@ mod tests {
         );
         b.container_id = Some("c2".into());
         assert_eq!(owner_of(&[a, b]).and_then(|o| o.container_id), None);
+    }
+
+    #[test]
+    fn a_gpu_assigned_to_one_pod_is_owned_by_it_and_a_shared_one_by_none() {
+        let c = |pod: &str, container: &str| PodContainer {
+            pod: pod.into(),
+            namespace: "ml".into(),
+            container: container.into(),
+        };
+        let one = [c("trainer-0", "trainer")];
+        assert_eq!(
+            pod_owner_of(&one),
+            Some(PodOwner {
+                pod: "trainer-0",
+                namespace: "ml",
+                container: Some("trainer")
+            })
+        );
+        // Two containers of one pod: the pod, no container.
+        let two = [c("trainer-0", "trainer"), c("trainer-0", "profiler")];
+        assert_eq!(
+            pod_owner_of(&two).map(|o| (o.pod, o.container)),
+            Some(("trainer-0", None))
+        );
+        // Time-slicing: two pods on one GPU.
+        assert_eq!(pod_owner_of(&[c("a", "x"), c("b", "x")]), None);
+        assert_eq!(pod_owner_of(&[]), None);
     }
 
     #[test]

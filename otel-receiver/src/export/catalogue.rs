@@ -7,7 +7,7 @@
 
 use super::delivery::Counts;
 use super::state::{GpuView, COUNTED_ERRORS};
-use crate::attribution::{owner_of, GpuProcess};
+use crate::attribution::{owner_of, pod_owner_of, GpuProcess};
 use crate::diagnosis::{Class, WindowReport};
 use crate::sample::Metric;
 
@@ -412,7 +412,8 @@ fn identity_attributes(view: &GpuView) -> Attributes {
 }
 
 /// Whoever owns the GPU in a window, by the semantic conventions' names: the process holding it
-/// alone, the container or pod all its processes share, and the job. Empty when nobody does.
+/// alone, the container or pod all its processes share, the pod (and container) the kubelet
+/// assigned it to, and the job. Empty when nobody does.
 pub fn owner_attributes(report: &WindowReport) -> Attributes {
     let mut attrs = Vec::new();
     if let Some(owner) = report.stats.processes.as_deref().and_then(|p| owner_of(p)) {
@@ -427,6 +428,13 @@ pub fn owner_attributes(report: &WindowReport) -> Attributes {
         }
         if let Some(uid) = owner.pod_uid {
             attrs.push(("k8s.pod.uid", uid));
+        }
+    }
+    if let Some(pod) = report.stats.pods.as_deref().and_then(|p| pod_owner_of(p)) {
+        attrs.push(("k8s.pod.name", pod.pod.to_string()));
+        attrs.push(("k8s.namespace.name", pod.namespace.to_string()));
+        if let Some(container) = pod.container {
+            attrs.push(("k8s.container.name", container.to_string()));
         }
     }
     if let Some(job) = &report.job {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::attribution::GpuProcess;
+use crate::attribution::{GpuProcess, PodContainer};
 use crate::diagnosis::{round3, Evidence, WindowReport};
 use crate::window::PowerSource;
 
@@ -50,6 +50,8 @@ pub struct WindowRecord<'a> {
     pub job: Option<&'a str>,
     /// The processes last seen holding the GPU in this window.
     pub processes: Option<&'a [GpuProcess]>,
+    /// The Kubernetes containers the kubelet assigned the GPU to; null without a kubelet.
+    pub pods: Option<&'a [PodContainer]>,
     pub mem_used_bytes: Option<f64>,
     pub samples: u32,
     pub rule: &'static str,
@@ -105,6 +107,7 @@ impl<'a> WindowRecord<'a> {
             nprocs: s.nprocs,
             job: r.job.as_deref(),
             processes: r.stats.processes.as_deref().map(Vec::as_slice),
+            pods: r.stats.pods.as_deref().map(Vec::as_slice),
             mem_used_bytes: s.mem_used_bytes.map(f64::round),
             samples: r.stats.samples,
             rule: r.rule,

@@ -139,6 +139,9 @@ struct FactsEntry {
     /// Set on a MIG instance: the index of its GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mig_parent_gpu: Option<u32>,
+    /// `/dev/nvidiaN`'s N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    minor_number: Option<u32>,
 }
 
 /// A value that is a number within `range`, for the plausibility checks.
@@ -207,6 +210,7 @@ impl FactsEntry {
             power_limit_max_w: self.power_limit_max_mw.map(|mw| mw / 1000.0),
             temp_slowdown_c: self.temp_slowdown_c,
             mem_total_bytes: self.mem_total,
+            minor_number: self.minor_number,
             mig_parent: self.mig_parent_gpu,
         }
     }
@@ -223,6 +227,7 @@ impl FactsEntry {
             temp_slowdown_c: f.temp_slowdown_c,
             mem_total: f.mem_total_bytes,
             mig_parent_gpu: f.mig_parent,
+            minor_number: f.minor_number,
         }
     }
 }
@@ -255,6 +260,7 @@ mod tests {
             power_limit_max_w: Some(700.0),
             temp_slowdown_c: Some(89.0),
             mem_total_bytes: Some(150754820096.0),
+            minor_number: Some(uuid.len() as u32),
             mig_parent: None,
         };
         let facts = TraceFacts {

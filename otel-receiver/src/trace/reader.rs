@@ -41,6 +41,7 @@ enum Column {
     Gpu,
     ClkReasons,
     Processes,
+    Pods,
     Metric(Metric),
     Ignored,
 }
@@ -99,6 +100,7 @@ impl<R: Read> TraceReader<R> {
                 "gpu" => Column::Gpu,
                 "clk_reasons" => Column::ClkReasons,
                 "processes" => Column::Processes,
+                "pods" => Column::Pods,
                 other => Metric::from_column(other).map_or(Column::Ignored, Column::Metric),
             });
         }
@@ -176,6 +178,11 @@ impl<R: Read> TraceReader<R> {
                     let list = serde_json::from_str(cell)
                         .map_err(|_| self.bad("processes", cell, "not a JSON list of processes"))?;
                     sample.processes = Some(std::sync::Arc::new(list));
+                }
+                Column::Pods => {
+                    let list = serde_json::from_str(cell)
+                        .map_err(|_| self.bad("pods", cell, "not a JSON list of pod containers"))?;
+                    sample.pods = Some(std::sync::Arc::new(list));
                 }
                 Column::Metric(metric) => {
                     let v = parse_number(cell)

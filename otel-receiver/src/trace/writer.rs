@@ -16,7 +16,7 @@ impl<W: Write> TraceWriter<W> {
             header.push(',');
             header.push_str(metric.column());
         }
-        header.push_str(",processes");
+        header.push_str(",processes,pods");
         header.push('\n');
         out.write_all(header.as_bytes())?;
         Ok(TraceWriter {
@@ -41,11 +41,11 @@ impl<W: Write> TraceWriter<W> {
         }
         self.line.push(',');
         if let Some(list) = &sample.processes {
-            // JSON in one CSV cell: quoted, its quotes doubled.
-            let json = serde_json::to_string(list.as_slice()).unwrap_or_else(|_| "[]".into());
-            self.line.push('"');
-            self.line.push_str(&json.replace('"', "\"\""));
-            self.line.push('"');
+            push_json(&mut self.line, list.as_slice());
+        }
+        self.line.push(',');
+        if let Some(list) = &sample.pods {
+            push_json(&mut self.line, list.as_slice());
         }
         self.line.push('\n');
         self.out.write_all(self.line.as_bytes())
@@ -58,6 +58,14 @@ impl<W: Write> TraceWriter<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
+}
+
+/// A list as JSON in one CSV cell: quoted, its quotes doubled.
+fn push_json<T: serde::Serialize>(line: &mut String, list: &[T]) {
+    let json = serde_json::to_string(list).unwrap_or_else(|_| "[]".into());
+    line.push('"');
+    line.push_str(&json.replace('"', "\"\""));
+    line.push('"');
 }
 
 #[cfg(test)]
@@ -80,6 +88,13 @@ mod tests {
             sm_pct: Some(87.0),
             ..Default::default()
         }]));
+        b.pods = Some(std::sync::Arc::new(vec![
+            crate::attribution::PodContainer {
+                pod: "trainer-0".into(),
+                namespace: "ml".into(),
+                container: "trainer".into(),
+            },
+        ]));
         let mut writer = TraceWriter::new(Vec::new()).expect("header");
         writer.write(&a).expect("row");
         writer.write(&b).expect("row");

@@ -449,6 +449,7 @@ impl DeviceReader for NvmlDevice {
                 .ok()
                 .map(f64::from),
             mem_total_bytes: d.memory_info().ok().map(|m| m.total as f64),
+            minor_number: d.minor_number().ok(),
             mig_parent: None,
         }
     }
