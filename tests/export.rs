@@ -756,6 +756,29 @@ fn processes_and_their_owner_reach_the_collector() {
     let gpu1 = attrs_of("1");
     assert!(gpu1.get("process.pid").is_none(), "{gpu1}");
     assert!(gpu1.get("k8s.pod.name").is_none(), "{gpu1}");
+    // The verdict-change records name whose GPU changed: in the collector and in the log.
+    let records = read_collected(&collected, true);
+    let change = records
+        .iter()
+        .find(|r| r["signal"] == "log" && r["attributes"]["gpuslack.gpu.index"] == "0")
+        .expect("a verdict change of GPU 0 reached the collector");
+    assert_eq!(
+        change["attributes"]["k8s.pod.name"], "trainer-0",
+        "{change}"
+    );
+    assert_eq!(
+        change["attributes"]["gpuslack.job.id"],
+        "container:3f4c2e1b9a8d"
+    );
+    let log = String::from_utf8_lossy(&run.stderr);
+    let line = log
+        .lines()
+        .find(|l| l.contains("diagnosis changed") && l.contains("gpu=0"))
+        .unwrap_or_else(|| panic!("no change of GPU 0 logged: {log}"));
+    assert!(
+        line.contains("job=\"container:3f4c2e1b9a8d\" pod=\"ml/trainer-0\""),
+        "{line}"
+    );
     assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000");
     // Per-process series, bounded: --process-series 1 keeps GPU 1's busiest process only.
     let sm = points_of(&records, "gpuslack.process.sm.activity");

@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use gpuslack_receiver::attribution::pod_owner_of;
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::export::delivery::Delivery;
 use gpuslack_receiver::export::otlp::OtlpExport;
@@ -131,10 +132,19 @@ impl Publisher {
         };
         let Some(change) = change else { return };
         let evidence: Vec<&str> = report.evidence.iter().map(|e| e.text.as_str()).collect();
+        // Whose GPU: the job, and the pod the kubelet assigned it to.
+        let pod = report
+            .stats
+            .pods
+            .as_deref()
+            .and_then(|p| pod_owner_of(p))
+            .map(|o| format!("{}/{}", o.namespace, o.pod));
         tracing::info!(
             gpu = change.gpu,
             class = change.to.as_str(),
             previous = change.from.map(|c| c.as_str()),
+            job = report.job.as_deref(),
+            pod = pod.as_deref(),
             power_w = report.signals.power_w,
             sm_active = report.signals.sm_pct.map(|p| p / 100.0),
             efficiency = report.efficiency,
