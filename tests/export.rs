@@ -756,6 +756,16 @@ fn processes_and_their_owner_reach_the_collector() {
     let gpu1 = attrs_of("1");
     assert!(gpu1.get("process.pid").is_none(), "{gpu1}");
     assert!(gpu1.get("k8s.pod.name").is_none(), "{gpu1}");
+    // Each container the GPU is assigned to has its assignment series: GPU 1's two pods too.
+    let assigned = |gpu: &str| -> std::collections::BTreeSet<String> {
+        points_of(&records, "gpuslack.gpu.assignment")
+            .iter()
+            .filter(|(_, p)| p["attributes"]["gpuslack.gpu.index"] == gpu && p["value"] == 1.0)
+            .filter_map(|(_, p)| p["attributes"]["k8s.pod.name"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(assigned("0"), ["trainer-0"].map(String::from).into());
+    assert_eq!(assigned("1"), ["nb-a", "nb-b"].map(String::from).into());
     // The verdict-change records name whose GPU changed: in the collector and in the log.
     let records = read_collected(&collected, true);
     let change = records
@@ -855,6 +865,14 @@ fn processes_and_their_owner_reach_the_collector() {
             "process_pid=\"4242\",process_executable_name=\"python\",process_owner=\"alice\"} 0.87"
         ),
         "{text}"
+    );
+    let nb_a = text
+        .lines()
+        .find(|l| l.starts_with("gpuslack_gpu_assignment{") && l.contains("k8s_pod_name=\"nb-a\""))
+        .unwrap_or_else(|| panic!("no assignment series of nb-a: {text}"));
+    assert!(
+        nb_a.ends_with("k8s_namespace_name=\"lab\",k8s_container_name=\"c\"} 1"),
+        "{nb_a}"
     );
 }
 

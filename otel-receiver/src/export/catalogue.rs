@@ -224,7 +224,7 @@ pub const XID_LAST: MetricDef = gauge(
     "Code of the last Xid event since the agent started; 0 for none",
 );
 
-pub const ALL: [MetricDef; 40] = [
+pub const ALL: [MetricDef; 41] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -265,6 +265,7 @@ pub const ALL: [MetricDef; 40] = [
     PROCESS_SM,
     PROCESS_MEMORY,
     PROCESS_CPU,
+    POD_ASSIGNMENT,
 ];
 
 pub const PROCESS_SM: MetricDef = gauge(
@@ -282,6 +283,15 @@ pub const PROCESS_CPU: MetricDef = gauge(
     "1",
     "Host CPU a process holding the GPU uses, 1 = one core (attribute gpuslack.thread: all or busiest)",
 );
+
+pub const POD_ASSIGNMENT: MetricDef = gauge(
+    "gpuslack.gpu.assignment",
+    "{container}",
+    "1 for each Kubernetes container the kubelet assigned the GPU to: several where pods time-slice it",
+);
+
+/// Assignment series kept per GPU: time-slicing hands out replicas by the dozen at most.
+pub const MAX_ASSIGNMENT_SERIES: usize = 32;
 
 /// Per-process series kept per GPU by default: the processes with the largest SM share.
 pub const DEFAULT_TOP_PROCESSES: usize = 5;
@@ -505,6 +515,22 @@ fn process_points(
     }
 }
 
+/// One point per Kubernetes container the GPU is assigned to: where pods share a GPU, no pod
+/// owns its series, and these name each of them.
+fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes)) {
+    let Some(pods) = view.report.stats.pods.as_deref() else {
+        return;
+    };
+    for p in pods.iter().take(MAX_ASSIGNMENT_SERIES) {
+        let attrs = vec![
+            ("k8s.pod.name", p.pod.clone()),
+            ("k8s.namespace.name", p.namespace.clone()),
+            ("k8s.container.name", p.container.clone()),
+        ];
+        push(POD_ASSIGNMENT, Some(1.0), attrs);
+    }
+}
+
 fn share(pct: Option<f64>) -> Option<f64> {
     pct.map(|p| p / 100.0)
 }
@@ -660,6 +686,7 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     );
     push(XID_LAST, view.held(Metric::XidLast), vec![]);
     process_points(view, top, &mut push);
+    assignment_points(view, &mut push);
     counter_points(view, &mut out);
     out
 }
