@@ -43,9 +43,9 @@ sleep 4
 "$bin" run --seconds 14 --prometheus 127.0.0.1:9467 --kubelet-socket "$sock" >/dev/null 2>"$out/agent-pods.log" &
 agent=$!
 sleep 12
-scrape 9467 | grep -E '^(hw_power_watts|gpuslack_diagnosis_class|gpuslack_process_sm_activity_ratio)\{' >>"$report"
+scrape 9467 | grep -E '^(hw_power_watts|gpuslack_gpu_assignment|gpuslack_process_sm_activity_ratio)\{' >>"$report"
 wait "$agent"; echo "agent exit $?" >>"$report"
-grep -i kubelet "$out/agent-pods.log" >>"$report"
+grep -iE "kubelet|diagnosis changed" "$out/agent-pods.log" | cut -c1-330 >>"$report"
 
 echo "== 2. record, the GPU named nvidia$minor (GKE)" >>"$report"
 sock2=/tmp/kubelet-minor.sock
