@@ -734,7 +734,7 @@ fn processes_and_their_owner_reach_the_collector() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let records = read_collected(&collected, false);
+    let records = read_collected(&collected, true);
     let power = points_of(&records, "hw.power");
     let attrs_of = |gpu: &str| {
         power
@@ -756,6 +756,7 @@ fn processes_and_their_owner_reach_the_collector() {
     let gpu1 = attrs_of("1");
     assert!(gpu1.get("process.pid").is_none(), "{gpu1}");
     assert!(gpu1.get("k8s.pod.name").is_none(), "{gpu1}");
+    assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000");
     // Each container the GPU is assigned to has its assignment series: GPU 1's two pods too.
     let assigned = |gpu: &str| -> std::collections::BTreeSet<String> {
         points_of(&records, "gpuslack.gpu.assignment")
@@ -767,7 +768,6 @@ fn processes_and_their_owner_reach_the_collector() {
     assert_eq!(assigned("0"), ["trainer-0"].map(String::from).into());
     assert_eq!(assigned("1"), ["nb-a", "nb-b"].map(String::from).into());
     // The verdict-change records name whose GPU changed: in the collector and in the log.
-    let records = read_collected(&collected, true);
     let change = records
         .iter()
         .find(|r| r["signal"] == "log" && r["attributes"]["gpuslack.gpu.index"] == "0")
@@ -789,7 +789,6 @@ fn processes_and_their_owner_reach_the_collector() {
         line.contains("job=\"container:3f4c2e1b9a8d\" pod=\"ml/trainer-0\""),
         "{line}"
     );
-    assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000");
     // Per-process series, bounded: --process-series 1 keeps GPU 1's busiest process only.
     let sm = points_of(&records, "gpuslack.process.sm.activity");
     let pids: std::collections::BTreeSet<String> = sm

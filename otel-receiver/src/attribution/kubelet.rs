@@ -287,7 +287,8 @@ impl PodWatcher {
         (at.elapsed() < STALE_AFTER).then(|| map.clone())
     }
 
-    /// Waits up to `limit` for a first answer (for tests and a command's first window).
+    /// Waits up to `limit` for the first answer: what a caller that needs pods at once (the
+    /// tests) waits on; the sampling loop never waits, and names pods from the answer on.
     pub fn wait_for_answer(&self, limit: Duration) -> Option<Arc<PodMap>> {
         let deadline = Instant::now() + limit;
         let (lock, wake) = &*self.shared;
