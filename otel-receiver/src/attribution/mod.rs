@@ -186,7 +186,8 @@ impl Attributor {
         let enriched: Vec<GpuProcess> = processes
             .iter()
             .map(|p| {
-                let Some(host) = self.procfs.process(p.pid) else {
+                let threads = self.cpu.threads_due(p.pid, t);
+                let Some(host) = self.procfs.process(p.pid, threads) else {
                     // Gone already, or in another PID namespace: what NVML said stays.
                     return p.clone();
                 };

@@ -1,6 +1,6 @@
 //! What the host knows of a process holding a GPU, from `/proc` (any root, so that tests read
-//! recorded samples): its executable, user, process group, CPU time and its busiest thread's,
-//! and its cgroup. CPU use is a rate, so [`CpuMeter`] keeps the last reading of each process.
+//! recorded samples): its executable, user, process group, CPU time and each thread's, and its
+//! cgroup. CPU use is a rate, so [`CpuMeter`] keeps the last reading of each process.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,8 +20,9 @@ pub struct HostProcess {
     pub pgid: u32,
     /// user + system CPU time (s), all threads.
     pub cpu_s: f64,
-    /// The busiest thread's CPU time (s).
-    pub busiest_thread_cpu_s: f64,
+    /// Each thread's CPU time (s) by thread ID, where the threads were read: a PyTorch process
+    /// has dozens, and reading them all is most of what attribution costs.
+    pub threads: Option<HashMap<u32, f64>>,
     pub owner: CgroupOwner,
 }
 
@@ -87,8 +88,9 @@ impl Procfs {
         std::fs::read_to_string(self.root.join(pid.to_string()).join(file)).ok()
     }
 
-    /// One reading of `pid`; `None` when it is gone or not visible (another PID namespace).
-    pub fn process(&self, pid: u32) -> Option<HostProcess> {
+    /// One reading of `pid`, its threads too if `with_threads`; `None` when it is gone or not
+    /// visible (another PID namespace).
+    pub fn process(&self, pid: u32, with_threads: bool) -> Option<HostProcess> {
         let (name, ppid, pgid, cpu_s) = parse_stat(&self.read(pid, "stat")?)?;
         let user = self
             .read(pid, "status")
@@ -99,13 +101,7 @@ impl Procfs {
                     .and_then(|p| user_name(p, uid))
                     .or(Some(uid.to_string()))
             });
-        let busiest_thread_cpu_s = std::fs::read_dir(self.root.join(pid.to_string()).join("task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-            .filter_map(|s| parse_stat(&s).map(|(_, _, _, cpu)| cpu))
-            .fold(0.0, f64::max);
+        let threads = with_threads.then(|| self.threads(pid));
         Some(HostProcess {
             pid,
             name,
@@ -113,12 +109,26 @@ impl Procfs {
             ppid,
             pgid,
             cpu_s,
-            busiest_thread_cpu_s,
+            threads,
             owner: self
                 .read(pid, "cgroup")
                 .map(|c| cgroup::parse(&c))
                 .unwrap_or_default(),
         })
+    }
+
+    /// Each thread's CPU time (s), by thread ID.
+    fn threads(&self, pid: u32) -> HashMap<u32, f64> {
+        std::fs::read_dir(self.root.join(pid.to_string()).join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| {
+                let tid = t.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                parse_stat(&stat).map(|(_, _, _, cpu)| (tid, cpu))
+            })
+            .collect()
     }
 
     /// The parent of every visible process, for walking a process tree.
@@ -136,34 +146,72 @@ impl Procfs {
     }
 }
 
+/// How often a process's threads are read: each read costs ~10 µs a thread (a PyTorch
+/// process has 30–70), every second on every GPU of a node more than the rest of attribution;
+/// a thread pegged by the driver stays pegged for longer than this.
+pub const THREADS_EVERY_S: f64 = 5.0;
+
 /// CPU use as a share of one core (100% = one core busy), from two readings of a process.
 #[derive(Debug, Default)]
 pub struct CpuMeter {
-    last: HashMap<u32, (f64, f64, f64)>,
+    last: HashMap<u32, Last>,
+}
+
+/// The last reading of one process: its CPU time, and its threads' with the rate they gave.
+#[derive(Debug)]
+struct Last {
+    t: f64,
+    cpu_s: f64,
+    threads: Option<(f64, HashMap<u32, f64>)>,
+    thread_pct: Option<f64>,
 }
 
 impl CpuMeter {
+    /// Whether `pid`'s threads are due to be read at `t` (s): the first time, then every
+    /// [`THREADS_EVERY_S`].
+    pub fn threads_due(&self, pid: u32, t: f64) -> bool {
+        match self.last.get(&pid).and_then(|l| l.threads.as_ref()) {
+            Some((t0, _)) => t - t0 >= THREADS_EVERY_S,
+            None => true,
+        }
+    }
+
     /// (process %, busiest thread %) since the last reading of `p` at `t` (s); `None` the first
-    /// time a process is seen.
+    /// time a process is seen. The busiest thread is the one whose own CPU time grew most
+    /// between the last two readings of the threads, and stays so until the next.
     pub fn rate(&mut self, p: &HostProcess, t: f64) -> (Option<f64>, Option<f64>) {
-        let out = match self.last.get(&p.pid) {
-            Some(&(t0, cpu0, thread0)) if t > t0 => {
-                let dt = t - t0;
-                (
-                    Some((100.0 * (p.cpu_s - cpu0) / dt).max(0.0)),
-                    Some((100.0 * (p.busiest_thread_cpu_s - thread0) / dt).clamp(0.0, 100.0)),
-                )
+        let last = self.last.get(&p.pid);
+        let cpu_pct = last
+            .filter(|l| t > l.t)
+            .map(|l| (100.0 * (p.cpu_s - l.cpu_s) / (t - l.t)).max(0.0));
+        let before = last.and_then(|l| l.threads.as_ref());
+        let (threads, thread_pct) = match (&p.threads, before) {
+            (Some(now), Some((t0, then))) if t > *t0 => {
+                let busiest = now
+                    .iter()
+                    .filter_map(|(tid, cpu)| then.get(tid).map(|cpu0| cpu - cpu0))
+                    .fold(0.0, f64::max);
+                let pct = (100.0 * busiest / (t - t0)).clamp(0.0, 100.0);
+                (Some((t, now.clone())), Some(pct))
             }
-            _ => (None, None),
+            (Some(now), _) => (Some((t, now.clone())), None),
+            (None, _) => (before.cloned(), last.and_then(|l| l.thread_pct)),
         };
-        self.last
-            .insert(p.pid, (t, p.cpu_s, p.busiest_thread_cpu_s));
-        out
+        self.last.insert(
+            p.pid,
+            Last {
+                t,
+                cpu_s: p.cpu_s,
+                threads,
+                thread_pct,
+            },
+        );
+        (cpu_pct, thread_pct)
     }
 
     /// Forgets processes not seen since `before` (s): the map stays the size of the GPUs' users.
     pub fn forget_before(&mut self, before: f64) {
-        self.last.retain(|_, (t, _, _)| *t >= before);
+        self.last.retain(|_, l| l.t >= before);
     }
 }
 
@@ -216,23 +264,35 @@ mod tests {
         let passwd = root.join("passwd");
         std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").expect("passwd");
         let procfs = Procfs::new(&root, &passwd);
-        let p = procfs.process(4242).expect("the process");
+        let p = procfs.process(4242, true).expect("the process");
         assert_eq!(p.user.as_deref(), Some("root"));
         assert_eq!(p.owner.slurm_job.as_deref(), Some("77"));
-        assert!((p.busiest_thread_cpu_s - 91.0).abs() < 1e-9);
+        assert_eq!(p.threads, Some(HashMap::from([(4242, 91.0), (4250, 30.2)])));
+        assert_eq!(procfs.process(4242, false).and_then(|p| p.threads), None);
         assert_eq!(procfs.parents().get(&4242), Some(&4100));
         let mut meter = CpuMeter::default();
+        assert!(meter.threads_due(4242, 10.0));
         assert_eq!(meter.rate(&p, 10.0), (None, None));
-        let later = HostProcess {
-            cpu_s: p.cpu_s + 1.5,
-            busiest_thread_cpu_s: p.busiest_thread_cpu_s + 0.99,
+        assert!(!meter.threads_due(4242, 11.0));
+        // A second later, threads not read: the process's rate, no thread's yet.
+        let later = |cpu: f64, threads: Option<[(u32, f64); 2]>| HostProcess {
+            cpu_s: p.cpu_s + cpu,
+            threads: threads.map(HashMap::from),
             ..p.clone()
         };
-        let (cpu, thread) = meter.rate(&later, 11.0);
+        let (cpu, thread) = meter.rate(&later(1.5, None), 11.0);
         assert!((cpu.expect("rate") - 150.0).abs() < 1e-6);
-        assert!((thread.expect("rate") - 99.0).abs() < 1e-6);
+        assert_eq!(thread, None);
+        // At 15 s the threads are read again: 4250, with less CPU time in all, was the one
+        // pegged (4.95 s of 5), not 4242, whose larger total is history.
+        assert!(meter.threads_due(4242, 15.0));
+        let (_, thread) = meter.rate(&later(5.0, Some([(4242, 91.05), (4250, 35.15)])), 15.0);
+        assert!((thread.expect("rate") - 99.0).abs() < 1e-6, "{thread:?}");
+        // Between thread reads, that rate holds.
+        let (_, thread) = meter.rate(&later(6.0, None), 16.0);
+        assert!((thread.expect("held") - 99.0).abs() < 1e-6);
         meter.forget_before(20.0);
-        assert_eq!(meter.rate(&later, 21.0), (None, None));
+        assert_eq!(meter.rate(&later(7.0, None), 21.0), (None, None));
         let _ = std::fs::remove_dir_all(root);
     }
 }
