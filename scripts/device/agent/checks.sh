@@ -3,13 +3,7 @@
 # two processes on one GPU attributed apart, `diagnose -- python3 train.py`, and the agent's
 # own cost at 10 Hz and 1 Hz. Usage: checks.sh BIN_DIR OUT_DIR (BIN_DIR holds gpuslack,
 # rotel-agent and the libpython3.11 it links).
-set -u
-bin=$1/gpuslack
-out=$2
-here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-scrape() { python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$1$2', timeout=5).read().decode())"; }
+. "$(dirname "$0")/common.sh"
 
 echo "== 1. SIGTERM against a local Rotel" >"$out/sigterm.txt"
 LD_LIBRARY_PATH=$1 "$1/rotel-agent" start --exporter blackhole --otlp-grpc-endpoint 127.0.0.1:4317 \

@@ -2,12 +2,7 @@
 # hw.energy under delta temporality, live: the agent exports to a local Rotel every 2 s for 12 s
 # while a process computes; Rotel's debug log shows each export's hw.energy delta, and the
 # agent's own /metrics the cumulative count from its start. Usage: energy_delta.sh BIN_DIR OUT.
-set -u
-bin=$1/gpuslack
-out=$2
-here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/common.sh"
 LD_LIBRARY_PATH=$1 "$1/rotel-agent" start --exporter blackhole --otlp-grpc-endpoint 127.0.0.1:4317 \
   --otlp-http-endpoint 127.0.0.1:4318 --debug-log metrics --debug-log-verbosity detailed >"$out/rotel.log" 2>&1 &
 rotel=$!

@@ -4,13 +4,7 @@
 # replays, NVLink errors, memory temperature, encoder/decoder use, hw.status. 2. A recording
 # with the health columns while train.py runs (a fixture for the dashboard tests). 3. The same
 # agent as an unprivileged user beside a root process: which reads it loses.
-set -u
-bin=$1/gpuslack
-out=$2
-here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-scrape() { python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$1/metrics', timeout=5).read().decode())"; }
+. "$(dirname "$0")/common.sh"
 health='^(hw_errors_total|hw_status|hw_temperature|hw_gpu_utilization_ratio|gpuslack_ecc|gpuslack_memory_(remap|retire|swing)|gpuslack_xid|gpuslack_diagnosis_(time|energy)|hw_energy|target_info)'
 
 echo "== 1. health metrics, as root" >"$out/health.txt"

@@ -2,12 +2,7 @@
 # The agent's own cost on the device machine: 20 s at 10 Hz and at 1 Hz on an idle GPU, then
 # 20 s at 10 Hz beside a process computing on it (the process list and its SM shares are read
 # only where a process runs). Usage: overhead.sh BIN_DIR OUT_DIR
-set -u
-bin=$1/gpuslack
-out=$2
-here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/common.sh"
 
 echo "== idle GPU, 10 Hz" >"$out/overhead.txt"
 "$bin" run --seconds 20 --usage >>"$out/overhead.txt" 2>&1

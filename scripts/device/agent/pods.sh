@@ -5,14 +5,8 @@
 # computing process, scraped: the pod on GPU 0's series. 2. `record`, with the GPU named as
 # GKE's device plugin names it (nvidiaN): the trace's pods column. 3. The agent unprivileged:
 # the root-owned socket refuses it, said once. 4. No socket: nothing said.
-set -u
-bin=$1/gpuslack
-out=$2
-here=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/common.sh"
 repo=$(cd "$here/../../.." && pwd)
-mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-scrape() { python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$1/metrics', timeout=5).read().decode())"; }
 report="$out/pods.txt"
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)
 minor=$(nvidia-smi -q -i 0 | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}')
