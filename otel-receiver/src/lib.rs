@@ -4,6 +4,7 @@
 //! tested on recorded real traces. See `docs/ARCHITECTURE.md` for the flow of a sample.
 
 pub mod attribution;
+mod causes;
 pub mod device;
 pub mod diagnosis;
 pub mod efficiency;

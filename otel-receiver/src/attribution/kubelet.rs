@@ -75,8 +75,8 @@ pub struct ContainerDevices {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeletError {
-    /// `reason` is the whole chain down to the OS's ("Permission denied": the socket is
-    /// root's), which tonic's own message ("transport error") leaves out.
+    /// `reason` goes down to the OS's ("Permission denied": the socket is root's), which
+    /// tonic's own message ("transport error") leaves out.
     #[error("cannot connect to the kubelet at {socket}: {reason}")]
     Connect { socket: PathBuf, reason: String },
     #[error("the kubelet at {socket} answered List with {code:?}: {message}")]
@@ -105,7 +105,7 @@ pub async fn list(socket: &Path) -> Result<ListPodResourcesResponse, KubeletErro
         .await
         .map_err(|e| KubeletError::Connect {
             socket: socket.to_path_buf(),
-            reason: error_chain(&e),
+            reason: crate::causes::causes(&e),
         })?;
     let status = |s: tonic::Status| KubeletError::Status {
         socket: socket.to_path_buf(),
@@ -124,20 +124,6 @@ pub async fn list(socket: &Path) -> Result<ListPodResourcesResponse, KubeletErro
         .await
         .map_err(status)?;
     Ok(response.into_inner())
-}
-
-/// An error and its sources, outermost first, each once.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = vec![error.to_string()];
-    let mut next = error.source();
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    parts.join(": ")
 }
 
 /// How the device plugin named a GPU in a pod's allocation.

@@ -14,6 +14,7 @@ use http::{HeaderMap, Request, Response};
 use opentelemetry_http::{HttpClient, HttpError};
 
 use super::delivery::{reason, Delivery};
+use crate::causes::causes;
 
 #[derive(Debug)]
 pub struct OtlpHttpClient {
@@ -72,20 +73,6 @@ fn without_userinfo(url: &str) -> String {
         .rsplit_once('@')
         .map_or(authority, |(_, host)| host);
     format!("{scheme}://{host}{path}")
-}
-
-/// The causes below reqwest's "error sending request", joined: what actually went wrong.
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = Vec::new();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        parts.push(cause.to_string());
-        next = cause.source();
-    }
-    if parts.is_empty() {
-        parts.push(e.to_string());
-    }
-    parts.join(": ")
 }
 
 fn classify(e: &HttpError) -> &'static str {
