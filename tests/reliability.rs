@@ -257,6 +257,309 @@ fn whatever_the_collector_does_every_window_is_delivered_or_counted() {
     }
 }
 
+/// A run of the two-GPU fixture at 25× exporting every 100 ms over OTLP/HTTP to `endpoint`,
+/// with `extra` flags; its exit code and stderr.
+fn http_export_run(endpoint: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let fixture = fixture();
+    let mut args = vec![
+        "run",
+        "--replay",
+        &fixture,
+        "--speed",
+        "25",
+        "--otlp-endpoint",
+        endpoint,
+        "--otlp-protocol",
+        "http/protobuf",
+        "--export-interval-ms",
+        "100",
+        "--otlp-timeout-ms",
+        "500",
+    ];
+    args.extend_from_slice(extra);
+    let (code, stderr, _) = finish(spawn(&args), Duration::from_secs(60));
+    (code, stderr)
+}
+
+/// A count of the summary line's, the number before `before`.
+fn summary_count(stderr: &str, before: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("windows produced"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let head = line
+        .split(before)
+        .next()
+        .filter(|h| h.len() < line.len())
+        .unwrap_or_else(|| panic!("no {before:?} in {line}"));
+    head.rsplit(|c: char| !c.is_ascii_digit())
+        .find(|w| !w.is_empty())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no count before {before:?} in {line}"))
+}
+
+#[test]
+fn a_redirect_carries_neither_the_keys_nor_the_data_elsewhere_and_is_not_delivered() {
+    for code in ["302", "307"] {
+        let dir = temp_dir(&format!("redirect-{code}"));
+        // The host the redirect names: it must receive nothing, neither a key nor a GET.
+        let elsewhere = dir.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).expect("dir");
+        let (_target, target_port, target_seen) = faulty(&elsewhere, "status:200");
+        let (_collector, port, asked) = faulty(&dir, &format!("redirect:{code}:{target_port}"));
+        let (exit, stderr) = http_export_run(
+            &format!("http://127.0.0.1:{port}"),
+            &["--otlp-header", "dd-api-key=dd-s3cr3t-key"],
+        );
+        assert!(seen(&asked) > 10, "{code}: the collector was asked");
+        assert_eq!(
+            seen(&target_seen),
+            0,
+            "{code}: the redirect's target was reached"
+        );
+        let (produced, delivered, dropped, pending) = summary(&stderr);
+        assert_eq!(
+            (delivered, dropped, pending),
+            (0, produced, 0),
+            "{code}: {stderr}"
+        );
+        assert!(stderr.contains("points: 0 delivered"), "{code}: {stderr}");
+        assert_eq!(exit, Some(3), "{code}: nothing delivered:\n{stderr}");
+        assert!(stderr.contains("redirected×"), "{code}: {stderr}");
+        assert!(
+            stderr.contains("redirects are not followed"),
+            "{code}: {stderr}"
+        );
+        assert!(!stderr.contains("dd-s3cr3t-key"), "{stderr}");
+    }
+}
+
+#[test]
+fn points_a_collector_rejects_are_counted_dropped_and_its_message_logged_once() {
+    let dir = temp_dir("partial");
+    let (_collector, port, seen) = faulty(&dir, "partial:7:attribute value too long");
+    let (exit, stderr) = http_export_run(&format!("http://127.0.0.1:{port}"), &[]);
+    assert_eq!(exit, Some(0), "{stderr}");
+    let exports = summary_count(&stderr, " succeeded");
+    let metric_requests = std::fs::read_to_string(&seen)
+        .expect("requests")
+        .lines()
+        .filter(|l| l.contains("/v1/metrics"))
+        .count() as u64;
+    let log_requests = std::fs::read_to_string(&seen)
+        .expect("requests")
+        .lines()
+        .filter(|l| l.contains("/v1/logs"))
+        .count() as u64;
+    assert!(metric_requests > 10 && log_requests >= 1, "{stderr}");
+    assert_eq!(exports, metric_requests + log_requests, "{stderr}");
+    // Every answer rejected 7: of the points, 7 per metrics export; of the records, up to 7
+    // per logs export (never more than the export carried).
+    let points_rejected = summary_count(&stderr, " rejected by the collector); diagnosis logs");
+    assert_eq!(points_rejected, 7 * metric_requests, "{stderr}");
+    let points_dropped = summary_count(&stderr, " dropped (");
+    assert_eq!(points_dropped, points_rejected, "{stderr}");
+    let logs_line = stderr
+        .lines()
+        .find(|l| l.contains("windows produced"))
+        .and_then(|l| l.split("diagnosis logs:").nth(1))
+        .expect("the logs part of the summary")
+        .to_string();
+    assert!(
+        logs_line.contains("rejected by the collector"),
+        "{logs_line}"
+    );
+    let warnings = stderr
+        .lines()
+        .filter(|l| l.contains("the collector rejected part of an export"))
+        .count();
+    // Once per signal: the message is the same for both.
+    assert_eq!(warnings, 2, "{stderr}");
+    assert!(stderr.contains("attribute value too long"), "{stderr}");
+}
+
+#[test]
+fn credentials_in_the_endpoint_url_never_reach_stderr_and_travel_as_a_header() {
+    let dir = temp_dir("userinfo");
+    let (_stub, http, grpc, seen) = common::start_stub(&dir, 503);
+    for (endpoint, protocol) in [
+        (
+            format!("http://gpuslack:pa55word@127.0.0.1:{http}"),
+            "http/protobuf",
+        ),
+        (format!("http://gpuslack:pa55word@127.0.0.1:{grpc}"), "grpc"),
+        // Nothing listens: the connection errors name the URL in reqwest's and tonic's text.
+        (
+            format!("http://gpuslack:pa55word@127.0.0.1:{}", free_port()),
+            "http/protobuf",
+        ),
+    ] {
+        let log = dir.join("stderr.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let status = Command::new(bin())
+            .args(["run", "--replay", &fixture(), "--speed", "50"])
+            .args(["--otlp-endpoint", &endpoint, "--otlp-protocol", protocol])
+            .args(["--export-interval-ms", "200", "--otlp-timeout-ms", "300"])
+            .env("RUST_LOG", "trace")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .status()
+            .expect("gpuslack runs");
+        let stderr = std::fs::read_to_string(&log).expect("stderr");
+        assert!(status.code().is_some(), "{endpoint}: {stderr}");
+        assert!(
+            stderr.contains("to http://127.0.0.1:"),
+            "{endpoint}: the endpoint is shown:\n{stderr}"
+        );
+        for secret in ["pa55word", "gpuslack:pa55", "Z3B1c2xhY2s6cGE1NXdvcmQ="] {
+            assert!(
+                !stderr.contains(secret),
+                "{endpoint} ({protocol}): {secret} in stderr:\n{}",
+                stderr
+                    .lines()
+                    .filter(|l| l.contains(secret))
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+    }
+    // base64("gpuslack:pa55word"): the URL's credentials, sent the way the URL means them.
+    let sent = common::requests(&seen);
+    assert!(!sent.is_empty());
+    for r in &sent {
+        assert_eq!(
+            r["headers"]["authorization"], "Basic Z3B1c2xhY2s6cGE1NXdvcmQ=",
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn endpoints_and_durations_are_checked_from_every_origin() {
+    let trace = fixture();
+    let dir = temp_dir("durations");
+    let config = dir.join("gpuslack.toml");
+    std::fs::write(
+        &config,
+        "[otlp]\nendpoint = \"http://127.0.0.1:4318\"\ntimeout_ms = 18446744073709551615\n",
+    )
+    .expect("write");
+    let config = config.display().to_string();
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+        (
+            vec!["run", "--replay", &trace],
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "18446744073709551615"),
+            ],
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ),
+        (
+            vec!["run", "--replay", &trace],
+            vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+                ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
+            ],
+            "OTEL_METRIC_EXPORT_INTERVAL",
+        ),
+        (
+            vec!["run", "--replay", &trace, "--config", &config],
+            vec![],
+            "timeout_ms",
+        ),
+        (
+            vec![
+                "run",
+                "--replay",
+                &trace,
+                "--otlp-endpoint",
+                "http://u:pw@127.0.0.1:65536",
+            ],
+            vec![],
+            "port outside 1–65535",
+        ),
+    ];
+    for (args, env, says) in cases {
+        let out = gpuslack(&args, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?} {env:?}: {stderr}");
+        assert!(!stderr.contains("pw@"), "{stderr}");
+    }
+}
+
+#[test]
+fn an_endpoint_s_query_stays_a_query() {
+    let dir = temp_dir("query");
+    let (_collector, port, seen) = faulty(&dir, "status:200");
+    let (exit, stderr) = http_export_run(
+        &format!("http://127.0.0.1:{port}/otlp/?tenant=gpu&x=1"),
+        &[],
+    );
+    assert_eq!(exit, Some(0), "{stderr}");
+    let paths = std::fs::read_to_string(&seen).expect("requests");
+    assert!(
+        paths.contains("\"/otlp/v1/metrics?tenant=gpu&x=1\""),
+        "{paths}"
+    );
+    assert!(
+        paths.contains("\"/otlp/v1/logs?tenant=gpu&x=1\""),
+        "{paths}"
+    );
+}
+
+#[test]
+fn grpc_timeouts_and_tls_to_a_plaintext_collector_are_filed_as_such() {
+    let dir = temp_dir("grpc-reasons");
+    let (_hang, hang_port, _) = faulty(&dir, "hang");
+    let plain = dir.join("plain");
+    std::fs::create_dir_all(&plain).expect("dir");
+    let (_plain, plain_port, _) = faulty(&plain, "status:200");
+    for (endpoint, protocol, reason) in [
+        (format!("http://127.0.0.1:{hang_port}"), "grpc", "timeout"),
+        (format!("https://127.0.0.1:{plain_port}"), "grpc", "tls"),
+        (
+            format!("https://127.0.0.1:{plain_port}"),
+            "http/protobuf",
+            "tls",
+        ),
+    ] {
+        let child = spawn(&[
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "50",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            protocol,
+            "--export-interval-ms",
+            "500",
+            "--otlp-timeout-ms",
+            "300",
+            "--shutdown-timeout-s",
+            "2",
+        ]);
+        let (code, stderr, _) = finish(child, Duration::from_secs(60));
+        assert_eq!(code, Some(3), "{endpoint} ({protocol}): {stderr}");
+        let failed = stderr
+            .lines()
+            .find(|l| l.contains("windows produced"))
+            .and_then(|l| l.split(" failed (").nth(1))
+            .and_then(|l| l.split(')').next())
+            .unwrap_or_else(|| panic!("no failures in the summary:\n{stderr}"))
+            .to_string();
+        let reasons: Vec<&str> = failed
+            .split(", ")
+            .filter_map(|r| r.split('×').next())
+            .collect();
+        assert_eq!(reasons, [reason], "{endpoint} ({protocol}): {failed}");
+    }
+}
+
 #[test]
 fn data_and_flags_that_panicked_are_clear_errors() {
     let dir = temp_dir("panics");

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
-    env_layer, file_layer, is_sdk_exporter_variable, is_unsupported_exporter_variable,
-    parse_compression, parse_listen, parse_preset, parse_protocol, parse_temporality, resolve,
-    ExportConfig, Layer, Secret,
+    checked_millis, env_layer, file_layer, is_sdk_exporter_variable,
+    is_unsupported_exporter_variable, parse_compression, parse_listen, parse_preset,
+    parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
 };
 
 #[derive(clap::Args, Debug, Clone)]
@@ -59,14 +59,10 @@ fn bad(flag: &str, value: &str, expected: &str) -> anyhow::Error {
     anyhow!("--{flag}: {value:?} is not {expected}")
 }
 
-/// Milliseconds from 1 to 10 minutes.
+/// Milliseconds from 1 to 10 minutes, the range the environment and the config file share.
 fn millis(flag: &str, ms: u64) -> Result<Duration> {
-    if !(1..=600_000).contains(&ms) {
-        return Err(anyhow!(
-            "--{flag} must be from 1 to 600000 milliseconds, got {ms}"
-        ));
-    }
-    Ok(Duration::from_millis(ms))
+    checked_millis(ms)
+        .ok_or_else(|| anyhow!("--{flag} must be from 1 to 600000 milliseconds, got {ms}"))
 }
 
 /// Removes the SDK's OTLP exporter variables from this process once gpuslack has read its own,

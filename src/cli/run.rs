@@ -244,7 +244,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let mut warning = config.otlp.as_ref().map(|cfg| FailureWarning {
-        endpoint: cfg.endpoint.clone(),
+        endpoint: cfg.endpoint.to_string(),
         next: Duration::from_secs(10),
         checked: Instant::now(),
     });

@@ -7,6 +7,10 @@ MODE:
   status:CODE     answer every request with CODE
   status:CODE:S   the same with a Retry-After of S seconds
   flap:N          N requests answered 200, then N answered 503, and so on
+  redirect:CODE:PORT
+                  answer CODE (301, 302, 307, 308) with a Location on 127.0.0.1:PORT
+  partial:N:MSG   answer 200 with an OTLP partial success: N points (or log records)
+                  rejected, with the message MSG
 
 Usage: faulty_collector.py MODE OUT PORT"""
 import json
@@ -48,14 +52,48 @@ def raw(behaviour):
             conn.close()
 
 
+def varint(n):
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def partial_success(rejected, message):
+    """Export{Metrics,Logs}ServiceResponse { partial_success = 1 { rejected = 1; message = 2 } },
+    encoded by hand: both responses have the same field numbers."""
+    text = message.encode()
+    inner = b"\x08" + varint(rejected) + b"\x12" + varint(len(text)) + text
+    return b"\x0a" + varint(len(inner)) + inner
+
+
 class Http(BaseHTTPRequestHandler):
+    def do_GET(self):
+        # Where a followed redirect would land: a body-less GET.
+        record("GET " + self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
         n = record(self.path)
         parts = MODE.split(":")
         retry_after = None
-        if parts[0] == "status":
+        body = b""
+        if parts[0] == "redirect":
+            self.send_response(int(parts[1]))
+            self.send_header("Location", f"http://127.0.0.1:{parts[2]}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if parts[0] == "partial":
+            code = 200
+            body = partial_success(int(parts[1]), ":".join(parts[2:]))
+        elif parts[0] == "status":
             code = int(parts[1])
             retry_after = parts[2] if len(parts) > 2 else None
         else:  # flap:N
@@ -65,8 +103,9 @@ class Http(BaseHTTPRequestHandler):
         if retry_after:
             self.send_header("Retry-After", retry_after)
         self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args):
         pass

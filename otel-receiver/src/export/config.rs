@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use super::endpoint::Endpoint;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     Grpc,
@@ -81,7 +83,8 @@ pub struct ExportConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpConfig {
     /// gRPC: the collector's address; HTTP: the base URL, `/v1/metrics` and `/v1/logs` added.
-    pub endpoint: String,
+    /// Without credentials: those written into the URL travel as an `authorization` header.
+    pub endpoint: Endpoint,
     pub protocol: Protocol,
     /// Headers of the metrics exports.
     pub headers: Vec<(String, Secret)>,
@@ -287,14 +290,32 @@ fn invalid(origin: &'static str, field: &'static str, value: &str, expected: &st
     }
 }
 
+/// The range of every export duration (timeout, interval), whatever sets it: a flag, the
+/// environment or the config file. An hour-long timeout would let a hung collector silence the
+/// agent with no warning, and a zero one would fail every export.
+pub const MILLIS_RANGE: std::ops::RangeInclusive<u64> = 1..=600_000;
+
+/// `ms` as a duration, if it lies in [`MILLIS_RANGE`].
+pub fn checked_millis(ms: u64) -> Option<Duration> {
+    MILLIS_RANGE
+        .contains(&ms)
+        .then(|| Duration::from_millis(ms))
+}
+
 fn millis(origin: &'static str, field: &'static str, value: &str) -> Result<Duration, ConfigError> {
     value
         .trim()
         .parse::<u64>()
         .ok()
-        .filter(|ms| *ms > 0)
-        .map(Duration::from_millis)
-        .ok_or_else(|| invalid(origin, field, value, "a positive number of milliseconds"))
+        .and_then(checked_millis)
+        .ok_or_else(|| {
+            invalid(
+                origin,
+                field,
+                value,
+                "a number of milliseconds from 1 to 600000",
+            )
+        })
 }
 
 /// The standard environment variables. `get` reads one (injected so tests need no process env).
@@ -584,21 +605,29 @@ pub fn resolve(
         None => None,
         Some(endpoint) => {
             let protocol = merged.protocol.unwrap_or(Protocol::Grpc);
-            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-                return Err(ConfigError::Invalid {
-                    origin: "otlp",
-                    field: "endpoint",
-                    problem: format!("{endpoint:?} must start with http:// or https://"),
-                });
-            }
-            for (k, v) in &merged.headers {
+            let endpoint = Endpoint::parse(&endpoint).map_err(|e| ConfigError::Invalid {
+                origin: "otlp",
+                field: "endpoint",
+                problem: e.to_string(),
+            })?;
+            let mut headers = merged.headers.clone();
+            for (k, v) in &headers {
                 check_header("otlp", k, v.expose())?;
             }
+            // Credentials from the URL, unless a header already says who the agent is.
+            if let Some(auth) = endpoint.basic_auth() {
+                if !headers
+                    .keys()
+                    .any(|k| k.eq_ignore_ascii_case("authorization"))
+                {
+                    headers.insert("authorization".into(), auth.clone());
+                }
+            }
             Some(OtlpConfig {
+                log_headers: log_headers(&headers, merged.preset, env),
+                headers: headers.into_iter().collect(),
                 endpoint,
                 protocol,
-                headers: merged.headers.clone().into_iter().collect(),
-                log_headers: log_headers(&merged.headers, merged.preset, env),
                 ca_file: merged.ca_file.clone(),
                 gzip: merged.gzip.unwrap_or(false),
                 timeout: merged.timeout.unwrap_or(Duration::from_secs(10)),
@@ -656,7 +685,7 @@ mod tests {
         };
         let c = resolve(vec![file, env_layer, flags], &e).expect("resolve");
         let o = c.otlp.expect("otlp on");
-        assert_eq!(o.endpoint, "http://env:4318");
+        assert_eq!(o.endpoint.to_string(), "http://env:4318");
         assert_eq!(o.protocol, Protocol::HttpProtobuf);
         assert_eq!(o.interval, Duration::from_millis(250));
         assert_eq!(o.temporality, Temporality::Delta);
@@ -689,7 +718,7 @@ mod tests {
         )
         .expect("resolve");
         let o = c.otlp.expect("otlp");
-        assert_eq!(o.endpoint, "https://otlp.datadoghq.eu");
+        assert_eq!(o.endpoint.to_string(), "https://otlp.datadoghq.eu");
         assert_eq!(
             (o.protocol, o.temporality),
             (Protocol::HttpProtobuf, Temporality::Delta)
@@ -717,7 +746,8 @@ mod tests {
             .expect("resolve")
             .otlp
             .expect("otlp");
-        assert_eq!(eu.endpoint, "https://api.eu1.honeycomb.io:443");
+        // 443 is https's own port: the URL drops it.
+        assert_eq!(eu.endpoint.to_string(), "https://api.eu1.honeycomb.io");
         let names = |h: &[(String, Secret)]| h.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
         assert_eq!(
             names(&eu.headers),
@@ -731,7 +761,7 @@ mod tests {
         .expect("resolve")
         .otlp
         .expect("otlp");
-        assert_eq!(classic.endpoint, "https://api.honeycomb.io:443");
+        assert_eq!(classic.endpoint.to_string(), "https://api.honeycomb.io");
         assert_eq!(classic.log_headers[1].1.expose(), "gpu-logs");
         let bad = honeycomb(&[("HONEYCOMB_API_KEY", "k"), ("HONEYCOMB_REGION", "apac")]);
         assert!(bad
@@ -767,7 +797,7 @@ mod tests {
     fn bad_values_name_their_origin_and_field() {
         let e = env(&[("OTEL_METRIC_EXPORT_INTERVAL", "soon")]);
         let err = env_layer(&e).expect_err("bad interval").to_string();
-        assert_eq!(err, "environment: `OTEL_METRIC_EXPORT_INTERVAL`: \"soon\" is not a positive number of milliseconds");
+        assert_eq!(err, "environment: `OTEL_METRIC_EXPORT_INTERVAL`: \"soon\" is not a number of milliseconds from 1 to 600000");
         let dir = std::env::temp_dir().join(format!("gpuslack-config-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("bad.toml");
@@ -785,6 +815,72 @@ mod tests {
             .expect_err("no scheme")
             .to_string()
             .contains("must start with http"));
+    }
+
+    #[test]
+    fn durations_from_every_origin_share_the_flags_range() {
+        for (ms, ok) in [
+            ("0", false),
+            ("1", true),
+            ("600000", true),
+            ("600001", false),
+        ] {
+            let from_env = env_layer(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", ms)]));
+            assert_eq!(from_env.is_ok(), ok, "environment {ms}");
+            let from_file = file_layer_from_str(&format!("[otlp]\ninterval_ms = {ms}\n"), "f.toml");
+            assert_eq!(from_file.is_ok(), ok, "file {ms}");
+            assert_eq!(checked_millis(ms.parse().expect("number")).is_some(), ok);
+        }
+        let err = env_layer(env(&[(
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+            "18446744073709551615",
+        )]))
+        .expect_err("u64::MAX ms")
+        .to_string();
+        assert!(
+            err.contains("OTEL_EXPORTER_OTLP_TIMEOUT") && err.contains("1 to 600000"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn credentials_in_the_endpoint_become_an_authorization_header() {
+        let layer = |endpoint: &str, headers: &[(&str, &str)]| Layer {
+            endpoint: Some(endpoint.into()),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), Secret::new(*v)))
+                .collect(),
+            ..Layer::default()
+        };
+        let c = resolve(vec![layer("http://user:pw@host:4318", &[])], &env(&[])).expect("resolve");
+        let o = c.otlp.expect("otlp");
+        assert_eq!(o.endpoint.to_string(), "http://host:4318");
+        let auth: Vec<&str> = o
+            .headers
+            .iter()
+            .chain(&o.log_headers)
+            .filter(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.expose())
+            .collect();
+        assert_eq!(auth, ["Basic dXNlcjpwdw==", "Basic dXNlcjpwdw=="]);
+        assert!(!format!("{o:?}").contains("pw"));
+        // A header the user set wins over the URL's credentials.
+        let c = resolve(
+            vec![layer(
+                "http://user:pw@host",
+                &[("Authorization", "Bearer t")],
+            )],
+            &env(&[]),
+        )
+        .expect("resolve");
+        let o = c.otlp.expect("otlp");
+        assert_eq!(o.headers.len(), 1);
+        assert_eq!(o.headers[0].1.expose(), "Bearer t");
+        let err = resolve(vec![layer("http://user:pw@host:99999", &[])], &env(&[]))
+            .expect_err("port")
+            .to_string();
+        assert!(err.contains("port") && !err.contains("pw"), "{err}");
     }
 
     #[test]

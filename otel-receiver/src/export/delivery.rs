@@ -46,10 +46,43 @@ pub mod reason {
     pub const UNAVAILABLE: &str = "unavailable";
     /// The collector rejected the data (another 4xx, gRPC InvalidArgument).
     pub const REJECTED: &str = "rejected";
+    /// The collector answered with a redirect (HTTP 3xx). Redirects are not followed: the
+    /// POST would become a body-less GET, and the API key would travel to another host.
+    pub const REDIRECTED: &str = "redirected";
     /// The connection broke during the request, or another transport failure.
     pub const NETWORK: &str = "network";
     /// Anything else.
     pub const OTHER: &str = "other";
+}
+
+/// What an error's text says of its cause, whatever the transport wrote it: TLS (a certificate
+/// refused, or a TLS client that met a plaintext server: rustls reads its answer as a "corrupt
+/// message of type InvalidContentType"), or a timeout (tonic's "Timeout expired", which it files
+/// under the gRPC code `Cancelled`). `None` when the text says neither.
+pub fn reason_in_text(text: &str) -> Option<&'static str> {
+    let lower = text.to_ascii_lowercase();
+    let tls = [
+        "certificate",
+        "tls",
+        "handshake",
+        "x509",
+        "unknownissuer",
+        "invalidcontenttype",
+        "corrupt message",
+    ];
+    if tls.iter().any(|w| lower.contains(w)) {
+        return Some(reason::TLS);
+    }
+    let timeout = [
+        "timeout expired",
+        "timed out",
+        "deadline exceeded",
+        "deadlineexceeded",
+    ];
+    if timeout.iter().any(|w| lower.contains(w)) {
+        return Some(reason::TIMEOUT);
+    }
+    None
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -64,10 +97,15 @@ pub struct Counts {
     /// Failed exports by signal and reason.
     pub exports_failed: BTreeMap<(Signal, &'static str), u64>,
     pub points_delivered: u64,
+    /// Points not delivered: those of failed exports, and those the collector rejected.
     pub points_dropped: u64,
+    /// Of the points dropped, those a collector answered as rejected (OTLP partial success).
+    pub points_rejected: u64,
     pub log_records_emitted: u64,
     pub log_records_delivered: u64,
     pub log_records_dropped: u64,
+    /// Of the log records dropped, those a collector answered as rejected.
+    pub log_records_rejected: u64,
     pub scrapes_served: u64,
 }
 
@@ -96,8 +134,15 @@ impl Counts {
         } else {
             format!(" ({})", reasons.join(", "))
         };
+        let rejected = |n: u64| {
+            if n == 0 {
+                String::new()
+            } else {
+                format!(" ({n} rejected by the collector)")
+            }
+        };
         format!(
-            "{} windows produced, {} delivered, {} dropped, {} undelivered; OTLP exports: {} attempted, {} succeeded, {} failed{failed}; points: {} delivered, {} dropped; diagnosis logs: {} emitted, {} delivered, {} dropped",
+            "{} windows produced, {} delivered, {} dropped, {} undelivered; OTLP exports: {} attempted, {} succeeded, {} failed{failed}; points: {} delivered, {} dropped{}; diagnosis logs: {} emitted, {} delivered, {} dropped{}",
             self.windows_produced,
             self.windows_delivered,
             self.windows_dropped,
@@ -107,11 +152,19 @@ impl Counts {
             self.failed(),
             self.points_delivered,
             self.points_dropped,
+            rejected(self.points_rejected),
             self.log_records_emitted,
             self.log_records_delivered,
             self.log_records_dropped,
+            rejected(self.log_records_rejected),
         )
     }
+}
+
+#[derive(Debug, Default)]
+struct Noted {
+    failure: Option<&'static str>,
+    rejected: u64,
 }
 
 #[derive(Debug, Default)]
@@ -119,8 +172,10 @@ struct Inner {
     counts: Counts,
     /// The collector asked not to be sent anything before this.
     hold_until: Option<Instant>,
-    /// The reason of the last failure the transport saw, for the exporter to file it under.
-    last_failure: Option<&'static str>,
+    /// Per signal, what the transport saw of the export in progress, for the exporter to file
+    /// the export under: the failure's reason, and the items the collector rejected. Per signal,
+    /// because the metrics and the logs exporters run at the same time.
+    noted: BTreeMap<Signal, Noted>,
     last_success: Option<Instant>,
     /// The first failure since the last success (or since the start).
     failing_since: Option<Instant>,
@@ -160,8 +215,17 @@ impl Delivery {
     }
 
     /// The transport saw this failure (the exporter files the export under it).
-    pub fn note_failure(&self, reason: &'static str) {
-        self.with(|i| i.last_failure = Some(reason));
+    pub fn note_failure(&self, signal: Signal, reason: &'static str) {
+        self.with(|i| i.noted.entry(signal).or_default().failure = Some(reason));
+    }
+
+    /// The collector accepted the export but rejected `items` of it (OTLP partial success):
+    /// those are counted as dropped when the exporter reports the export.
+    pub fn note_rejected(&self, signal: Signal, items: u64) {
+        self.with(|i| {
+            let noted = i.noted.entry(signal).or_default();
+            noted.rejected = noted.rejected.saturating_add(items);
+        });
     }
 
     /// The collector asked to be left alone for `d` (Retry-After).
@@ -183,6 +247,7 @@ impl Delivery {
     /// reason is the transport's if it noted one, else `fallback`.
     pub fn exported(&self, signal: Signal, items: u64, result: Result<(), &'static str>) {
         self.with(|i| {
+            let noted = i.noted.remove(&signal).unwrap_or_default();
             let c = &mut i.counts;
             *c.exports_attempted.entry(signal).or_default() += 1;
             let ok = result.is_ok();
@@ -193,23 +258,35 @@ impl Delivery {
                     i.failing_since = None;
                 }
                 Err(fallback) => {
-                    let reason = i.last_failure.take().unwrap_or(fallback);
+                    let reason = noted.failure.unwrap_or(fallback);
                     *c.exports_failed.entry((signal, reason)).or_default() += 1;
                     i.failing_since.get_or_insert_with(Instant::now);
                 }
             }
-            i.last_failure = None;
-            match (signal, ok) {
-                (Signal::Metrics, true) => {
-                    c.points_delivered += items;
-                    c.windows_delivered += std::mem::take(&mut c.windows_pending);
+            // A failed export dropped all it carried; a partial success, what was rejected.
+            let rejected = if ok { noted.rejected.min(items) } else { 0 };
+            let (delivered, dropped) = if ok {
+                (items - rejected, rejected)
+            } else {
+                (0, items)
+            };
+            match signal {
+                Signal::Metrics => {
+                    c.points_delivered += delivered;
+                    c.points_dropped += dropped;
+                    c.points_rejected += rejected;
+                    let windows = std::mem::take(&mut c.windows_pending);
+                    if ok {
+                        c.windows_delivered += windows;
+                    } else {
+                        c.windows_dropped += windows;
+                    }
                 }
-                (Signal::Metrics, false) => {
-                    c.points_dropped += items;
-                    c.windows_dropped += std::mem::take(&mut c.windows_pending);
+                Signal::Logs => {
+                    c.log_records_delivered += delivered;
+                    c.log_records_dropped += dropped;
+                    c.log_records_rejected += rejected;
                 }
-                (Signal::Logs, true) => c.log_records_delivered += items,
-                (Signal::Logs, false) => c.log_records_dropped += items,
             }
         });
     }
@@ -251,7 +328,9 @@ mod tests {
         for _ in 0..3 {
             d.window_produced();
         }
-        d.note_failure(reason::TLS);
+        d.note_failure(Signal::Metrics, reason::TLS);
+        // A logs failure noted meanwhile is the logs export's, not this one's.
+        d.note_failure(Signal::Logs, reason::AUTH);
         d.exported(Signal::Metrics, 40, Err(reason::OTHER));
         d.window_produced();
         for _ in 0..4 {
@@ -286,6 +365,61 @@ mod tests {
             .summary()
             .contains("9 windows produced, 5 delivered, 4 dropped"));
         assert!(d.ever_delivered());
+    }
+
+    #[test]
+    fn tls_and_timeouts_are_read_from_either_transport_s_text() {
+        for (text, want) in [
+            // tonic, https to a plaintext server, and a gRPC deadline
+            ("TonicMetricsClient export failed with gRPC code: Unavailable: transport error: received corrupt message of type InvalidContentType", Some(reason::TLS)),
+            ("TonicMetricsClient export failed with gRPC code: Cancelled: transport error: Timeout expired", Some(reason::TIMEOUT)),
+            // reqwest
+            ("client error (Connect): received corrupt message of type InvalidContentType", Some(reason::TLS)),
+            ("invalid peer certificate: UnknownIssuer", Some(reason::TLS)),
+            ("operation timed out", Some(reason::TIMEOUT)),
+            ("tcp connect error: Connection refused (os error 111)", None),
+        ] {
+            assert_eq!(reason_in_text(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn rejected_items_of_a_successful_export_are_dropped_not_delivered() {
+        let d = Delivery::default();
+        d.window_produced();
+        d.note_rejected(Signal::Metrics, 7);
+        d.note_rejected(Signal::Logs, 2);
+        d.exported(Signal::Metrics, 100, Ok(()));
+        d.exported(Signal::Logs, 5, Ok(()));
+        // A rejection noted for an export that then failed: all of it dropped, once.
+        d.note_rejected(Signal::Metrics, 3);
+        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        // More rejected than sent (a confused collector): no more than was sent.
+        d.note_rejected(Signal::Metrics, 50);
+        d.exported(Signal::Metrics, 20, Ok(()));
+        let c = d.counts();
+        assert_eq!(
+            (c.points_delivered, c.points_dropped, c.points_rejected),
+            (93, 37, 27)
+        );
+        assert_eq!(
+            (
+                c.log_records_delivered,
+                c.log_records_dropped,
+                c.log_records_rejected
+            ),
+            (3, 2, 2)
+        );
+        assert_eq!(
+            c.windows_delivered, 1,
+            "a partial success still delivers the window"
+        );
+        assert!(
+            c.summary()
+                .contains("points: 93 delivered, 37 dropped (27 rejected by the collector)"),
+            "{}",
+            c.summary()
+        );
     }
 
     #[test]

@@ -4,8 +4,15 @@
 //! honoured between exports, and every failure named (`connect`, `tls`, `timeout`, `auth`,
 //! `throttled`, …) and logged once a minute per reason with its cause, where the SDK would only
 //! say "network error".
+//!
+//! Two answers the SDK would take for delivery are not:
+//! - a redirect (the reqwest client is built not to follow them): following one would send the
+//!   API key headers to whatever host the `Location` names, and turn the POST into a body-less
+//!   GET whose 200 would read as delivered. It fails the export, filed as `redirected`;
+//! - a partial success: a 200 whose body names rejected points or records. Those are counted
+//!   as dropped, and the collector's message is logged once per distinct message.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -13,32 +20,74 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use opentelemetry_http::{HttpClient, HttpError};
 
-use super::delivery::{reason, Delivery};
+use prost::Message as _;
+
+use super::delivery::{reason, reason_in_text, Delivery, Signal};
+use super::endpoint::without_userinfo;
 use crate::causes::causes;
+
+/// Distinct partial-success messages logged; past that, rejections are only counted.
+const MESSAGES_LOGGED: usize = 32;
 
 #[derive(Debug)]
 pub struct OtlpHttpClient {
     inner: reqwest::blocking::Client,
     headers: HeaderMap,
     delivery: Arc<Delivery>,
-    /// The endpoint as logs may show it (no user information).
+    signal: Signal,
+    /// The signal's URL as logs may show it (no user information).
     shown: String,
     logged: Mutex<HashMap<&'static str, Instant>>,
+    /// The partial-success messages logged already.
+    messages: Mutex<HashSet<String>>,
+}
+
+/// A client that follows no redirect, as the OTLP/HTTP client must be built.
+pub fn no_redirects(builder: reqwest::blocking::ClientBuilder) -> reqwest::blocking::ClientBuilder {
+    builder.redirect(reqwest::redirect::Policy::none())
 }
 
 impl OtlpHttpClient {
+    /// `inner` must have been built through [`no_redirects`].
     pub fn new(
         inner: reqwest::blocking::Client,
         headers: HeaderMap,
         delivery: Arc<Delivery>,
-        endpoint: &str,
+        signal: Signal,
+        url: &str,
     ) -> Self {
         OtlpHttpClient {
             inner,
             headers,
             delivery,
-            shown: without_userinfo(endpoint),
+            signal,
+            shown: without_userinfo(url),
             logged: Mutex::new(HashMap::new()),
+            messages: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Counts what a 2xx answer's body says was rejected, and logs its message the first time
+    /// it is seen.
+    fn partial_success(&self, body: &[u8]) {
+        let Some((rejected, message)) = rejected_by(self.signal, body) else {
+            return;
+        };
+        if rejected > 0 {
+            self.delivery.note_rejected(self.signal, rejected);
+        }
+        let first = match self.messages.lock() {
+            Ok(mut seen) => seen.len() < MESSAGES_LOGGED && seen.insert(message.clone()),
+            Err(_) => false,
+        };
+        if first {
+            tracing::warn!(
+                endpoint = %self.shown,
+                signal = self.signal.as_str(),
+                rejected,
+                message = %message,
+                "the collector rejected part of an export; the rejected items are counted as dropped"
+            );
         }
     }
 
@@ -63,28 +112,46 @@ impl OtlpHttpClient {
     }
 }
 
-/// `https://user:secret@host/` → `https://host/`.
-fn without_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+/// What a successful answer's body says the collector rejected: the count and its message,
+/// or `None` when it rejected nothing and said nothing (or the body is not a response).
+fn rejected_by(signal: Signal, body: &[u8]) -> Option<(u64, String)> {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
+    let (rejected, message) = match signal {
+        Signal::Metrics => {
+            let p = ExportMetricsServiceResponse::decode(body)
+                .ok()?
+                .partial_success?;
+            (p.rejected_data_points, p.error_message)
+        }
+        Signal::Logs => {
+            let p = ExportLogsServiceResponse::decode(body)
+                .ok()?
+                .partial_success?;
+            (p.rejected_log_records, p.error_message)
+        }
     };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    format!("{scheme}://{host}{path}")
+    let rejected = u64::try_from(rejected).unwrap_or(0);
+    (rejected > 0 || !message.is_empty()).then_some((rejected, message))
+}
+
+/// Where a redirect pointed, without credentials, for the log line.
+fn location(headers: &HeaderMap) -> String {
+    headers
+        .get(http::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(without_userinfo)
+        .unwrap_or_else(|| "nowhere".into())
 }
 
 fn classify(e: &HttpError) -> &'static str {
     let text = causes(e.as_ref()).to_ascii_lowercase();
-    let tls = ["certificate", "tls", "handshake", "x509", "unknownissuer"];
-    if tls.iter().any(|w| text.contains(w)) {
-        return reason::TLS;
+    if let Some(why) = reason_in_text(&text) {
+        return why;
     }
     match e.downcast_ref::<reqwest::Error>() {
         Some(r) if r.is_timeout() => reason::TIMEOUT,
         Some(r) if r.is_connect() => reason::CONNECT,
-        _ if text.contains("timed out") => reason::TIMEOUT,
         _ if text.contains("refused") || text.contains("dns") => reason::CONNECT,
         _ => reason::NETWORK,
     }
@@ -106,6 +173,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 fn status_reason(status: u16) -> &'static str {
     match status {
+        300..=399 => reason::REDIRECTED,
         401 | 403 => reason::AUTH,
         429 => reason::THROTTLED,
         502..=504 => reason::UNAVAILABLE,
@@ -119,7 +187,7 @@ impl HttpClient for OtlpHttpClient {
     async fn send_bytes(&self, mut request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         if let Some(wait) = self.delivery.held() {
             // Answer as the collector did, so that the exporter backs off rather than retry.
-            self.delivery.note_failure(reason::THROTTLED);
+            self.delivery.note_failure(self.signal, reason::THROTTLED);
             let response = Response::builder()
                 .status(429)
                 .header(http::header::RETRY_AFTER, wait.as_secs().max(1).to_string())
@@ -132,7 +200,9 @@ impl HttpClient for OtlpHttpClient {
         match self.inner.send_bytes(request).await {
             Ok(response) => {
                 let status = response.status().as_u16();
-                if !response.status().is_success() {
+                if response.status().is_success() {
+                    self.partial_success(response.body());
+                } else {
                     let mut why = status_reason(status);
                     if matches!(status, 429 | 503) {
                         if let Some(wait) = retry_after(response.headers()) {
@@ -140,14 +210,27 @@ impl HttpClient for OtlpHttpClient {
                             why = reason::THROTTLED;
                         }
                     }
-                    self.delivery.note_failure(why);
-                    self.log_failure(why, &format!("HTTP {status}"));
+                    self.delivery.note_failure(self.signal, why);
+                    let detail = if why == reason::REDIRECTED {
+                        format!(
+                            "HTTP {status} to {}: redirects are not followed (they would carry the headers to another host and drop the body); set the endpoint to the collector itself",
+                            location(response.headers())
+                        )
+                    } else {
+                        format!("HTTP {status}")
+                    };
+                    self.log_failure(why, &detail);
                 }
                 Ok(response)
             }
             Err(e) => {
                 let why = classify(&e);
-                self.delivery.note_failure(why);
+                self.delivery.note_failure(self.signal, why);
+                // reqwest's message names the URL; what goes on (to the SDK's logs) must not.
+                let e: HttpError = match e.downcast::<reqwest::Error>() {
+                    Ok(r) => Box::new((*r).without_url()),
+                    Err(other) => other,
+                };
                 self.log_failure(why, &causes(e.as_ref()));
                 Err(e)
             }
@@ -184,10 +267,64 @@ mod tests {
         assert_eq!(status_reason(429), reason::THROTTLED);
         assert_eq!(status_reason(503), reason::UNAVAILABLE);
         assert_eq!(status_reason(400), reason::REJECTED);
-        assert_eq!(
-            without_userinfo("https://u:secret@otlp.example:4318/v1"),
-            "https://otlp.example:4318/v1"
+        assert_eq!(status_reason(302), reason::REDIRECTED);
+        assert_eq!(status_reason(307), reason::REDIRECTED);
+        let mut h = HeaderMap::new();
+        assert_eq!(location(&h), "nowhere");
+        h.insert(
+            http::header::LOCATION,
+            "http://u:pw@elsewhere:81/x".parse().expect("value"),
         );
-        assert_eq!(without_userinfo("http://host:4318"), "http://host:4318");
+        assert_eq!(location(&h), "http://elsewhere:81/x");
+    }
+
+    #[test]
+    fn partial_success_bodies_are_read_per_signal() {
+        use opentelemetry_proto::tonic::collector::logs::v1::{
+            ExportLogsPartialSuccess, ExportLogsServiceResponse,
+        };
+        use opentelemetry_proto::tonic::collector::metrics::v1::{
+            ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
+        };
+        let metrics = ExportMetricsServiceResponse {
+            partial_success: Some(ExportMetricsPartialSuccess {
+                rejected_data_points: 7,
+                error_message: "too many labels".into(),
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            rejected_by(Signal::Metrics, &metrics),
+            Some((7, "too many labels".into()))
+        );
+        let logs = ExportLogsServiceResponse {
+            partial_success: Some(ExportLogsPartialSuccess {
+                rejected_log_records: 2,
+                error_message: String::new(),
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(rejected_by(Signal::Logs, &logs), Some((2, String::new())));
+        // A full success: an empty body, or a partial_success that rejects nothing.
+        assert_eq!(rejected_by(Signal::Metrics, &[]), None);
+        let nothing = ExportMetricsServiceResponse {
+            partial_success: Some(ExportMetricsPartialSuccess::default()),
+        }
+        .encode_to_vec();
+        assert_eq!(rejected_by(Signal::Metrics, &nothing), None);
+        // Not a response at all (an HTML page from a proxy): nothing to count.
+        assert_eq!(rejected_by(Signal::Metrics, b"<html>ok</html>"), None);
+        // A negative count from a confused collector counts nothing but keeps its message.
+        let negative = ExportMetricsServiceResponse {
+            partial_success: Some(ExportMetricsPartialSuccess {
+                rejected_data_points: -1,
+                error_message: "odd".into(),
+            }),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            rejected_by(Signal::Metrics, &negative),
+            Some((0, "odd".into()))
+        );
     }
 }

@@ -5,6 +5,7 @@
 pub mod catalogue;
 pub mod config;
 pub mod delivery;
+pub mod endpoint;
 pub mod http_client;
 pub mod otlp;
 pub mod prometheus;

@@ -23,8 +23,8 @@ use opentelemetry_sdk::Resource;
 
 use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, Temporality};
-use super::delivery::{reason, Delivery, Signal};
-use super::http_client::OtlpHttpClient;
+use super::delivery::{reason, reason_in_text, Delivery, Signal};
+use super::http_client::{no_redirects, OtlpHttpClient};
 use super::state::{ClassChange, ExportState, GpuView};
 
 #[derive(Debug, thiserror::Error)]
@@ -120,20 +120,16 @@ fn host_arch() -> &'static str {
     }
 }
 
-fn signal_url(base: &str, path: &str) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), path)
-}
-
 fn http_client(
     cfg: &OtlpConfig,
-    headers: &[(String, Secret)],
+    (signal, headers): (Signal, &[(String, Secret)]),
     delivery: &Arc<Delivery>,
     url: &str,
 ) -> Result<OtlpHttpClient, OtlpError> {
     // reqwest is built without a provider of its own (see Cargo.toml) and takes the process's.
     // An error only says one is installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::blocking::Client::builder().timeout(cfg.timeout);
+    let mut builder = no_redirects(reqwest::blocking::Client::builder()).timeout(cfg.timeout);
     if let Some(path) = &cfg.ca_file {
         let pem = load_ca(path)?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem)
@@ -159,11 +155,17 @@ fn http_client(
         value.set_sensitive(true);
         map.insert(name, value);
     }
-    Ok(OtlpHttpClient::new(client, map, delivery.clone(), url))
+    Ok(OtlpHttpClient::new(
+        client,
+        map,
+        delivery.clone(),
+        signal,
+        url,
+    ))
 }
 
 fn tonic_tls(cfg: &OtlpConfig) -> Result<Option<tonic::transport::ClientTlsConfig>, OtlpError> {
-    if !cfg.endpoint.starts_with("https://") {
+    if !cfg.endpoint.is_https() {
         return Ok(None);
     }
     let mut tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
@@ -207,7 +209,7 @@ fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
     headers: &[(String, Secret)],
 ) -> Result<B, OtlpError> {
     let mut b = b
-        .with_endpoint(cfg.endpoint.clone())
+        .with_endpoint(cfg.endpoint.as_str())
         .with_timeout(cfg.timeout)
         .with_metadata(metadata(headers)?);
     if let Some(tls) = tonic_tls(cfg)? {
@@ -224,12 +226,12 @@ fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
 fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
     b: B,
     cfg: &OtlpConfig,
-    (path, headers): (&str, &[(String, Secret)]),
+    (signal, path, headers): (Signal, &str, &[(String, Secret)]),
     delivery: &Arc<Delivery>,
 ) -> Result<B, OtlpError> {
-    let url = signal_url(&cfg.endpoint, path);
+    let url = cfg.endpoint.signal_url(path);
     let mut b = b
-        .with_http_client(http_client(cfg, headers, delivery, &url)?)
+        .with_http_client(http_client(cfg, (signal, headers), delivery, &url)?)
         .with_endpoint(url)
         .with_timeout(cfg.timeout)
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
@@ -253,7 +255,7 @@ fn metric_exporter(
         Protocol::HttpProtobuf => with_http_settings(
             builder.with_http(),
             cfg,
-            ("v1/metrics", &cfg.headers),
+            (Signal::Metrics, "v1/metrics", &cfg.headers),
             delivery,
         )?
         .build(),
@@ -269,7 +271,7 @@ fn log_exporter(cfg: &OtlpConfig, delivery: &Arc<Delivery>) -> Result<LogExporte
         Protocol::HttpProtobuf => with_http_settings(
             LogExporter::builder().with_http(),
             cfg,
-            ("v1/logs", &cfg.log_headers),
+            (Signal::Logs, "v1/logs", &cfg.log_headers),
             delivery,
         )?
         .build(),
@@ -282,11 +284,8 @@ fn log_exporter(cfg: &OtlpConfig, delivery: &Arc<Delivery>) -> Result<LogExporte
 fn reason_of(e: &OTelSdkError) -> &'static str {
     let text = e.to_string();
     let lower = text.to_ascii_lowercase();
-    if ["certificate", "tls", "handshake"]
-        .iter()
-        .any(|w| lower.contains(w))
-    {
-        return reason::TLS;
+    if let Some(why) = reason_in_text(&text) {
+        return why;
     }
     let code = text
         .split("gRPC code: ")
@@ -303,7 +302,6 @@ fn reason_of(e: &OTelSdkError) -> &'static str {
         "Unavailable" if lower.contains("refused") || lower.contains("dns") => reason::CONNECT,
         "Unavailable" => reason::UNAVAILABLE,
         "Cancelled" | "Aborted" | "Unknown" | "Internal" => reason::NETWORK,
-        _ if lower.contains("timed out") || lower.contains("timeout") => reason::TIMEOUT,
         _ => reason::OTHER,
     }
 }
@@ -564,5 +562,34 @@ impl OtlpExport {
         }
         delivery.close();
         in_time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_failures_are_filed_by_what_their_text_says() {
+        for (text, want) in [
+            (
+                "TonicMetricsClient export failed with gRPC code: Cancelled: transport error: Timeout expired",
+                reason::TIMEOUT,
+            ),
+            (
+                "TonicMetricsClient export failed with gRPC code: Unavailable: transport error: received corrupt message of type InvalidContentType",
+                reason::TLS,
+            ),
+            (
+                "TonicMetricsClient export failed with gRPC code: Unavailable: tcp connect error: Connection refused (os error 111)",
+                reason::CONNECT,
+            ),
+            ("TonicMetricsClient export failed with gRPC code: Unavailable", reason::UNAVAILABLE),
+            ("TonicMetricsClient export failed with gRPC code: Unauthenticated", reason::AUTH),
+            ("TonicMetricsClient export failed with gRPC code: Cancelled", reason::NETWORK),
+        ] {
+            let e = OTelSdkError::InternalFailure(text.into());
+            assert_eq!(reason_of(&e), want, "{text}");
+        }
     }
 }
