@@ -994,3 +994,120 @@ fn health_metrics_and_the_resource_reach_the_collector_with_their_attributes() {
         "{exported} J exported over the owners, the counter rose {rise_j} J"
     );
 }
+
+/// `OTEL_RESOURCE_ATTRIBUTES` as a hostile user writes it: a `/` (Kubernetes label keys), two
+/// keys that meet once sanitised, a leading digit, a reserved `__` key, a unicode key, quotes,
+/// a line feed and a backslash in values, and 200 attributes in all.
+fn hostile_resource_attributes() -> String {
+    let mut attrs = vec![
+        "team/owner=b".to_string(),
+        "team.owner=a".into(),
+        "0day=x".into(),
+        "__name__=evil".into(),
+        "équipe=ml%2Fcv".into(),
+        "quote=say%22hi%22".into(),
+        "nl=line1%0Aline2".into(),
+        "back=a%5Cb".into(),
+    ];
+    attrs.extend((attrs.len()..200).map(|i| format!("attr.{i}=v{i}")));
+    attrs.join(",")
+}
+
+#[test]
+fn any_resource_attribute_keeps_the_scrape_valid_in_prometheus_and_promtool() {
+    let dir = temp_dir("hostile-attributes");
+    let agent_port = free_port();
+    let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args([
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "0",
+            "--linger-s",
+            "30",
+        ])
+        .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
+        .env("OTEL_RESOURCE_ATTRIBUTES", hostile_resource_attributes())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _agent = common::Server(agent);
+    common::wait_for_port(agent_port, "gpuslack's Prometheus endpoint");
+    let (_prometheus, prom_port) = start_prometheus(&dir, agent_port);
+    let query = |q: &str| -> Vec<Value> {
+        prometheus_query(prom_port, q)["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let started = Instant::now();
+    let mut info = Vec::new();
+    while info.is_empty() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(500));
+        info = query("target_info");
+    }
+    assert_eq!(query("up")[0]["value"][1], "1", "the target is up");
+    let labels = &info.first().expect("target_info scraped")["metric"];
+    assert_eq!(labels["team_owner"], "a;b", "{labels}");
+    assert_eq!(labels["key_0day"], "x");
+    assert_eq!(labels["key_name_"], "evil");
+    assert_eq!(labels["_quipe"], "ml/cv");
+    assert_eq!(labels["quote"], "say\"hi\"");
+    assert_eq!(labels["nl"], "line1\nline2");
+    assert_eq!(labels["back"], "a\\b");
+    assert_eq!(labels["attr_199"], "v199");
+    // Prometheus negotiated OpenMetrics (its default Accept); the same state as text, for
+    // promtool and for counting.
+    let scrape = |accept: &str| {
+        let out = Command::new("curl")
+            .args(["-s", "-i", "-H", &format!("Accept: {accept}")])
+            .arg(format!("http://127.0.0.1:{agent_port}/metrics"))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let open_metrics = scrape("application/openmetrics-text;version=1.0.0,text/plain;q=0.5");
+    assert!(
+        open_metrics.contains("application/openmetrics-text; version=1.0.0")
+            && open_metrics.trim_end().ends_with("# EOF"),
+        "{}",
+        &open_metrics[..open_metrics.len().min(400)]
+    );
+    let text = scrape("text/plain");
+    let body = text.split("\r\n\r\n").nth(1).expect("a body").to_string();
+    let samples = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .count();
+    // Every sample is a series Prometheus stored (besides the five it makes per scrape: up,
+    // scrape_duration_seconds, scrape_samples_*, scrape_series_added).
+    let stored: usize = query("count({job=\"gpuslack\"})")[0]["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("a count");
+    assert!(samples > 100, "{samples} samples");
+    assert_eq!(stored, samples + 5, "every sample is a stored series");
+    let mut check = Command::new(common::promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    use std::io::Write as _;
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("promtool reads");
+    let checked = check.wait_with_output().expect("promtool ends");
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}

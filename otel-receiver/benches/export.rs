@@ -113,7 +113,11 @@ fn bench(c: &mut Criterion) {
             _ => 0,
         })
         .sum();
-    let text = prometheus::render(&state.read().expect("state"), &config);
+    let text = prometheus::render(
+        &state.read().expect("state"),
+        &config,
+        prometheus::Format::Text,
+    );
     println!("8 GPUs: {points} OTLP data points, {bytes} bytes of protobuf per export; Prometheus text {} bytes", text.len());
 
     c.bench_function("otlp_collect_and_encode_8_gpus", |b| {
@@ -134,7 +138,14 @@ fn bench(c: &mut Criterion) {
         })
     });
     c.bench_function("prometheus_render_8_gpus", |b| {
-        b.iter(|| prometheus::render(&state.read().expect("state"), &config).len())
+        b.iter(|| {
+            prometheus::render(
+                &state.read().expect("state"),
+                &config,
+                prometheus::Format::Text,
+            )
+            .len()
+        })
     });
 }
 

@@ -220,6 +220,14 @@ pub fn start_prometheus(dir: &Path, target: u16) -> (Server, u16) {
     (server, port)
 }
 
+/// Debian's promtool, beside the Prometheus server.
+pub fn promtool() -> String {
+    Path::new(&tool("GPUSLACK_PROMETHEUS"))
+        .with_file_name("promtool")
+        .display()
+        .to_string()
+}
+
 /// Prometheus' answer to an instant query: `status` is "success" or "error" (with `error`).
 pub fn prometheus_query(port: u16, query: &str) -> serde_json::Value {
     let out = Command::new("curl")

@@ -11,6 +11,10 @@ use crate::attribution::{owner_of, pod_owner_of, GpuProcess};
 use crate::diagnosis::{Class, WindowReport};
 use crate::sample::Metric;
 
+/// The instrumentation scope of every metric and record, in OTLP (with the version and schema
+/// URL) and on `/metrics` (the `otel_scope_name` label).
+pub const SCOPE_NAME: &str = "gpuslack";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Gauge,

@@ -9,6 +9,7 @@ pub mod endpoint;
 pub mod http_client;
 pub mod otlp;
 pub mod prometheus;
+pub mod prometheus_labels;
 pub mod state;
 
 pub use state::{ClassChange, ExportState, GpuView};

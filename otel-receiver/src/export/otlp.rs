@@ -107,6 +107,18 @@ pub fn resource(config: &ExportConfig) -> Resource {
         .build()
 }
 
+/// The semantic conventions release the names follow (docs/EXPORT.md).
+pub const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.42.0";
+
+/// The instrumentation scope of every metric and record: its name, gpuslack's version, and the
+/// schema its names follow, so that a backend can tell releases apart.
+fn scope() -> opentelemetry::InstrumentationScope {
+    opentelemetry::InstrumentationScope::builder(catalogue::SCOPE_NAME)
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .with_schema_url(SCHEMA_URL)
+        .build()
+}
+
 /// `host.arch` as the semantic conventions spell it.
 fn host_arch() -> &'static str {
     match std::env::consts::ARCH {
@@ -467,7 +479,7 @@ impl OtlpExport {
             .with_resource(resource.clone())
             .with_reader(reader)
             .build();
-        register(&meters.meter("gpuslack"), &state);
+        register(&meters.meter_with_scope(scope()), &state);
         let logs = if cfg.logs {
             let logs = CountingLogs {
                 inner: log_exporter(cfg, &delivery)?,
@@ -477,7 +489,7 @@ impl OtlpExport {
                 .with_resource(resource)
                 .with_batch_exporter(logs)
                 .build();
-            let logger = provider.logger("gpuslack");
+            let logger = provider.logger_with_scope(scope());
             Some((provider, logger))
         } else {
             None

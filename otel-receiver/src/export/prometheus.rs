@@ -22,6 +22,7 @@ use tokio::sync::Semaphore;
 
 use super::catalogue::{self, Kind, MetricDef};
 use super::config::ExportConfig;
+use super::prometheus_labels::label_set;
 use super::state::ExportState;
 
 /// Limits of the endpoint.
@@ -69,71 +70,140 @@ pub fn prometheus_name(def: &MetricDef) -> String {
     name
 }
 
-fn label_value(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// The two exposition formats: Prometheus' text format, and OpenMetrics 1.0 for a scraper whose
+/// `Accept` asks for it (Prometheus does by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    OpenMetrics,
 }
 
-fn labels(pairs: &[(String, String)]) -> String {
-    let inner: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{}=\"{}\"", k.replace(['.', '-'], "_"), label_value(v)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
+impl Format {
+    /// The format an `Accept` header prefers: OpenMetrics when it names it with a weight above
+    /// the text format's, text otherwise (and when there is no header).
+    pub fn negotiate(accept: Option<&str>) -> Format {
+        let Some(accept) = accept else {
+            return Format::Text;
+        };
+        let weight = |wanted: &str| -> f64 {
+            accept
+                .split(',')
+                .filter_map(|part| {
+                    let mut fields = part.split(';').map(str::trim);
+                    let media = fields.next()?;
+                    if !media.eq_ignore_ascii_case(wanted) {
+                        return None;
+                    }
+                    let q = fields
+                        .find_map(|f| f.strip_prefix("q="))
+                        .and_then(|q| q.parse::<f64>().ok())
+                        .unwrap_or(1.0);
+                    Some(q)
+                })
+                .fold(0.0, f64::max)
+        };
+        if weight("application/openmetrics-text") > weight("text/plain") {
+            Format::OpenMetrics
+        } else {
+            Format::Text
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
 }
 
-/// The exposition text for the current state: the resource as `target_info`, every GPU's
-/// metrics, and the agent's own.
-pub fn render(state: &ExportState, config: &ExportConfig) -> String {
+/// A sample's value as both formats spell it (`+Inf`, not Rust's `inf`).
+fn sample_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        v.to_string()
+    }
+}
+
+/// `HELP` text: the text format escapes `\` and line feeds, OpenMetrics `"` too.
+fn help_text(text: &str, format: Format) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('\n', "\\n");
+    match format {
+        Format::Text => escaped,
+        Format::OpenMetrics => escaped.replace('"', "\\\""),
+    }
+}
+
+/// The labels every sample carries beside its point's: the instrumentation scope, as the
+/// OpenTelemetry → Prometheus rules add it.
+const SCOPE_LABELS: [(&str, &str); 2] = [
+    ("otel_scope_name", catalogue::SCOPE_NAME),
+    ("otel_scope_version", env!("CARGO_PKG_VERSION")),
+];
+
+/// The exposition for the current state in `format`: the resource as `target_info`, every GPU's
+/// metrics, and the agent's own. Valid whatever attributes a user sets: names are sanitised and
+/// values escaped ([`prometheus_labels`](super::prometheus_labels)).
+pub fn render(state: &ExportState, config: &ExportConfig, format: Format) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let resource: Vec<(String, String)> = super::otlp::resource(config)
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), v.to_string()))
         .collect();
+    let info_type = match format {
+        Format::Text => "target_info gauge",
+        Format::OpenMetrics => "target info",
+    };
     let _ = writeln!(
         out,
-        "# HELP target_info Target metadata\n# TYPE target_info gauge"
+        "# HELP target_info Target metadata\n# TYPE {info_type}"
     );
-    let _ = writeln!(out, "target_info{} 1", labels(&resource));
+    let _ = writeln!(
+        out,
+        "target_info{} 1",
+        label_set(resource.iter().map(|(k, v)| (k.as_str(), v.as_str())), &[])
+    );
     let agent = catalogue::agent_points(&state.delivery().counts());
     let points = state.points();
     for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
         let name = prometheus_name(&def);
         let mut header = false;
-        let mut line = |out: &mut String, pairs: &[(String, String)], value: f64| {
+        let mut line = |out: &mut String, attributes: &[(&'static str, String)], value: f64| {
             if !header {
-                // An UpDownCounter has no Prometheus type of its own: a gauge.
-                let kind = if def.kind == Kind::Counter {
-                    "counter"
-                } else {
-                    "gauge"
+                // An UpDownCounter has no Prometheus type of its own: a gauge. An OpenMetrics
+                // counter's family is named without its samples' `_total`.
+                let (family, kind) = match (def.kind, format) {
+                    (Kind::Counter, Format::Text) => (name.as_str(), "counter"),
+                    (Kind::Counter, Format::OpenMetrics) => {
+                        (name.strip_suffix("_total").unwrap_or(&name), "counter")
+                    }
+                    _ => (name.as_str(), "gauge"),
                 };
                 let _ = writeln!(
                     out,
-                    "# HELP {name} {}\n# TYPE {name} {kind}",
-                    def.description
+                    "# HELP {family} {}\n# TYPE {family} {kind}",
+                    help_text(def.description, format)
                 );
                 header = true;
             }
-            let _ = writeln!(out, "{name}{} {value}", labels(pairs));
+            let labels = label_set(
+                attributes.iter().map(|(k, v)| (*k, v.as_str())),
+                &SCOPE_LABELS,
+            );
+            let _ = writeln!(out, "{name}{labels} {}", sample_value(value));
         };
         for p in agent.iter().filter(|p| p.def == def) {
-            let pairs: Vec<(String, String)> = p
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect();
-            line(&mut out, &pairs, p.value);
+            line(&mut out, &p.attributes, p.value);
         }
         for p in points.iter().filter(|p| p.def == def) {
-            let all: Vec<(String, String)> = p
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect();
-            line(&mut out, &all, p.value);
+            line(&mut out, &p.attributes, p.value);
         }
+    }
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
     }
     out
 }
@@ -184,10 +254,15 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         (&hyper::Method::GET, "/metrics") => match shared.state.read() {
             Ok(state) => {
                 state.delivery().scrape_served();
+                let accept = req
+                    .headers()
+                    .get(hyper::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok());
+                let format = Format::negotiate(accept);
                 (
                     StatusCode::OK,
-                    render(&state, &shared.config),
-                    "text/plain; version=0.0.4; charset=utf-8",
+                    render(&state, &shared.config, format),
+                    format.content_type(),
                 )
             }
             Err(_) => (
@@ -308,8 +383,30 @@ mod tests {
     }
 
     #[test]
-    fn label_values_are_escaped() {
-        let l = labels(&[("hw.name".into(), "a \"b\"\\c".into())]);
-        assert_eq!(l, "{hw_name=\"a \\\"b\\\"\\\\c\"}");
+    fn openmetrics_only_for_a_scraper_that_prefers_it() {
+        // Prometheus 2.x's own Accept header.
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(Format::negotiate(Some(prometheus)), Format::OpenMetrics);
+        assert_eq!(Format::negotiate(None), Format::Text);
+        assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
+        assert_eq!(Format::negotiate(Some("text/plain")), Format::Text);
+        assert_eq!(
+            Format::negotiate(Some("text/plain;q=0.9,application/openmetrics-text;q=0.5")),
+            Format::Text
+        );
+        assert_eq!(
+            Format::negotiate(Some("Application/OpenMetrics-Text; version=1.0.0")),
+            Format::OpenMetrics
+        );
+    }
+
+    #[test]
+    fn values_and_help_are_spelled_as_the_formats_want() {
+        assert_eq!(sample_value(f64::INFINITY), "+Inf");
+        assert_eq!(sample_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(sample_value(f64::NAN), "NaN");
+        assert_eq!(sample_value(2.5), "2.5");
+        assert_eq!(help_text("a \"b\"\nc\\", Format::Text), "a \"b\"\\nc\\\\");
+        assert_eq!(help_text("a \"b\"", Format::OpenMetrics), "a \\\"b\\\"");
     }
 }
