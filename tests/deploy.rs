@@ -291,6 +291,13 @@ fn the_systemd_unit_verifies() {
     let unit = std::fs::read_to_string(repo("deploy/systemd/gpuslack.service")).expect("unit");
     assert!(unit.contains("ExecStart=/usr/local/bin/gpuslack run"));
     assert!(unit.contains("DynamicUser=yes") && unit.contains("RestartPreventExitStatus=69"));
+    // /metrics and /healthz on loopback unless the environment file names another address.
+    assert!(unit.contains("Environment=GPUSLACK_PROMETHEUS_LISTEN=127.0.0.1:9464"));
+    assert!(unit.contains("--prometheus ${GPUSLACK_PROMETHEUS_LISTEN}"));
+    assert!(
+        !unit.contains("0.0.0.0"),
+        "the unit listens on every interface"
+    );
     // verify checks that ExecStart's binary exists: point it at the one just built.
     let local = unit.replace("/usr/local/bin/gpuslack", env!("CARGO_BIN_EXE_gpuslack"));
     let path = dir.join("gpuslack.service");

@@ -2,7 +2,7 @@
 //! SRE would try it before a rollout, reproduced and held fixed. Signals end a run with its
 //! final export; data and flags that used to panic are clear errors; a closed stdout ends a
 //! command quietly; the Prometheus endpoint survives descriptor exhaustion and idle
-//! connections; whatever the collector does, every window is delivered or counted as dropped;
+//! connections, and answers probes within 1 s while 300 slow clients hold it; whatever the collector does, every window is delivered or counted as dropped;
 //! memory stays flat however long the input; implausible values are refused by name.
 //!
 //! These run against the real servers `scripts/test.sh` installs (Rotel, Python) and a faulty
@@ -726,6 +726,232 @@ fn the_prometheus_endpoint_survives_idle_connections_and_no_file_descriptors_lef
     let health = http_get(port, "/healthz");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.contains("\"status\":\"ok\""), "{health}");
+}
+
+/// "Max open files" (the soft limit) of process `pid`, from /proc.
+fn open_files_limit(pid: &str) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no open-files limit in:\n{limits}"))
+}
+
+/// The sockets process `pid` holds open (its listener included), from /proc.
+fn sockets_open(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// `GET path` over a fresh connection with `limit` for the whole exchange: the response (or
+/// why there was none) and how long it took.
+fn timed_get(port: u16, path: &str, limit: Duration) -> (Result<String, String>, Duration) {
+    let started = Instant::now();
+    let exchange = || -> std::io::Result<String> {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let mut s = TcpStream::connect_timeout(&addr, limit)?;
+        s.set_write_timeout(Some(limit))?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut response = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(std::io::ErrorKind::TimedOut.into());
+            }
+            s.set_read_timeout(Some(left))?;
+            match s.read(&mut buf)? {
+                0 => return Ok(String::from_utf8_lossy(&response).into_owned()),
+                n => response.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let result = exchange().map_err(|e| e.to_string());
+    (result, started.elapsed())
+}
+
+/// What the slow clients did: connections made, and connections the agent closed on them.
+#[derive(Debug, Default, Clone, Copy)]
+struct SlowStats {
+    connects: usize,
+    closed_by_agent: usize,
+}
+
+/// Slow clients ("slowloris"), on loopback: each holds a connection with a request head that
+/// never ends, one byte every round (~1 s), and reconnects when the agent closes it. They stop
+/// at `deadline`, or when this is dropped (a failing test included).
+struct SlowClients {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<SlowStats>>,
+    connects: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SlowClients {
+    fn start(port: u16, clients: usize, deadline: Duration) -> SlowClients {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        const HEAD: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        const ROUND: Duration = Duration::from_secs(1);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let connects = std::sync::Arc::new(AtomicUsize::new(0));
+        let (stop_t, connects_t) = (stop.clone(), connects.clone());
+        let thread = std::thread::spawn(move || {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let started = Instant::now();
+            let mut stats = SlowStats::default();
+            // Each client: its connection (if any) and how many bytes of the head it has sent.
+            let mut conns: Vec<(Option<TcpStream>, usize)> =
+                (0..clients).map(|_| (None, 0)).collect();
+            while started.elapsed() < deadline && !stop_t.load(Ordering::Relaxed) {
+                let round = Instant::now();
+                for (conn, sent) in conns.iter_mut() {
+                    if stop_t.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Closed by the agent (EOF or reset): counted, and connected again.
+                    let closed = conn.as_mut().is_some_and(|s| {
+                        let mut byte = [0u8; 1];
+                        !matches!(s.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                    });
+                    if closed {
+                        stats.closed_by_agent += 1;
+                        *conn = None;
+                    }
+                    if conn.is_none() {
+                        if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+                        {
+                            if s.set_nonblocking(true).is_ok() {
+                                stats.connects += 1;
+                                connects_t.fetch_add(1, Ordering::Relaxed);
+                                *conn = Some(s);
+                                *sent = 0;
+                            }
+                        }
+                    }
+                    if let Some(s) = conn.as_mut() {
+                        let byte = HEAD.get(*sent).copied().unwrap_or(b'a');
+                        if s.write(&[byte]).is_ok() {
+                            *sent += 1;
+                        }
+                    }
+                    std::thread::sleep(ROUND / clients as u32);
+                }
+                if let Some(rest) = ROUND.checked_sub(round.elapsed()) {
+                    std::thread::sleep(rest);
+                }
+            }
+            stats
+        });
+        SlowClients {
+            stop,
+            thread: Some(thread),
+            connects,
+        }
+    }
+
+    fn connects(&self) -> usize {
+        self.connects.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn stop(mut self) -> SlowStats {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .map(|t| t.join().expect("the slow clients' thread"))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for SlowClients {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn health_probes_and_scrapes_answer_within_1_s_while_300_slow_clients_hold_connections() {
+    const SLOW_CLIENTS: usize = 300;
+    const PROBES: usize = 20;
+    const PROBE_LIMIT: Duration = Duration::from_secs(1);
+    // 300 slow clients here and up to as many connections in the agent, with room to spare.
+    let me = open_files_limit("self");
+    assert!(me >= 512, "ulimit -n is {me}: 300 slow clients need more");
+    let port = free_port();
+    let agent = common::serve_replay(&fixture(), port, 60, &[]);
+    let pid = agent.0.id();
+    let theirs = open_files_limit(&pid.to_string());
+    assert!(theirs >= 512, "the agent's ulimit -n is {theirs}");
+    let slow = SlowClients::start(port, SLOW_CLIENTS, Duration::from_secs(50));
+    let started = Instant::now();
+    while slow.connects() < SLOW_CLIENTS && started.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The probes then span 3 s to 10 s into the attack, the moment the first connections'
+    // 5 s header-read timeout closes them and they all come back included.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut probes = Vec::new();
+    let mut scrapes = Vec::new();
+    let mut held = 0;
+    let cpu_before = cpu_s(pid);
+    for i in 0..PROBES {
+        let (health, took) = timed_get(port, "/healthz", PROBE_LIMIT);
+        let ok = health
+            .as_ref()
+            .is_ok_and(|h| h.starts_with("HTTP/1.1 200") && h.contains("\"status\":\"ok\""));
+        probes.push((ok && took < PROBE_LIMIT, took, health.err()));
+        held = held.max(sockets_open(pid));
+        if i % 5 == 4 {
+            let (metrics, took) = timed_get(port, "/metrics", PROBE_LIMIT);
+            let ok = metrics.as_ref().is_ok_and(|m| {
+                m.starts_with("HTTP/1.1 200") && m.contains("gpuslack_agent_windows_total{")
+            });
+            scrapes.push((ok && took < PROBE_LIMIT, took, metrics.err()));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let burned = cpu_s(pid) - cpu_before;
+    let stats = slow.stop();
+    let answered = probes.iter().filter(|p| p.0).count();
+    let slowest = probes.iter().map(|p| p.1).max().unwrap_or_default();
+    eprintln!(
+        "{answered} of {PROBES} probes within 1 s, the slowest {slowest:?}; scrapes {:?}; {stats:?}; the agent held {held} sockets and used {burned:.2} s of CPU",
+        scrapes.iter().map(|s| s.1).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        answered, PROBES,
+        "/healthz with {SLOW_CLIENTS} slow clients: {probes:?}"
+    );
+    assert!(slowest < PROBE_LIMIT, "{slowest:?}");
+    assert_eq!(scrapes.len(), 4);
+    assert!(
+        scrapes.iter().all(|s| s.0),
+        "/metrics with {SLOW_CLIENTS} slow clients: {scrapes:?}"
+    );
+    // The attack was real: 300 connections and more, most of them held at once...
+    assert!(stats.connects >= SLOW_CLIENTS, "{stats:?}");
+    assert!(held >= 200, "the agent held {held} sockets");
+    // ...and the agent held no more than its cap (the listener and one being refused beside).
+    let cap = gpuslack_receiver::export::prometheus::Limits::default().max_connections;
+    assert!(
+        held <= cap + 2,
+        "the agent held {held} sockets, its cap is {cap}"
+    );
+    // The agent closed connections on them (timeouts, evictions) and they came back...
+    assert!(stats.closed_by_agent >= SLOW_CLIENTS, "{stats:?}");
+    // ...without spinning a core on it: a quarter of one at most over the probes' ~8 s.
+    assert!(burned < 2.0, "{burned:.2} s of CPU while probed");
 }
 
 /// Peak resident memory (KiB) of `command`, polled from /proc while it runs.

@@ -57,8 +57,19 @@ need("/etc/gpuslack/gpuslack.toml" in c.get("args", []), "the agent reads the mo
 need("gpuslack.toml" in kinds.get("ConfigMap", {}).get("data", {}), "the ConfigMap holds gpuslack.toml")
 ports = {p.get("name"): p for p in c.get("ports", [])}
 need(ports.get("metrics", {}).get("containerPort") == 9464, "the metrics port 9464")
+# /metrics and /healthz on the pod's IP alone (docs/DEPLOY.md): from the downward API, in the
+# args; the config file does not name an address of its own, 0.0.0.0 least of all.
+need(env.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.podIP",
+     "POD_IP from status.podIP")
+args = c.get("args", [])
+listen = args[args.index("--prometheus") + 1] if "--prometheus" in args[:-1] else None
+need(listen == "$(POD_IP):9464", f"--prometheus $(POD_IP):9464 in the args, not {listen}")
+config = kinds.get("ConfigMap", {}).get("data", {}).get("gpuslack.toml", "")
+need("0.0.0.0" not in config and "[prometheus]" not in config, "no listen address in the config file")
 for probe in ["livenessProbe", "readinessProbe"]:
     need(c.get(probe, {}).get("httpGet", {}).get("path") == "/healthz", f"{probe} on /healthz")
+    # The kubelet probes the pod's IP unless told a host: the address the agent listens on.
+    need("host" not in c.get(probe, {}).get("httpGet", {}), f"{probe} at the pod's IP")
 # Root only as the owner of the kubelet's socket: every capability dropped, else non-root.
 caps = c.get("securityContext", {}).get("capabilities", {})
 need(caps.get("drop") == ["ALL"] and not caps.get("add"), "every capability dropped")

@@ -4,6 +4,7 @@
 
 pub mod catalogue;
 pub mod config;
+mod connections;
 pub mod delivery;
 pub mod endpoint;
 pub mod http_client;

@@ -1,10 +1,31 @@
 //! A Prometheus text endpoint (`/metrics`) over the same export state, with the usual
 //! OpenTelemetry-to-Prometheus name translation: dots become underscores, the unit becomes a
 //! suffix (`hw.power` in W → `hw_power_watts`), counters end in `_total`, and the resource is
-//! `target_info`; and `/healthz` for liveness probes. Served by hyper with a cap on open
-//! connections, a timeout on reading a request and on each whole connection, and a growing
-//! pause after a failed `accept` (no file descriptors left): a scraper, a port scanner or a
-//! flood of idle connections can neither spin a core nor grow the agent.
+//! `target_info`; and `/healthz` for liveness probes. The exposition is valid whatever the
+//! attributes ([`super::prometheus_labels`]), as OpenMetrics 1.0 for a scraper that asks for it
+//! and as the 0.0.4 text format otherwise.
+//!
+//! Served by hyper's HTTP/1 server within [`Limits`], so that neither a scraper, a port scanner,
+//! a flood of idle connections nor a few hundred slow clients can spin a core, grow the agent or
+//! keep a probe out (the kubelet restarts an agent whose `/healthz` does not answer):
+//!
+//! - **5 s to send a request head** (`read_timeout`, hyper's `header_read_timeout` on its
+//!   timer). hyper starts that timer when it begins reading a head and does not restart it as
+//!   bytes arrive, so a client dripping one byte a second is closed after 5 s all the same.
+//! - **One request per connection** (no keep-alive). A connection is then either waiting for
+//!   its head or answering it, never idle between requests, which is what makes eviction
+//!   exact. The kubelet opens a new connection per probe anyway; Prometheus reconnects, one
+//!   handshake per scrape interval.
+//! - **At most 256 connections, 32 of them kept in reserve** (`max_connections`,
+//!   `reserved_connections`, `super::connections`): `accept` never waits for a slot; from 224
+//!   open on, each new connection evicts the oldest one still waiting for its head (a slow
+//!   client: a real one's head arrives within a round trip), never one being answered; past
+//!   256, all mid-response, a new connection is closed at once. 256 descriptors fit the usual
+//!   `ulimit -n` of 1024 beside NVML's.
+//! - **15 s for a whole connection** (`connection_timeout`), the response written included: a
+//!   client that reads its answer slowly lets go of its place within that time.
+//! - **A growing pause after a failed `accept`** (10 ms, doubling to 1 s): with no file
+//!   descriptor left, `accept` fails at once, and retrying at once would spin a core.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -18,19 +39,23 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use super::catalogue::{self, Kind, MetricDef};
 use super::config::ExportConfig;
+use super::connections::Connections;
 use super::prometheus_labels::label_set;
 use super::state::ExportState;
 
-/// Limits of the endpoint.
+/// Limits of the endpoint (the module's documentation says why each).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections open at once, at most; a new one past it is closed as soon as accepted
+    /// (only when every open one is mid-response, none left to evict).
     pub max_connections: usize,
-    /// Time to read a request's head.
+    /// Places kept for new connections: from `max_connections - reserved_connections` open
+    /// on, each new connection evicts the oldest one still waiting for its request head.
+    pub reserved_connections: usize,
+    /// Time to read a request's head, from the connection's start.
     pub read_timeout: Duration,
     /// Time for a whole connection, the response written included.
     pub connection_timeout: Duration,
@@ -41,7 +66,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_connections: 32,
+            max_connections: 256,
+            reserved_connections: 32,
             read_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(15),
             stale_after: Duration::from_secs(60),
@@ -319,12 +345,9 @@ pub async fn serve(
         limits,
         started: std::time::Instant::now(),
     });
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let connections = Connections::new(limits.max_connections, limits.reserved_connections);
     let mut pause = Duration::from_millis(10);
     loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return Ok(());
-        };
         let stream = match listener.accept().await {
             Ok((stream, _)) => {
                 pause = Duration::from_millis(10);
@@ -338,20 +361,29 @@ pub async fn serve(
                 continue;
             }
         };
+        // None: every place is taken by a connection mid-response; this one is closed.
+        let Some((ticket, evicted)) = connections.admit() else {
+            continue;
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(|req: Request<Incoming>| {
+                // The head is in: from now on this connection is answered, never evicted.
+                ticket.busy();
                 let response = respond(&shared, &req);
                 async move { Ok::<_, Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(shared.limits.read_timeout)
-                .keep_alive(true)
+                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service);
-            // A connection past its time is dropped; so is an idle keep-alive one.
-            let _ = tokio::time::timeout(shared.limits.connection_timeout, connection).await;
-            drop(slot);
+            tokio::select! {
+                // A connection past its time is dropped.
+                _ = tokio::time::timeout(shared.limits.connection_timeout, connection) => {}
+                // Dropping it closes the socket: it had not sent a whole request head.
+                () = evicted => {}
+            }
         });
     }
 }
