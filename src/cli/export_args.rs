@@ -75,7 +75,7 @@ pub fn strip_sdk_environment() {
         .collect();
     for name in names {
         if is_unsupported_exporter_variable(&name) {
-            tracing::warn!(variable = %name, "not supported and ignored: gpuslack reads OTEL_EXPORTER_OTLP_ENDPOINT, _PROTOCOL, _HEADERS, _CERTIFICATE, _COMPRESSION, _TIMEOUT and _METRICS_TEMPORALITY_PREFERENCE (docs/EXPORT.md)");
+            tracing::warn!(variable = %name, "not supported and ignored: gpuslack reads the general and the per-signal (METRICS, LOGS) ENDPOINT, PROTOCOL, HEADERS, CERTIFICATE, COMPRESSION and TIMEOUT, and METRICS_TEMPORALITY_PREFERENCE (docs/EXPORT.md)");
         }
         // SAFETY (edition 2021: a safe call): the run resolves its configuration before it
         // starts any thread that could read the environment.
@@ -149,7 +149,11 @@ impl ExportArgs {
         if let Some(path) = &self.config {
             layers.push(file_layer(path)?);
         }
-        layers.push(env_layer(env)?);
+        let (from_env, warnings) = env_layer(env);
+        for w in warnings {
+            tracing::warn!(problem = %w, "an OTEL_* variable is not valid and is ignored; the setting falls back to the file's or the default");
+        }
+        layers.push(from_env);
         layers.push(self.layer()?);
         Ok(resolve(layers, &env)?)
     }

@@ -100,19 +100,20 @@ struct Publisher {
 fn destinations(config: &gpuslack_receiver::export::config::ExportConfig) -> String {
     let mut out = Vec::new();
     if let Some(cfg) = &config.otlp {
-        let signals = if cfg.logs {
-            "metrics and logs"
-        } else {
-            "metrics"
-        };
+        let m = &cfg.metrics;
         out.push(format!(
-            "OTLP {:?} to {} ({signals}, {:?} temporality, every {} ms, {} header(s))",
-            cfg.protocol,
-            cfg.endpoint,
+            "OTLP {:?} to {} (metrics, {:?} temporality, every {} ms, {} header(s))",
+            m.protocol,
+            m.endpoint,
             cfg.temporality,
             cfg.interval.as_millis(),
-            cfg.headers.len()
+            m.headers.len()
         ));
+        if let Some(l) = &cfg.logs {
+            out.push(format!("OTLP {:?} to {} (logs)", l.protocol, l.endpoint));
+        }
+    } else if config.otlp_disabled {
+        out.push("no OTLP (OTEL_SDK_DISABLED=true)".into());
     }
     if let Some(addr) = config.prometheus {
         out.push(format!("Prometheus on http://{addr}/metrics"));
@@ -244,7 +245,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let mut warning = config.otlp.as_ref().map(|cfg| FailureWarning {
-        endpoint: cfg.endpoint.to_string(),
+        endpoint: cfg.metrics.endpoint.to_string(),
         next: Duration::from_secs(10),
         checked: Instant::now(),
     });

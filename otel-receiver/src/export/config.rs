@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::delivery::Signal;
 pub use super::endpoint::Endpoint;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,10 +20,14 @@ pub enum Protocol {
     HttpProtobuf,
 }
 
+/// `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`, with the specification's meaning per
+/// instrument kind. All of gpuslack's instruments are asynchronous, so `delta` makes the counters
+/// delta and keeps the up-down counters cumulative, and `lowmemory` keeps everything cumulative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Temporality {
     Cumulative,
     Delta,
+    LowMemory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +80,8 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportConfig {
     pub otlp: Option<OtlpConfig>,
+    /// `OTEL_SDK_DISABLED=true` turned OTLP off.
+    pub otlp_disabled: bool,
     pub prometheus: Option<SocketAddr>,
     pub service_name: String,
     pub resource_attributes: Vec<(String, String)>,
@@ -82,23 +89,81 @@ pub struct ExportConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpConfig {
-    /// gRPC: the collector's address; HTTP: the base URL, `/v1/metrics` and `/v1/logs` added.
-    /// Without credentials: those written into the URL travel as an `authorization` header.
+    pub metrics: SignalConfig,
+    /// Diagnosis changes as OTLP log records, unless they are turned off.
+    pub logs: Option<SignalConfig>,
+    pub interval: Duration,
+    pub temporality: Temporality,
+}
+
+/// Where and how one signal is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalConfig {
+    /// gRPC: the collector's address; HTTP: the base URL, the signal's path added, unless
+    /// `exact`. Without credentials: those written into the URL travel as an `authorization`
+    /// header.
     pub endpoint: Endpoint,
+    /// The endpoint came from the signal's own variable (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`),
+    /// which the specification says is used as given, path included.
+    pub exact: bool,
     pub protocol: Protocol,
-    /// Headers of the metrics exports.
-    pub headers: Vec<(String, Secret)>,
-    /// Headers of the log exports: the same, less those that only mean something to a
+    /// Headers of this signal's exports. The logs' lack those that only mean something to a
     /// backend's metrics intake (Datadog's `dd-otel-metric-config`, Honeycomb's metrics dataset).
-    pub log_headers: Vec<(String, Secret)>,
+    pub headers: Vec<(String, Secret)>,
     /// A PEM file of extra CA certificates, trusted beside the system roots.
     pub ca_file: Option<PathBuf>,
     pub gzip: bool,
     pub timeout: Duration,
-    pub interval: Duration,
-    pub temporality: Temporality,
-    /// Diagnosis changes as OTLP log records.
-    pub logs: bool,
+}
+
+impl SignalConfig {
+    /// The URL an OTLP/HTTP export of this signal goes to: `path` (`v1/metrics`) appended to the
+    /// endpoint, or the endpoint itself when it came from the signal's own variable.
+    pub fn http_url(&self, path: &str) -> String {
+        if self.exact {
+            self.endpoint.as_str().to_string()
+        } else {
+            self.endpoint.signal_url(path)
+        }
+    }
+}
+
+/// What a signal's own environment variables set (`OTEL_EXPORTER_OTLP_METRICS_*`,
+/// `OTEL_EXPORTER_OTLP_LOGS_*`): each wins over the general one of its layer and of the layers
+/// below, and gives way to a general value set by a layer above (a flag over the environment).
+#[derive(Clone, Default, PartialEq)]
+pub struct SignalLayer {
+    pub endpoint: Option<String>,
+    pub protocol: Option<Protocol>,
+    pub headers: Option<BTreeMap<String, Secret>>,
+    pub ca_file: Option<PathBuf>,
+    pub gzip: Option<bool>,
+    pub timeout: Option<Duration>,
+}
+
+impl SignalLayer {
+    /// `over`'s signal values win; a general value `over_general` sets clears this layer's.
+    fn merge(self, over: SignalLayer, over_general: &Layer) -> SignalLayer {
+        fn pick<T>(over: Option<T>, general_set: bool, below: Option<T>) -> Option<T> {
+            over.or(if general_set { None } else { below })
+        }
+        SignalLayer {
+            endpoint: pick(
+                over.endpoint,
+                over_general.endpoint.is_some(),
+                self.endpoint,
+            ),
+            protocol: pick(
+                over.protocol,
+                over_general.protocol.is_some(),
+                self.protocol,
+            ),
+            headers: pick(over.headers, !over_general.headers.is_empty(), self.headers),
+            ca_file: pick(over.ca_file, over_general.ca_file.is_some(), self.ca_file),
+            gzip: pick(over.gzip, over_general.gzip.is_some(), self.gzip),
+            timeout: pick(over.timeout, over_general.timeout.is_some(), self.timeout),
+        }
+    }
 }
 
 /// One layer of settings; `None` leaves the value to the layer below.
@@ -117,6 +182,11 @@ pub struct Layer {
     pub prometheus: Option<SocketAddr>,
     pub service_name: Option<String>,
     pub resource_attributes: BTreeMap<String, String>,
+    /// The metrics' and the logs' own settings.
+    pub metrics: SignalLayer,
+    pub log_signal: SignalLayer,
+    /// `OTEL_SDK_DISABLED=true`: no OTLP export, whatever else says so.
+    pub sdk_disabled: Option<bool>,
 }
 
 impl fmt::Debug for Layer {
@@ -134,6 +204,10 @@ impl fmt::Debug for Layer {
 impl Layer {
     /// `over` wins wherever it says something.
     pub fn merge(mut self, over: Layer) -> Layer {
+        self.metrics = std::mem::take(&mut self.metrics).merge(over.metrics.clone(), &over);
+        self.log_signal =
+            std::mem::take(&mut self.log_signal).merge(over.log_signal.clone(), &over);
+        self.sdk_disabled = over.sdk_disabled.or(self.sdk_disabled);
         self.endpoint = over.endpoint.or(self.endpoint);
         self.protocol = over.protocol.or(self.protocol);
         self.headers.extend(over.headers);
@@ -152,7 +226,7 @@ impl Layer {
 }
 
 pub fn parse_protocol(s: &str) -> Option<Protocol> {
-    match s {
+    match s.trim().to_ascii_lowercase().as_str() {
         "grpc" => Some(Protocol::Grpc),
         "http/protobuf" | "http" => Some(Protocol::HttpProtobuf),
         _ => None,
@@ -160,16 +234,16 @@ pub fn parse_protocol(s: &str) -> Option<Protocol> {
 }
 
 pub fn parse_temporality(s: &str) -> Option<Temporality> {
-    match s.to_ascii_lowercase().as_str() {
+    match s.trim().to_ascii_lowercase().as_str() {
         "cumulative" => Some(Temporality::Cumulative),
-        // The SDK's "lowmemory" preference is delta for counters, which is all we export as sums.
-        "delta" | "lowmemory" => Some(Temporality::Delta),
+        "delta" => Some(Temporality::Delta),
+        "lowmemory" => Some(Temporality::LowMemory),
         _ => None,
     }
 }
 
 pub fn parse_preset(s: &str) -> Option<Preset> {
-    match s {
+    match s.trim().to_ascii_lowercase().as_str() {
         "datadog" => Some(Preset::Datadog),
         "datadog-agent" => Some(Preset::DatadogAgent),
         "honeycomb" => Some(Preset::Honeycomb),
@@ -187,7 +261,7 @@ pub fn parse_listen(s: &str) -> Option<SocketAddr> {
 }
 
 pub fn parse_compression(s: &str) -> Option<bool> {
-    match s {
+    match s.trim().to_ascii_lowercase().as_str() {
         "gzip" => Some(true),
         "none" | "" => Some(false),
         _ => None,
@@ -267,8 +341,8 @@ pub fn is_sdk_exporter_variable(name: &str) -> bool {
     name.starts_with("OTEL_EXPORTER_OTLP_")
 }
 
-/// The SDK variables gpuslack does not read (per-signal endpoints, headers…): named in a warning,
-/// since the run removes them.
+/// The SDK variables gpuslack does not read (client certificates, `_INSECURE`, traces…):
+/// named in a warning, since the run removes them.
 pub fn is_unsupported_exporter_variable(name: &str) -> bool {
     const READ: [&str; 7] = [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -279,7 +353,8 @@ pub fn is_unsupported_exporter_variable(name: &str) -> bool {
         "OTEL_EXPORTER_OTLP_TIMEOUT",
         "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
     ];
-    is_sdk_exporter_variable(name) && !READ.contains(&name)
+    let per_signal = SIGNAL_VARIABLES.iter().flatten().any(|v| *v == name);
+    is_sdk_exporter_variable(name) && !READ.contains(&name) && !per_signal
 }
 
 fn invalid(origin: &'static str, field: &'static str, value: &str, expected: &str) -> ConfigError {
@@ -319,62 +394,127 @@ fn millis(origin: &'static str, field: &'static str, value: &str) -> Result<Dura
 }
 
 /// The standard environment variables. `get` reads one (injected so tests need no process env).
-pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> Result<Layer, ConfigError> {
+/// As the OpenTelemetry specification asks, values are case-insensitive and an invalid one is
+/// not fatal: it is returned among the warnings, which name the variable, and the setting is
+/// left to the layers below (or the default).
+pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> (Layer, Vec<ConfigError>) {
     const ORIGIN: &str = "environment";
     let mut layer = Layer::default();
+    let mut warnings = Vec::new();
     let get = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-    layer.endpoint = get("OTEL_EXPORTER_OTLP_ENDPOINT");
-    if let Some(v) = get("OTEL_EXPORTER_OTLP_PROTOCOL") {
-        layer.protocol = Some(parse_protocol(&v).ok_or_else(|| {
-            invalid(
-                ORIGIN,
-                "OTEL_EXPORTER_OTLP_PROTOCOL",
-                &v,
-                "grpc or http/protobuf",
-            )
-        })?);
-    }
-    if let Some(v) = get("OTEL_EXPORTER_OTLP_HEADERS") {
-        let pairs = parse_pairs(&v).map_err(|e| ConfigError::Invalid {
-            origin: ORIGIN,
-            field: "OTEL_EXPORTER_OTLP_HEADERS",
-            problem: e.to_string(),
-        })?;
-        layer.headers = pairs.into_iter().map(|(k, v)| (k, Secret(v))).collect();
-    }
+    // A value `parse` refuses is a warning, and no setting.
+    let mut read = |name: &'static str, expected: &str, parse: &dyn Fn(&str) -> Option<()>| {
+        let value = get(name)?;
+        match parse(&value) {
+            Some(()) => Some(value),
+            None => {
+                warnings.push(invalid(ORIGIN, name, &value, expected));
+                None
+            }
+        }
+    };
+    let ok = |b: bool| b.then_some(());
+    let endpoint = |v: &str| ok(Endpoint::parse(v).is_ok());
+    let protocol = |v: &str| ok(parse_protocol(v).is_some());
+    let compression = |v: &str| ok(parse_compression(v).is_some());
+    let millis_ok = |v: &str| {
+        ok(v.trim()
+            .parse::<u64>()
+            .ok()
+            .and_then(checked_millis)
+            .is_some())
+    };
+    let pairs_ok = |v: &str| ok(parse_pairs(v).is_ok());
+    let to_millis = |v: String| v.trim().parse::<u64>().ok().and_then(checked_millis);
+    let to_headers = |v: String| -> Option<BTreeMap<String, Secret>> {
+        parse_pairs(&v)
+            .ok()
+            .map(|pairs| pairs.into_iter().map(|(k, v)| (k, Secret(v))).collect())
+    };
+    const MS: &str = "a number of milliseconds from 1 to 600000";
+    const URL: &str = "an http:// or https:// URL with a host and a port from 1 to 65535";
+    const PAIRS: &str = "a list of key=value pairs separated by commas";
+
+    layer.endpoint = read("OTEL_EXPORTER_OTLP_ENDPOINT", URL, &endpoint);
+    layer.protocol = read(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "grpc or http/protobuf",
+        &protocol,
+    )
+    .and_then(|v| parse_protocol(&v));
+    layer.headers = read("OTEL_EXPORTER_OTLP_HEADERS", PAIRS, &pairs_ok)
+        .and_then(to_headers)
+        .unwrap_or_default();
     layer.ca_file = get("OTEL_EXPORTER_OTLP_CERTIFICATE").map(PathBuf::from);
-    if let Some(v) = get("OTEL_EXPORTER_OTLP_COMPRESSION") {
-        layer.gzip = Some(parse_compression(&v).ok_or_else(|| {
-            invalid(ORIGIN, "OTEL_EXPORTER_OTLP_COMPRESSION", &v, "gzip or none")
-        })?);
+    layer.gzip = read(
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "gzip or none",
+        &compression,
+    )
+    .and_then(|v| parse_compression(&v));
+    layer.timeout = read("OTEL_EXPORTER_OTLP_TIMEOUT", MS, &millis_ok).and_then(to_millis);
+    layer.interval = read("OTEL_METRIC_EXPORT_INTERVAL", MS, &millis_ok).and_then(to_millis);
+    layer.temporality = read(
+        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+        "cumulative, delta or lowmemory",
+        &|v| ok(parse_temporality(v).is_some()),
+    )
+    .and_then(|v| parse_temporality(&v));
+    for (signal, names) in [
+        (Signal::Metrics, SIGNAL_VARIABLES[0]),
+        (Signal::Logs, SIGNAL_VARIABLES[1]),
+    ] {
+        let [endpoint_var, protocol_var, headers_var, certificate_var, compression_var, timeout_var] =
+            names;
+        let own = SignalLayer {
+            endpoint: read(endpoint_var, URL, &endpoint),
+            protocol: read(protocol_var, "grpc or http/protobuf", &protocol)
+                .and_then(|v| parse_protocol(&v)),
+            headers: read(headers_var, PAIRS, &pairs_ok).and_then(to_headers),
+            ca_file: get(certificate_var).map(PathBuf::from),
+            gzip: read(compression_var, "gzip or none", &compression)
+                .and_then(|v| parse_compression(&v)),
+            timeout: read(timeout_var, MS, &millis_ok).and_then(to_millis),
+        };
+        match signal {
+            Signal::Metrics => layer.metrics = own,
+            Signal::Logs => layer.log_signal = own,
+        }
     }
-    if let Some(v) = get("OTEL_EXPORTER_OTLP_TIMEOUT") {
-        layer.timeout = Some(millis(ORIGIN, "OTEL_EXPORTER_OTLP_TIMEOUT", &v)?);
-    }
-    if let Some(v) = get("OTEL_METRIC_EXPORT_INTERVAL") {
-        layer.interval = Some(millis(ORIGIN, "OTEL_METRIC_EXPORT_INTERVAL", &v)?);
-    }
-    if let Some(v) = get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE") {
-        layer.temporality = Some(parse_temporality(&v).ok_or_else(|| {
-            invalid(
-                ORIGIN,
-                "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
-                &v,
-                "cumulative, delta or lowmemory",
-            )
-        })?);
-    }
-    if let Some(v) = get("OTEL_RESOURCE_ATTRIBUTES") {
-        let pairs = parse_pairs(&v).map_err(|e| ConfigError::Invalid {
-            origin: ORIGIN,
-            field: "OTEL_RESOURCE_ATTRIBUTES",
-            problem: e.to_string(),
-        })?;
-        layer.resource_attributes = pairs.into_iter().collect();
+    layer.sdk_disabled = read("OTEL_SDK_DISABLED", "true or false", &|v| {
+        ok(matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "true" | "false"
+        ))
+    })
+    .map(|v| v.trim().eq_ignore_ascii_case("true"));
+    if let Some(v) = read("OTEL_RESOURCE_ATTRIBUTES", PAIRS, &pairs_ok) {
+        layer.resource_attributes = parse_pairs(&v).unwrap_or_default().into_iter().collect();
     }
     layer.service_name = get("OTEL_SERVICE_NAME");
-    Ok(layer)
+    (layer, warnings)
 }
+
+/// Each signal's own variables, in the order endpoint, protocol, headers, certificate,
+/// compression, timeout.
+const SIGNAL_VARIABLES: [[&str; 6]; 2] = [
+    [
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+        "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+    ],
+    [
+        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+        "OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_LOGS_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT",
+    ],
+];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -510,7 +650,7 @@ const HONEYCOMB_DATASET: &str = "x-honeycomb-dataset";
 /// the resource's `service.name` (in an environment), or `HONEYCOMB_LOGS_DATASET` where set (a
 /// Classic team needs one for every signal): the metrics dataset must not catch the logs.
 fn log_headers(
-    headers: &BTreeMap<String, Secret>,
+    headers: &[(String, Secret)],
     preset: Option<Preset>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, Secret)> {
@@ -601,48 +741,85 @@ pub fn resolve(
         Some(preset) => preset_layer(preset, env)?.merge(merged),
         None => merged,
     };
-    let otlp = match merged.endpoint.clone() {
-        None => None,
-        Some(endpoint) => {
-            let protocol = merged.protocol.unwrap_or(Protocol::Grpc);
-            let endpoint = Endpoint::parse(&endpoint).map_err(|e| ConfigError::Invalid {
-                origin: "otlp",
-                field: "endpoint",
-                problem: e.to_string(),
-            })?;
-            let mut headers = merged.headers.clone();
-            for (k, v) in &headers {
-                check_header("otlp", k, v.expose())?;
-            }
-            // Credentials from the URL, unless a header already says who the agent is.
-            if let Some(auth) = endpoint.basic_auth() {
-                if !headers
-                    .keys()
-                    .any(|k| k.eq_ignore_ascii_case("authorization"))
-                {
-                    headers.insert("authorization".into(), auth.clone());
-                }
-            }
+    let sdk_disabled = merged.sdk_disabled == Some(true);
+    let metrics = signal_config(&merged, &merged.metrics, "metrics")?;
+    let otlp = match metrics {
+        Some(metrics) if !sdk_disabled => {
+            let logs = if merged.logs.unwrap_or(true) {
+                signal_config(&merged, &merged.log_signal, "logs")?.map(|mut logs| {
+                    // Only the general headers are trimmed of the metrics intakes' own.
+                    if merged.log_signal.headers.is_none() {
+                        logs.headers = log_headers(&logs.headers, merged.preset, env);
+                    }
+                    logs
+                })
+            } else {
+                None
+            };
             Some(OtlpConfig {
-                log_headers: log_headers(&headers, merged.preset, env),
-                headers: headers.into_iter().collect(),
-                endpoint,
-                protocol,
-                ca_file: merged.ca_file.clone(),
-                gzip: merged.gzip.unwrap_or(false),
-                timeout: merged.timeout.unwrap_or(Duration::from_secs(10)),
+                metrics,
+                logs,
                 interval: merged.interval.unwrap_or(Duration::from_secs(10)),
                 temporality: merged.temporality.unwrap_or(Temporality::Cumulative),
-                logs: merged.logs.unwrap_or(true),
             })
         }
+        _ => None,
     };
     Ok(ExportConfig {
         otlp,
+        otlp_disabled: sdk_disabled,
         prometheus: merged.prometheus,
         service_name: merged.service_name.unwrap_or_else(|| "gpuslack".into()),
         resource_attributes: merged.resource_attributes.into_iter().collect(),
     })
+}
+
+/// One signal's settings: its own where it has them, the general ones otherwise; `None` when
+/// no endpoint is set for it.
+fn signal_config(
+    merged: &Layer,
+    own: &SignalLayer,
+    signal: &'static str,
+) -> Result<Option<SignalConfig>, ConfigError> {
+    let (text, exact) = match (&own.endpoint, &merged.endpoint) {
+        (Some(own), _) => (own, true),
+        (None, Some(general)) => (general, false),
+        (None, None) => return Ok(None),
+    };
+    let endpoint = Endpoint::parse(text).map_err(|e| ConfigError::Invalid {
+        origin: "otlp",
+        field: if exact { signal } else { "endpoint" },
+        problem: e.to_string(),
+    })?;
+    let mut headers = own
+        .headers
+        .clone()
+        .unwrap_or_else(|| merged.headers.clone());
+    for (k, v) in &headers {
+        check_header("otlp", k, v.expose())?;
+    }
+    // Credentials from the URL, unless a header already says who the agent is.
+    if let Some(auth) = endpoint.basic_auth() {
+        if !headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            headers.insert("authorization".into(), auth.clone());
+        }
+    }
+    Ok(Some(SignalConfig {
+        endpoint,
+        exact,
+        protocol: own.protocol.or(merged.protocol).unwrap_or(Protocol::Grpc),
+        headers: headers.into_iter().collect(),
+        ca_file: own.ca_file.clone().or_else(|| merged.ca_file.clone()),
+        // Every intake gpuslack knows takes gzip (docs/EXPORT.md): on unless turned off.
+        gzip: own.gzip.or(merged.gzip).unwrap_or(true),
+        timeout: own
+            .timeout
+            .or(merged.timeout)
+            .unwrap_or(Duration::from_secs(10)),
+    }))
 }
 
 #[cfg(test)]
@@ -678,18 +855,20 @@ mod tests {
             ),
             ("OTEL_SERVICE_NAME", "gpu-agent"),
         ]);
-        let env_layer = env_layer(&e).expect("env");
+        let (env_layer, warnings) = env_layer(&e);
+        assert!(warnings.is_empty(), "{warnings:?}");
         let flags = Layer {
             interval: Some(Duration::from_millis(250)),
             ..Layer::default()
         };
         let c = resolve(vec![file, env_layer, flags], &e).expect("resolve");
         let o = c.otlp.expect("otlp on");
-        assert_eq!(o.endpoint.to_string(), "http://env:4318");
-        assert_eq!(o.protocol, Protocol::HttpProtobuf);
+        assert_eq!(o.metrics.endpoint.to_string(), "http://env:4318");
+        assert_eq!(o.metrics.protocol, Protocol::HttpProtobuf);
         assert_eq!(o.interval, Duration::from_millis(250));
         assert_eq!(o.temporality, Temporality::Delta);
         let headers: BTreeMap<&str, &str> = o
+            .metrics
             .headers
             .iter()
             .map(|(k, v)| (k.as_str(), v.expose()))
@@ -718,20 +897,20 @@ mod tests {
         )
         .expect("resolve");
         let o = c.otlp.expect("otlp");
-        assert_eq!(o.endpoint.to_string(), "https://otlp.datadoghq.eu");
+        assert_eq!(o.metrics.endpoint.to_string(), "https://otlp.datadoghq.eu");
         assert_eq!(
-            (o.protocol, o.temporality),
+            (o.metrics.protocol, o.temporality),
             (Protocol::HttpProtobuf, Temporality::Delta)
         );
-        assert_eq!(o.headers[0].0, "dd-api-key");
-        assert_eq!(o.headers[0].1.expose(), "sekrit");
+        assert_eq!(o.metrics.headers[0].0, "dd-api-key");
+        assert_eq!(o.metrics.headers[0].1.expose(), "sekrit");
         // Resource attributes become tags: the intake's metric-translator header, metrics only.
-        assert_eq!(o.headers[1].0, "dd-otel-metric-config");
-        assert!(o.headers[1]
+        assert_eq!(o.metrics.headers[1].0, "dd-otel-metric-config");
+        assert!(o.metrics.headers[1]
             .1
             .expose()
             .contains("\"resource_attributes_as_tags\": true"));
-        assert_eq!(o.log_headers.len(), 1);
+        assert_eq!(o.logs.as_ref().expect("logs").headers.len(), 1);
         // Honeycomb EU; metrics to their dataset, logs to service.name's or their own.
         let honeycomb = |vars: &[(&str, &str)]| {
             resolve(
@@ -747,13 +926,19 @@ mod tests {
             .otlp
             .expect("otlp");
         // 443 is https's own port: the URL drops it.
-        assert_eq!(eu.endpoint.to_string(), "https://api.eu1.honeycomb.io");
+        assert_eq!(
+            eu.metrics.endpoint.to_string(),
+            "https://api.eu1.honeycomb.io"
+        );
         let names = |h: &[(String, Secret)]| h.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
         assert_eq!(
-            names(&eu.headers),
+            names(&eu.metrics.headers),
             ["x-honeycomb-dataset", "x-honeycomb-team"]
         );
-        assert_eq!(names(&eu.log_headers), ["x-honeycomb-team"]);
+        assert_eq!(
+            names(&eu.logs.as_ref().expect("logs").headers),
+            ["x-honeycomb-team"]
+        );
         let classic = honeycomb(&[
             ("HONEYCOMB_API_KEY", "k"),
             ("HONEYCOMB_LOGS_DATASET", "gpu-logs"),
@@ -761,8 +946,14 @@ mod tests {
         .expect("resolve")
         .otlp
         .expect("otlp");
-        assert_eq!(classic.endpoint.to_string(), "https://api.honeycomb.io");
-        assert_eq!(classic.log_headers[1].1.expose(), "gpu-logs");
+        assert_eq!(
+            classic.metrics.endpoint.to_string(),
+            "https://api.honeycomb.io"
+        );
+        assert_eq!(
+            classic.logs.as_ref().expect("logs").headers[1].1.expose(),
+            "gpu-logs"
+        );
         let bad = honeycomb(&[("HONEYCOMB_API_KEY", "k"), ("HONEYCOMB_REGION", "apac")]);
         assert!(bad
             .expect_err("region")
@@ -787,8 +978,8 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4317"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "dd-api-key=topsecret"),
         ]);
-        let c = resolve(vec![env_layer(&e).expect("env")], &e).expect("resolve");
-        let shown = format!("{c:?} {:?}", env_layer(&e).expect("env"));
+        let c = resolve(vec![env_layer(&e).0], &e).expect("resolve");
+        let shown = format!("{c:?} {:?}", env_layer(&e).0);
         assert!(!shown.contains("topsecret"), "{shown}");
         assert!(shown.contains("<redacted>"));
     }
@@ -796,7 +987,9 @@ mod tests {
     #[test]
     fn bad_values_name_their_origin_and_field() {
         let e = env(&[("OTEL_METRIC_EXPORT_INTERVAL", "soon")]);
-        let err = env_layer(&e).expect_err("bad interval").to_string();
+        let (layer, warnings) = env_layer(&e);
+        assert_eq!(layer.interval, None, "an invalid value sets nothing");
+        let err = warnings[0].to_string();
         assert_eq!(err, "environment: `OTEL_METRIC_EXPORT_INTERVAL`: \"soon\" is not a number of milliseconds from 1 to 600000");
         let dir = std::env::temp_dir().join(format!("gpuslack-config-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
@@ -825,21 +1018,160 @@ mod tests {
             ("600000", true),
             ("600001", false),
         ] {
-            let from_env = env_layer(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", ms)]));
-            assert_eq!(from_env.is_ok(), ok, "environment {ms}");
+            let (from_env, warnings) = env_layer(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", ms)]));
+            assert_eq!(from_env.timeout.is_some(), ok, "environment {ms}");
+            assert_eq!(warnings.is_empty(), ok, "environment {ms}");
             let from_file = file_layer_from_str(&format!("[otlp]\ninterval_ms = {ms}\n"), "f.toml");
             assert_eq!(from_file.is_ok(), ok, "file {ms}");
             assert_eq!(checked_millis(ms.parse().expect("number")).is_some(), ok);
         }
-        let err = env_layer(env(&[(
+        let (layer, warnings) = env_layer(env(&[(
             "OTEL_EXPORTER_OTLP_TIMEOUT",
             "18446744073709551615",
-        )]))
-        .expect_err("u64::MAX ms")
-        .to_string();
+        )]));
+        assert_eq!(layer.timeout, None);
+        let err = warnings[0].to_string();
         assert!(
             err.contains("OTEL_EXPORTER_OTLP_TIMEOUT") && err.contains("1 to 600000"),
             "{err}"
+        );
+    }
+
+    /// One row of docs/EXPORT.md's table of `OTEL_*` variables each.
+    #[test]
+    fn every_otel_variable_does_what_the_table_says() {
+        let resolved = |vars: &[(&str, &str)]| {
+            let e = env(vars);
+            let (layer, warnings) = env_layer(&e);
+            (resolve(vec![layer], &e).expect("resolve"), warnings)
+        };
+        let base = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318/base");
+        // OTEL_EXPORTER_OTLP_ENDPOINT: the signal's path appended.
+        let (c, _) = resolved(&[base]);
+        let o = c.otlp.expect("otlp");
+        assert_eq!(
+            o.metrics.http_url("v1/metrics"),
+            "http://c:4318/base/v1/metrics"
+        );
+        // _METRICS_ENDPOINT and _LOGS_ENDPOINT: used as given.
+        let (c, _) = resolved(&[
+            base,
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                "http://m:4318/custom/metrics",
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+                "http://l:4318/custom/logs",
+            ),
+        ]);
+        let o = c.otlp.expect("otlp");
+        assert_eq!(
+            o.metrics.http_url("v1/metrics"),
+            "http://m:4318/custom/metrics"
+        );
+        let logs = o.logs.expect("logs");
+        assert_eq!(logs.http_url("v1/logs"), "http://l:4318/custom/logs");
+        // A signal's own endpoint alone turns OTLP on for it.
+        let (c, _) = resolved(&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://m:4317")]);
+        let o = c.otlp.expect("metrics alone");
+        assert!(o.logs.is_none(), "no endpoint for the logs");
+        // Per-signal protocol, headers, compression, timeout and certificate win over the general.
+        let (c, w) = resolved(&[
+            base,
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "GRPC"),
+            ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "HTTP/Protobuf"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "a=1"),
+            ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "b=2"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "None"),
+            ("OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "GZIP"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ("OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "3000"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/general.pem"),
+            ("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "/metrics.pem"),
+        ]);
+        assert!(w.is_empty(), "values are case-insensitive: {w:?}");
+        let o = c.otlp.expect("otlp");
+        let logs = o.logs.clone().expect("logs");
+        assert_eq!(
+            (o.metrics.protocol, logs.protocol),
+            (Protocol::HttpProtobuf, Protocol::Grpc)
+        );
+        let names = |h: &[(String, Secret)]| h.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            (names(&o.metrics.headers), names(&logs.headers)),
+            (vec!["b".to_string()], vec!["a".to_string()])
+        );
+        assert_eq!((o.metrics.gzip, logs.gzip), (false, true));
+        assert_eq!(
+            (o.metrics.timeout, logs.timeout),
+            (Duration::from_secs(2), Duration::from_secs(3))
+        );
+        assert_eq!(
+            (o.metrics.ca_file.clone(), logs.ca_file.clone()),
+            (
+                Some(PathBuf::from("/metrics.pem")),
+                Some(PathBuf::from("/general.pem"))
+            )
+        );
+        // gzip is on unless turned off.
+        let (c, _) = resolved(&[base]);
+        assert!(c.otlp.expect("otlp").metrics.gzip);
+        // Temporality: the specification's three preferences, any case.
+        for (v, t) in [
+            ("Cumulative", Temporality::Cumulative),
+            ("DELTA", Temporality::Delta),
+            ("lowMemory", Temporality::LowMemory),
+        ] {
+            let (c, _) = resolved(&[
+                base,
+                ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", v),
+            ]);
+            assert_eq!(c.otlp.expect("otlp").temporality, t, "{v}");
+        }
+        // OTEL_SDK_DISABLED: no OTLP at all; anything but true/false is a warning.
+        let (c, _) = resolved(&[base, ("OTEL_SDK_DISABLED", "TRUE")]);
+        assert!(c.otlp.is_none() && c.otlp_disabled);
+        let (c, w) = resolved(&[base, ("OTEL_SDK_DISABLED", "yes")]);
+        assert!(c.otlp.is_some() && w[0].to_string().contains("OTEL_SDK_DISABLED"));
+        // Invalid values: a warning naming the variable, and the default.
+        for (name, value) in [
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "-1"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "soon"),
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+                "sometimes",
+            ),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "m:4317"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "novalue"),
+        ] {
+            let (c, w) = resolved(&[base, (name, value)]);
+            assert_eq!(w.len(), 1, "{name}: {w:?}");
+            assert!(w[0].to_string().contains(name), "{}", w[0]);
+            let o = c.otlp.expect("the rest still resolves");
+            assert_eq!(o.metrics.protocol, Protocol::Grpc, "{name}");
+            assert!(o.metrics.gzip, "{name}");
+            assert_eq!(o.metrics.timeout, Duration::from_secs(10), "{name}");
+            assert_eq!(o.interval, Duration::from_secs(10), "{name}");
+            assert_eq!(o.temporality, Temporality::Cumulative, "{name}");
+            assert!(!o.metrics.exact, "{name}");
+            assert!(o.metrics.headers.is_empty(), "{name}");
+        }
+        // An invalid general endpoint: a warning, and no OTLP (there is no default endpoint).
+        let (c, w) = resolved(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")]);
+        assert!(c.otlp.is_none() && w[0].to_string().contains("OTEL_EXPORTER_OTLP_ENDPOINT"));
+        // A flag's general endpoint wins over the environment's per-signal one.
+        let e = env(&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://env:4318/m")]);
+        let flags = Layer {
+            endpoint: Some("http://flag:4317".into()),
+            ..Layer::default()
+        };
+        let c = resolve(vec![env_layer(&e).0, flags], &e).expect("resolve");
+        assert_eq!(
+            c.otlp.expect("otlp").metrics.endpoint.to_string(),
+            "http://flag:4317"
         );
     }
 
@@ -855,11 +1187,12 @@ mod tests {
         };
         let c = resolve(vec![layer("http://user:pw@host:4318", &[])], &env(&[])).expect("resolve");
         let o = c.otlp.expect("otlp");
-        assert_eq!(o.endpoint.to_string(), "http://host:4318");
+        assert_eq!(o.metrics.endpoint.to_string(), "http://host:4318");
         let auth: Vec<&str> = o
+            .metrics
             .headers
             .iter()
-            .chain(&o.log_headers)
+            .chain(&o.logs.as_ref().expect("logs").headers)
             .filter(|(k, _)| k == "authorization")
             .map(|(_, v)| v.expose())
             .collect();
@@ -875,8 +1208,8 @@ mod tests {
         )
         .expect("resolve");
         let o = c.otlp.expect("otlp");
-        assert_eq!(o.headers.len(), 1);
-        assert_eq!(o.headers[0].1.expose(), "Bearer t");
+        assert_eq!(o.metrics.headers.len(), 1);
+        assert_eq!(o.metrics.headers[0].1.expose(), "Bearer t");
         let err = resolve(vec![layer("http://user:pw@host:99999", &[])], &env(&[]))
             .expect_err("port")
             .to_string();
@@ -924,8 +1257,14 @@ mod tests {
         assert!(!is_unsupported_exporter_variable(
             "OTEL_EXPORTER_OTLP_HEADERS"
         ));
-        assert!(is_unsupported_exporter_variable(
+        assert!(!is_unsupported_exporter_variable(
             "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+        ));
+        assert!(is_unsupported_exporter_variable(
+            "OTEL_EXPORTER_OTLP_CLIENT_KEY"
+        ));
+        assert!(is_unsupported_exporter_variable(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
         ));
         assert!(!is_sdk_exporter_variable("OTEL_SERVICE_NAME"));
     }

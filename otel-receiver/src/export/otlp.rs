@@ -22,7 +22,7 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
 use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
-use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, Temporality};
+use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, SignalConfig, Temporality};
 use super::delivery::{reason, reason_in_text, Delivery, Signal};
 use super::http_client::{no_redirects, OtlpHttpClient};
 use super::state::{ClassChange, ExportState, GpuView};
@@ -133,7 +133,7 @@ fn host_arch() -> &'static str {
 }
 
 fn http_client(
-    cfg: &OtlpConfig,
+    cfg: &SignalConfig,
     (signal, headers): (Signal, &[(String, Secret)]),
     delivery: &Arc<Delivery>,
     url: &str,
@@ -176,7 +176,7 @@ fn http_client(
     ))
 }
 
-fn tonic_tls(cfg: &OtlpConfig) -> Result<Option<tonic::transport::ClientTlsConfig>, OtlpError> {
+fn tonic_tls(cfg: &SignalConfig) -> Result<Option<tonic::transport::ClientTlsConfig>, OtlpError> {
     if !cfg.endpoint.is_https() {
         return Ok(None);
     }
@@ -214,16 +214,15 @@ fn build_error(
     }
 }
 
-/// The gRPC settings every signal's exporter shares, with the signal's headers.
+/// A signal's gRPC settings.
 fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
     b: B,
-    cfg: &OtlpConfig,
-    headers: &[(String, Secret)],
+    cfg: &SignalConfig,
 ) -> Result<B, OtlpError> {
     let mut b = b
         .with_endpoint(cfg.endpoint.as_str())
         .with_timeout(cfg.timeout)
-        .with_metadata(metadata(headers)?);
+        .with_metadata(metadata(&cfg.headers)?);
     if let Some(tls) = tonic_tls(cfg)? {
         b = b.with_tls_config(tls);
     }
@@ -233,17 +232,17 @@ fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
     Ok(b)
 }
 
-/// The HTTP/protobuf settings every signal's exporter shares; `path` is the signal's URL path.
-/// Headers travel in our own client, never through the SDK's header settings.
+/// A signal's HTTP/protobuf settings; `path` is the signal's URL path. Headers travel in our own
+/// client, never through the SDK's header settings.
 fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
     b: B,
-    cfg: &OtlpConfig,
-    (signal, path, headers): (Signal, &str, &[(String, Secret)]),
+    cfg: &SignalConfig,
+    (signal, path): (Signal, &str),
     delivery: &Arc<Delivery>,
 ) -> Result<B, OtlpError> {
-    let url = cfg.endpoint.signal_url(path);
+    let url = cfg.http_url(path);
     let mut b = b
-        .with_http_client(http_client(cfg, (signal, headers), delivery, &url)?)
+        .with_http_client(http_client(cfg, (signal, &cfg.headers), delivery, &url)?)
         .with_endpoint(url)
         .with_timeout(cfg.timeout)
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
@@ -260,14 +259,16 @@ fn metric_exporter(
     let temporality = match cfg.temporality {
         Temporality::Cumulative => opentelemetry_sdk::metrics::Temporality::Cumulative,
         Temporality::Delta => opentelemetry_sdk::metrics::Temporality::Delta,
+        Temporality::LowMemory => opentelemetry_sdk::metrics::Temporality::LowMemory,
     };
     let builder = MetricExporter::builder().with_temporality(temporality);
-    match cfg.protocol {
-        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), cfg, &cfg.headers)?.build(),
+    let signal = &cfg.metrics;
+    match signal.protocol {
+        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), signal)?.build(),
         Protocol::HttpProtobuf => with_http_settings(
             builder.with_http(),
-            cfg,
-            (Signal::Metrics, "v1/metrics", &cfg.headers),
+            signal,
+            (Signal::Metrics, "v1/metrics"),
             delivery,
         )?
         .build(),
@@ -275,15 +276,13 @@ fn metric_exporter(
     .map_err(build_error("metrics"))
 }
 
-fn log_exporter(cfg: &OtlpConfig, delivery: &Arc<Delivery>) -> Result<LogExporter, OtlpError> {
+fn log_exporter(cfg: &SignalConfig, delivery: &Arc<Delivery>) -> Result<LogExporter, OtlpError> {
     match cfg.protocol {
-        Protocol::Grpc => {
-            with_tonic_settings(LogExporter::builder().with_tonic(), cfg, &cfg.log_headers)?.build()
-        }
+        Protocol::Grpc => with_tonic_settings(LogExporter::builder().with_tonic(), cfg)?.build(),
         Protocol::HttpProtobuf => with_http_settings(
             LogExporter::builder().with_http(),
             cfg,
-            (Signal::Logs, "v1/logs", &cfg.log_headers),
+            (Signal::Logs, "v1/logs"),
             delivery,
         )?
         .build(),
@@ -480,9 +479,9 @@ impl OtlpExport {
             .with_reader(reader)
             .build();
         register(&meters.meter_with_scope(scope()), &state);
-        let logs = if cfg.logs {
+        let logs = if let Some(logs_cfg) = &cfg.logs {
             let logs = CountingLogs {
-                inner: log_exporter(cfg, &delivery)?,
+                inner: log_exporter(logs_cfg, &delivery)?,
                 delivery: delivery.clone(),
             };
             let provider = SdkLoggerProvider::builder()
