@@ -250,6 +250,71 @@ fn bad_flags_are_refused() {
 }
 
 #[test]
+fn unknown_columns_are_ignored_with_one_warning_naming_them_and_the_file() {
+    let path = temp_trace(
+        "unknown-columns",
+        "t,powr_mw,power_mw,gpm_smm\n100.0,1,200000,5\n100.5,1,200000,5\n102.5,1,80000,5\n",
+    );
+    let trace = path.display().to_string();
+    for args in [
+        vec!["replay", &trace, "--format", "jsonl"],
+        vec!["diagnose", "--trace", &trace],
+        vec!["run", "--replay", &trace, "--speed", "0"],
+    ] {
+        let out = gpuslack(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        let warnings: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("ignoring columns"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{args:?}: once:\n{err}");
+        assert!(warnings[0].contains(" WARN "), "{}", warnings[0]);
+        assert!(
+            warnings[0].contains("columns=`powr_mw`, `gpm_smm`"),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[0].contains(&format!("trace={trace}")),
+            "{}",
+            warnings[0]
+        );
+    }
+    // Still ignored: the windows read power_mw alone.
+    let out = gpuslack(&["replay", &trace, "--format", "jsonl"]);
+    let first: Value =
+        serde_json::from_str(stdout(&out).lines().next().expect("a window")).expect("json");
+    assert_eq!(first["power_w"], 200.0);
+    assert!(first["sm_active"].is_null());
+    // The bundled recording's `call_us`, an earlier recorder's, draws no warning.
+    let out = gpuslack(&["replay", &fixture("h200-reference")]);
+    assert!(
+        !stderr(&out).contains("ignoring columns"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_crlf_trace_names_the_same_line_as_its_lf_copy() {
+    let lf = "t,power_mw\n100.0,80000\n# a comment\n\n100.1,eighty\n";
+    for (name, text) in [("lf", lf.to_string()), ("crlf", lf.replace('\n', "\r\n"))] {
+        let path = temp_trace(name, &text);
+        let out = gpuslack(&["replay", &path.display().to_string()]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains(&format!(
+                "{}:5: column `power_mw`: not a number",
+                path.display()
+            )),
+            "{name}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
 fn diagnose_without_a_gpu_says_so_and_shows_the_bundled_recording() {
     let out = gpuslack(&["diagnose", "--seconds", "1"]);
     assert!(out.status.success(), "{}", stderr(&out));

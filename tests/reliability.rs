@@ -525,6 +525,99 @@ fn a_trace_naming_100000_gpus_and_a_50_mb_line_fail_fast_and_briefly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("wide.csv:2: column `power_mw`"));
 }
 
+/// Runs gpuslack with `args`, killed past `max_rss_kib` of memory or `limit` of time: (exit
+/// code, stderr, peak resident KiB, time taken). Bounded even when gpuslack is not.
+fn bounded(
+    args: &[&str],
+    max_rss_kib: u64,
+    limit: Duration,
+) -> (Option<i32>, String, u64, Duration) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpuslack starts");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let status_path = format!("/proc/{}/status", child.id());
+    let started = Instant::now();
+    let mut peak = 0;
+    let code = loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if peak > max_rss_kib || started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = started.elapsed();
+    (code, reader.join().unwrap_or_default(), peak, took)
+}
+
+#[test]
+fn a_trace_without_line_breaks_fails_at_once_in_little_memory() {
+    let dir = temp_dir("no-newline");
+    // A crash-truncated trace: a header, a row, then NULs where the rest was to be written.
+    let truncated = dir.join("truncated.csv");
+    let mut bytes = b"t,gpu,power_mw\r\n1796025905,0,80000\r\n".to_vec();
+    bytes.resize(bytes.len() + (16 << 20), 0);
+    std::fs::write(&truncated, &bytes).expect("write");
+    let nuls = dir.join("nuls.csv");
+    std::fs::write(&nuls, vec![0u8; 16 << 20]).expect("write");
+    let (truncated, nuls) = (truncated.display().to_string(), nuls.display().to_string());
+    let cases: [(Vec<&str>, String); 5] = [
+        (vec!["replay", "/dev/zero"], "/dev/zero:1: ".into()),
+        (
+            vec!["diagnose", "--trace", "/dev/zero"],
+            "/dev/zero:1: ".into(),
+        ),
+        (
+            vec!["run", "--replay", "/dev/zero", "--speed", "0"],
+            "/dev/zero:1: ".into(),
+        ),
+        (vec!["replay", &nuls], format!("{nuls}:1: ")),
+        (
+            vec!["replay", &truncated],
+            format!("{truncated}:3: column `t`: "),
+        ),
+    ];
+    for (args, names) in cases {
+        let (code, stderr, peak_kib, took) = bounded(&args, 256 << 10, Duration::from_secs(20));
+        assert_eq!(
+            code,
+            Some(1),
+            "{args:?}: {peak_kib} KiB, {took:?}:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "{names}the line is longer than 1 MiB without a line break"
+            )),
+            "{args:?}:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(peak_kib < 64 << 10, "{args:?}: {peak_kib} KiB at peak");
+        assert!(took < Duration::from_secs(5), "{args:?}: {took:?}");
+    }
+}
+
 #[test]
 fn implausible_values_are_refused_naming_the_field() {
     let dir = temp_dir("implausible");
