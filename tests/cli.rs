@@ -250,6 +250,218 @@ fn bad_flags_are_refused() {
 }
 
 #[test]
+fn unknown_columns_are_ignored_with_one_warning_naming_them_and_the_file() {
+    let path = temp_trace(
+        "unknown-columns",
+        "t,powr_mw,power_mw,gpm_smm\n100.0,1,200000,5\n100.5,1,200000,5\n102.5,1,80000,5\n",
+    );
+    let trace = path.display().to_string();
+    for args in [
+        vec!["replay", &trace, "--format", "jsonl"],
+        vec!["diagnose", "--trace", &trace],
+        vec!["run", "--replay", &trace, "--speed", "0"],
+    ] {
+        let out = gpuslack(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        let warnings: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("ignoring columns"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{args:?}: once:\n{err}");
+        assert!(warnings[0].contains(" WARN "), "{}", warnings[0]);
+        assert!(
+            warnings[0].contains("columns=`powr_mw`, `gpm_smm`"),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[0].contains(&format!("trace={trace}")),
+            "{}",
+            warnings[0]
+        );
+    }
+    // Still ignored: the windows read power_mw alone.
+    let out = gpuslack(&["replay", &trace, "--format", "jsonl"]);
+    let first: Value =
+        serde_json::from_str(stdout(&out).lines().next().expect("a window")).expect("json");
+    assert_eq!(first["power_w"], 200.0);
+    assert!(first["sm_active"].is_null());
+    // The bundled recording's `call_us`, an earlier recorder's, draws no warning.
+    let out = gpuslack(&["replay", &fixture("h200-reference")]);
+    assert!(
+        !stderr(&out).contains("ignoring columns"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_crlf_trace_names_the_same_line_as_its_lf_copy() {
+    let lf = "t,power_mw\n100.0,80000\n# a comment\n\n100.1,eighty\n";
+    for (name, text) in [("lf", lf.to_string()), ("crlf", lf.replace('\n', "\r\n"))] {
+        let path = temp_trace(name, &text);
+        let out = gpuslack(&["replay", &path.display().to_string()]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains(&format!(
+                "{}:5: column `power_mw`: not a number",
+                path.display()
+            )),
+            "{name}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn diagnose_a_command_that_cannot_start_exits_as_a_shell_would() {
+    let dir = temp_trace("cannot-start", "").with_file_name("");
+    let plain = dir.join("not-executable.sh");
+    std::fs::write(&plain, "echo hi\n").expect("write");
+    let plain = plain.display().to_string();
+    let folder = dir.display().to_string();
+    for (command, code, says) in [
+        ("/nonexistent/train.py", 127, "no such file"),
+        ("gpuslack-no-such-command", 127, "not found on PATH"),
+        (plain.as_str(), 126, "found, but not executable"),
+        (folder.as_str(), 126, "found, but not executable"),
+    ] {
+        let out = gpuslack(&["diagnose", "--", command, "--epochs", "1"]);
+        assert_eq!(out.status.code(), Some(code), "{command}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("gpuslack: cannot run {command:?}: {says}")),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("panicked"));
+    }
+    // A command that starts keeps its own code, 1 included.
+    let out = gpuslack(&["diagnose", "--", "sh", "-c", "exit 1"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn calibrate_writes_no_file_through_a_symbolic_link() {
+    let dir = temp_trace("calibrate-links", "").with_file_name("");
+    let recording = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h200-reference")
+        .display()
+        .to_string();
+    let victim = dir.join("victim.toml");
+    for flag in ["--out", "--report"] {
+        std::fs::write(&victim, "# precious\n").expect("write");
+        let link = dir.join(format!("link{flag}"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+        let out = gpuslack(&[
+            "calibrate",
+            "--from-recording",
+            &recording,
+            flag,
+            &link.display().to_string(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{flag} {}: is a symbolic link", link.display())),
+            "{flag}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("read"),
+            "# precious\n",
+            "{flag} wrote through the link"
+        );
+        assert!(std::fs::symlink_metadata(&link)
+            .expect("still there")
+            .is_symlink());
+    }
+    // A plain file is replaced whole, and nothing else is left in the folder.
+    let out_file = dir.join("profiles.toml");
+    let report = dir.join("report.html");
+    std::fs::write(&out_file, "").expect("write");
+    let out = gpuslack(&[
+        "calibrate",
+        "--from-recording",
+        &recording,
+        "--out",
+        &out_file.display().to_string(),
+        "--report",
+        &report.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(&out_file)
+        .expect("profiles")
+        .contains("[[gpu]]"));
+    assert!(std::fs::read_to_string(&report)
+        .expect("report")
+        .contains("<html"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "link--out",
+            "link--report",
+            "profiles.toml",
+            "report.html",
+            "samples.csv",
+            "victim.toml"
+        ]
+    );
+}
+
+#[test]
+fn every_numeric_flag_refuses_nan_and_infinity_as_a_usage_error() {
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-reference");
+    let samples = reference.join("samples.csv").display().to_string();
+    let labels = reference.join("labels.json").display().to_string();
+    let recording = reference.display().to_string();
+    let commands: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["score", &samples, &labels], "--min-overall"),
+        (vec!["score", &samples, &labels], "--min-segment"),
+        (vec!["score", &samples, &labels], "--window-s"),
+        (vec!["replay", &samples], "--tdp-w"),
+        (vec!["diagnose", "--trace", &samples], "--seconds"),
+        (vec!["run", "--replay", &samples], "--speed"),
+        (vec!["run", "--replay", &samples], "--seconds"),
+        (vec!["run", "--replay", &samples], "--linger-s"),
+        (vec!["run", "--replay", &samples], "--shutdown-timeout-s"),
+        (vec!["record", "--out", "/dev/null"], "--seconds"),
+        (vec!["bench", "starved"], "--duty"),
+        (vec!["bench", "starved"], "--bubble-ms"),
+        (vec!["bench", "tiny"], "--seconds"),
+        (
+            vec!["calibrate", "--from-recording", &recording],
+            "--seconds-per-workload",
+        ),
+    ];
+    for (command, flag) in commands {
+        for bad in ["nan", "inf", "-inf"] {
+            let mut args = command.clone();
+            let value = format!("{flag}={bad}");
+            args.push(&value);
+            let out = gpuslack(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            let err = stderr(&out);
+            assert!(
+                err.contains(&format!("invalid value '{bad}' for '{flag} "))
+                    && err.contains("is not a finite number"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // A share of windows past 1 is refused by name too (1: bad input).
+    let out = gpuslack(&["score", &samples, &labels, "--min-overall", "1.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--min-overall must be a factor from 0 to 1, got 1.5"));
+}
+
+#[test]
 fn diagnose_without_a_gpu_says_so_and_shows_the_bundled_recording() {
     let out = gpuslack(&["diagnose", "--seconds", "1"]);
     assert!(out.status.success(), "{}", stderr(&out));

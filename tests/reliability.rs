@@ -625,6 +625,12 @@ fn data_and_flags_that_panicked_are_clear_errors() {
         let out = gpuslack(&args, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+        // NaN and the infinities are usage errors (2), whatever the command.
+        if args.iter().any(|a| matches!(*a, "inf" | "nan")) {
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains("is not a finite number"), "{stderr}");
+            continue;
+        }
         // Bad input: 1; `diagnose` without a GPU falls back to its bundled trace, so a bad
         // flag of its live path is only met where a GPU is.
         if args[0] == "diagnose" {
@@ -666,6 +672,210 @@ fn a_reader_that_stops_early_ends_the_output_quietly() {
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
     }
+}
+
+#[test]
+fn a_reader_that_reads_nothing_ends_the_output_quietly() {
+    // `| true`: the reader is gone before the first write, which fails at once (EPIPE), whatever
+    // the format; `| head -1` above only meets a failure after a first line went through.
+    let reference = repo("tests/fixtures/h200-reference");
+    let samples = reference.join("samples.csv").display().to_string();
+    let labels = reference.join("labels.json").display().to_string();
+    let recording = reference.display().to_string();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["diagnose", "--trace", &samples, "--format", "json"],
+        vec!["diagnose", "--trace", &samples],
+        // No GPU here: the bundled recording, with its note on stderr.
+        vec!["diagnose", "--format", "json"],
+        vec!["replay", &samples, "--format", "jsonl"],
+        vec!["replay", &samples],
+        vec!["score", &samples, &labels, "--json"],
+        vec!["score", &samples, &labels],
+        vec![
+            "calibrate",
+            "--from-recording",
+            &recording,
+            "--format",
+            "json",
+        ],
+        vec!["calibrate", "--from-recording", &recording],
+    ];
+    for args in commands {
+        let mut child = spawn(&args);
+        drop(child.stdout.take());
+        let (code, stderr, _) = finish(child, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{args:?}:\n{stderr}");
+        assert!(
+            !stderr.contains("error") && !stderr.contains("panicked"),
+            "{args:?}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_broken_or_closed_stderr_neither_panics_nor_loses_the_final_export() {
+    // The log shipper reading the agent's stderr goes away (a broken pipe), or a supervisor
+    // started it with stderr closed. Every line it writes then fails; the run must not.
+    for how in ["broken", "closed"] {
+        let dir = temp_dir(&format!("stderr-{how}"));
+        let (_rotel, grpc, _, collected) = start_rotel(&dir);
+        let prom = free_port().to_string();
+        // One export a minute: the only one this run makes is the final flush.
+        let args = [
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "2",
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{grpc}"),
+            "--export-interval-ms",
+            "60000",
+            "--prometheus",
+            &prom,
+        ];
+        let mut child = if how == "broken" {
+            let mut child = spawn(&args);
+            drop(child.stderr.take());
+            child
+        } else {
+            let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+            Command::new("bash")
+                .args(["-c", &format!("exec '{}' {} 2>&-", bin(), quoted.join(" "))])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("bash runs the agent")
+        };
+        wait_for_port(
+            prom.parse().expect("port"),
+            "the agent's Prometheus endpoint",
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        signal(&child, "TERM");
+        let started = Instant::now();
+        let code = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status.code();
+            }
+            if started.elapsed() > Duration::from_secs(15) {
+                let _ = child.kill();
+                panic!("{how}: the agent did not exit within 15 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // 101 is a panic: `eprintln!` on a broken stderr.
+        assert_eq!(code, Some(0), "{how} stderr: exit {code:?}");
+        let records = read_collected(&collected, true);
+        let metrics = records.iter().filter(|r| r["signal"] == "metric").count();
+        let logs = records.iter().filter(|r| r["signal"] == "log").count();
+        assert!(
+            metrics > 0 && logs > 0,
+            "{how} stderr: the final export did not arrive ({metrics} metric and {logs} log records)"
+        );
+    }
+}
+
+#[test]
+fn a_second_signal_ends_the_final_export_at_once() {
+    let dir = temp_dir("second-signal");
+    let (_server, port, _) = faulty(&dir, "hang");
+    // A collector that never answers and a long shutdown timeout: the flush would wait 10 s.
+    let child = spawn(&[
+        "run",
+        "--replay",
+        &fixture(),
+        "--speed",
+        "5",
+        "--otlp-endpoint",
+        &format!("http://127.0.0.1:{port}"),
+        "--otlp-protocol",
+        "http/protobuf",
+        "--export-interval-ms",
+        "500",
+        "--otlp-timeout-ms",
+        "30000",
+        "--shutdown-timeout-s",
+        "10",
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    signal(&child, "TERM");
+    // Well into the flush, which hangs on the collector.
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&child, "INT");
+    let (code, stderr, took) = finish(child, Duration::from_secs(20));
+    assert!(
+        took < Duration::from_secs(1),
+        "{took:?} from the second signal to the exit:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("SIGINT received again; the final export is abandoned"),
+        "{stderr}"
+    );
+    // As for any run that delivered nothing: 3, with the summary.
+    assert_eq!(code, Some(3), "{stderr}");
+    let (produced, delivered, dropped, pending) = summary(&stderr);
+    assert!(produced > 0, "{stderr}");
+    assert_eq!(
+        (delivered, dropped, pending),
+        (0, produced, 0),
+        "what the abandoned export carried is counted dropped:\n{stderr}"
+    );
+}
+
+#[test]
+fn a_sigkilled_diagnose_takes_its_command_with_it() {
+    let dir = temp_dir("orphan");
+    let pid_file = dir.join("child.pid");
+    let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
+    let mut child = Command::new(bin())
+        .args(["diagnose", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gpuslack starts");
+    let started = Instant::now();
+    let pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let killed = Instant::now();
+    // Gone, or a zombie waiting for a reaper that is not its parent any more.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rfind(')')
+                .and_then(|i| stat.get(i + 2..i + 3))
+                .is_some_and(|state| state != "Z")
+        })
+    };
+    while alive() && killed.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let orphaned = alive();
+    if orphaned {
+        // Not left behind by a failing test.
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    assert!(
+        !orphaned,
+        "the command (pid {pid}) outlived its SIGKILLed watcher by 5 s"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        killed.elapsed()
+    );
 }
 
 /// CPU seconds (user + system) a process has used, from /proc.
@@ -1062,6 +1272,99 @@ fn a_trace_naming_100000_gpus_and_a_50_mb_line_fail_fast_and_briefly() {
         out.stderr.len()
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("wide.csv:2: column `power_mw`"));
+}
+
+/// Runs gpuslack with `args`, killed past `max_rss_kib` of memory or `limit` of time: (exit
+/// code, stderr, peak resident KiB, time taken). Bounded even when gpuslack is not.
+fn bounded(
+    args: &[&str],
+    max_rss_kib: u64,
+    limit: Duration,
+) -> (Option<i32>, String, u64, Duration) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpuslack starts");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let status_path = format!("/proc/{}/status", child.id());
+    let started = Instant::now();
+    let mut peak = 0;
+    let code = loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if peak > max_rss_kib || started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = started.elapsed();
+    (code, reader.join().unwrap_or_default(), peak, took)
+}
+
+#[test]
+fn a_trace_without_line_breaks_fails_at_once_in_little_memory() {
+    let dir = temp_dir("no-newline");
+    // A crash-truncated trace: a header, a row, then NULs where the rest was to be written.
+    let truncated = dir.join("truncated.csv");
+    let mut bytes = b"t,gpu,power_mw\r\n1796025905,0,80000\r\n".to_vec();
+    bytes.resize(bytes.len() + (16 << 20), 0);
+    std::fs::write(&truncated, &bytes).expect("write");
+    let nuls = dir.join("nuls.csv");
+    std::fs::write(&nuls, vec![0u8; 16 << 20]).expect("write");
+    let (truncated, nuls) = (truncated.display().to_string(), nuls.display().to_string());
+    let cases: [(Vec<&str>, String); 5] = [
+        (vec!["replay", "/dev/zero"], "/dev/zero:1: ".into()),
+        (
+            vec!["diagnose", "--trace", "/dev/zero"],
+            "/dev/zero:1: ".into(),
+        ),
+        (
+            vec!["run", "--replay", "/dev/zero", "--speed", "0"],
+            "/dev/zero:1: ".into(),
+        ),
+        (vec!["replay", &nuls], format!("{nuls}:1: ")),
+        (
+            vec!["replay", &truncated],
+            format!("{truncated}:3: column `t`: "),
+        ),
+    ];
+    for (args, names) in cases {
+        let (code, stderr, peak_kib, took) = bounded(&args, 256 << 10, Duration::from_secs(20));
+        assert_eq!(
+            code,
+            Some(1),
+            "{args:?}: {peak_kib} KiB, {took:?}:\n{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "{names}the line is longer than 1 MiB without a line break"
+            )),
+            "{args:?}:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(peak_kib < 64 << 10, "{args:?}: {peak_kib} KiB at peak");
+        assert!(took < Duration::from_secs(5), "{args:?}: {took:?}");
+    }
 }
 
 #[test]

@@ -118,7 +118,12 @@ impl ProfileFile {
 /// The built-in profiles are compiled in and tested; a parse failure is a build defect, shown
 /// on stderr rather than hidden.
 fn tracing_free_warning(message: &str) {
-    eprintln!("gpuslack: built-in profile unusable: {message}");
+    use std::io::Write as _;
+    // Not `eprintln!`, which panics when stderr is a pipe whose reader went away.
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "gpuslack: built-in profile unusable: {message}"
+    );
 }
 
 impl GpuProfile {

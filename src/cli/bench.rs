@@ -16,16 +16,16 @@ pub struct Args {
     pub workloads: Vec<String>,
     /// Run each measured part at least this long, so that power and the live readings settle
     /// (a power cap, if any, shows). Without it each part runs a fixed count, for rates.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = super::flags::finite)]
     pub seconds: Option<f64>,
     /// GPU to run on (seesaw uses it and the next one).
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,
     /// starved: share of time the GPU gets work (0–1).
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = 0.2, value_parser = super::flags::finite)]
     pub duty: f64,
     /// seesaw: host wait between hand-offs, ms.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = super::flags::finite)]
     pub bubble_ms: f64,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -60,11 +60,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let count = match gpu_count() {
         Ok(n) if n > 0 => n,
         Ok(_) => {
-            eprintln!("error: {}", BenchError::NoGpu);
+            errln!("error: {}", BenchError::NoGpu);
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
         Err(e) => {
-            eprintln!("error: {:#}", anyhow::Error::from(e));
+            errln!("error: {:#}", anyhow::Error::from(e));
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
@@ -86,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let sampler = Sampler::start(false);
     let mut rows: Vec<(Measurement, Option<LiveSummary>)> = Vec::new();
     for workload in workloads {
-        eprintln!("running {} on GPU {}…", workload.name(), gpus[0].ordinal);
+        errln!("running {} on GPU {}…", workload.name(), gpus[0].ordinal);
         for m in workload.run(&gpus, &options)? {
             let live = sampler
                 .as_ref()

@@ -18,6 +18,7 @@ use gpuslack_calibration::session::{
 use gpuslack_calibration::{report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
+use super::files;
 use super::sampler::Sampler;
 use super::EXIT_NO_GPU;
 
@@ -27,7 +28,7 @@ pub struct Args {
     #[arg(long, default_value = "0")]
     pub gpu: String,
     /// How long each workload runs (bare idle and held idle too).
-    #[arg(long, value_name = "S", default_value_t = 8.0)]
+    #[arg(long, value_name = "S", default_value_t = 8.0, value_parser = super::flags::finite)]
     pub seconds_per_workload: f64,
     /// Write the profiles here (TOML); GPUs already in the file and not calibrated now are kept.
     #[arg(long, value_name = "FILE")]
@@ -70,6 +71,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     )?;
     if args.save_session.is_some() && args.from_recording.is_some() {
         bail!("--save-session keeps a live calibration's session; --from-recording reads one already saved");
+    }
+    // Refused before calibrating, like a bad file below: not after minutes of work.
+    for (flag, path) in [("--out", &args.out), ("--report", &args.report)] {
+        if let Some(path) = path {
+            files::refuse_link(flag, path)?;
+        }
     }
     // Read before calibrating: a bad file should fail in a second, not after minutes of work.
     let earlier = match &args.compare_with {
@@ -164,7 +171,7 @@ fn show_differences(
     if args.format == Format::Table {
         out!("{text}");
     } else {
-        eprint!("{text}");
+        err!("{text}");
     }
     Ok(())
 }
@@ -190,6 +197,7 @@ fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()
         }
     }
     if let Some(path) = &args.out {
+        files::refuse_link("--out", path)?;
         let mut existing = if path.exists() {
             ProfileFile::load(path)?
         } else {
@@ -201,9 +209,8 @@ fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()
                 .retain(|old| old.uuid.is_none() || old.uuid != p.uuid);
             existing.gpu.push(p.clone());
         }
-        std::fs::write(path, existing.to_toml())
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("profiles written to {}", path.display());
+        files::write_replacing("--out", path, existing.to_toml().as_bytes())?;
+        errln!("profiles written to {}", path.display());
     }
     if let Some(path) = &args.report {
         let sections: Vec<report::GpuSection> = c
@@ -221,8 +228,8 @@ fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()
             })
             .collect();
         let html = report::page(&sections, &c.phases, comparisons);
-        std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("report written to {}", path.display());
+        files::write_replacing("--report", path, html.as_bytes())?;
+        errln!("report written to {}", path.display());
     }
     Ok(())
 }
@@ -238,7 +245,7 @@ impl Progress {
     fn step(&mut self, gpu: usize, what: &str) {
         self.done += 1;
         let filled = 20 * self.done / self.steps.max(1);
-        eprintln!(
+        errln!(
             "[{}{}] {}/{} GPU {gpu}: {what} ({:.0} s)",
             "#".repeat(filled),
             ".".repeat(20 - filled),
@@ -290,7 +297,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
     let count = match gpu_count() {
         Ok(n) if n > 0 => n,
         Ok(_) | Err(_) => {
-            eprintln!("error: no CUDA GPU or driver on this machine: calibration runs workloads on a GPU (use --from-recording DIR for a recorded session)");
+            errln!("error: no CUDA GPU or driver on this machine: calibration runs workloads on a GPU (use --from-recording DIR for a recorded session)");
             return Ok(None);
         }
     };
@@ -307,7 +314,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         vec![g]
     };
     let Some(sampler) = Sampler::start(args.no_gpm) else {
-        eprintln!(
+        errln!(
             "error: NVML is not available: calibration needs the live source beside the workloads"
         );
         return Ok(None);
@@ -365,9 +372,10 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
                     ("compute", "fp32_fma") => "compute_fp32",
                     ("compute", gemm) if gemm.ends_with("_gemm_8192") => {
                         // The tensor cores' own 16-bit type: bf16 from sm_80, fp16 before.
-                        eprintln!(
+                        errln!(
                             "GPU {index}: tensor-core workload: {gemm} ({:.0} {})",
-                            m.value, m.unit
+                            m.value,
+                            m.unit
                         );
                         "compute_tensor"
                     }
@@ -391,7 +399,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
     drop(sampler);
     if let Some(dir) = &args.save_session {
         save_session(dir, &samples, &phases, &facts)?;
-        eprintln!("session written to {}", dir.display());
+        errln!("session written to {}", dir.display());
     }
     let source = in_memory(&samples);
     let calibration = calibrate(&source, phases, &facts, "live calibration")?;

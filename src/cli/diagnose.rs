@@ -19,7 +19,7 @@ use super::shutdown::Shutdown;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// How long to watch the GPUs (without a command).
-    #[arg(long, value_name = "N", default_value_t = 10.0)]
+    #[arg(long, value_name = "N", default_value_t = 10.0, value_parser = flags::finite)]
     pub seconds: f64,
     /// The report as text for people, or as one JSON document.
     #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Ok(source) => report_live(&args, source),
             Err(e) => {
                 let why = format!("no NVIDIA GPU or driver was found on this machine: {e}");
-                eprintln!("gpuslack: {why}; showing the bundled recorded trace instead.");
+                errln!("gpuslack: {why}; showing the bundled recorded trace instead.");
                 let facts = TraceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
                 let reader =
                     TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
@@ -84,7 +84,7 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
         .pipeline
         .pipeline_for_live(source.facts())?
         .tolerating_clock_steps();
-    eprintln!(
+    errln!(
         "gpuslack: watching {} GPU(s) for {} s…",
         source.live_gpus(),
         args.seconds

@@ -1,9 +1,25 @@
-//! Checks for numeric flags that become durations or rates: a value that would overflow a
-//! `Duration` (inf, NaN, 1e300, a negative) is a clear error naming the flag, never a panic.
+//! Checks for numeric flags. Every floating-point flag is parsed by [`finite`]: NaN and the
+//! infinities are usage errors naming the flag (clap's, exit 2), whatever the flag, since a NaN
+//! compares false with every threshold and passes each check written as `value < limit`
+//! (`score --min-overall=nan` failed every score without a word). The ranges are then checked
+//! where the values are used, by [`seconds`] and [`factor`]: a value that would overflow a
+//! `Duration` (1e300, a negative) is a clear error naming the flag (exit 1), never a panic.
 
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+
+/// clap's parser for a floating-point flag: a decimal number, refused unless finite.
+pub fn finite(value: &str) -> std::result::Result<f64, String> {
+    let v: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number"))?;
+    if !v.is_finite() {
+        return Err(format!("{value:?} is not a finite number"));
+    }
+    Ok(v)
+}
 
 /// `value` seconds as a duration, refused unless finite and within `min..=max`.
 pub fn seconds(flag: &str, value: f64, min: f64, max: f64) -> Result<Duration> {
@@ -53,5 +69,14 @@ mod tests {
             "{e}"
         );
         assert!(factor("--duty", 0.0, 0.01, 1.0, None).is_err());
+    }
+
+    #[test]
+    fn only_finite_numbers_parse() {
+        for bad in ["nan", "NaN", "inf", "-inf", "infinity", "1e999", "x", ""] {
+            assert!(finite(bad).is_err(), "{bad:?} parsed");
+        }
+        assert_eq!(finite("0.95"), Ok(0.95));
+        assert_eq!(finite("-1"), Ok(-1.0));
     }
 }

@@ -13,10 +13,10 @@ use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 #[derive(clap::Args, Debug, Clone)]
 pub struct PipelineArgs {
     /// TDP in W for the efficiency; default: the trace's power_default_limit_mw column or facts.json.
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = super::flags::finite)]
     pub tdp_w: Option<f64>,
     /// Window length in seconds.
-    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    #[arg(long, value_name = "S", default_value_t = 2.0, value_parser = super::flags::finite)]
     pub window_s: f64,
     /// Calibration profiles (`gpuslack calibrate --out`); a GPU without one of its own uses the
     /// built-in profile of its model, if any.

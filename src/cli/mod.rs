@@ -18,11 +18,31 @@ macro_rules! out {
     }};
 }
 
+/// `eprintln!` that never panics. `eprintln!` panics when the write fails (stderr a pipe whose
+/// reader went away: a log shipper restarted, `2>&1 | head`), and the agent then exits 101 in
+/// the middle of what it was saying, its final export lost. A line that cannot be written is
+/// dropped: there is nowhere left to report it.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// `eprint!` likewise.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod bundled;
 mod calibrate;
 mod diagnose;
 mod export_args;
+mod files;
 mod flags;
 mod input;
 mod live;
@@ -76,6 +96,7 @@ enum Command {
 pub const EXIT_NO_GPU: u8 = 69;
 
 pub fn main() -> ExitCode {
+    open_closed_standard_descriptors();
     let cli = Cli::parse();
     // The agent logs what it samples, where it exports and each verdict change at INFO; the
     // other commands print their reports and stay quiet below WARN.
@@ -102,17 +123,43 @@ pub fn main() -> ExitCode {
         // A reader that stops early (`| head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
 }
 
+/// Gives a standard descriptor that was closed at start (`2>&-`, a supervisor that closes
+/// them) `/dev/null`. Left closed, the next file or socket opened takes its number, and what
+/// gpuslack writes to stderr goes into that: a trace, or the collector's connection.
+fn open_closed_standard_descriptors() {
+    for fd in 0..=2 {
+        // SAFETY: F_GETFD only reads the descriptor's flags; open and close are plain system
+        // calls on a C string that lives across the call. open returns the lowest free
+        // descriptor: `fd` itself, since every lower one is open by now.
+        unsafe {
+            if libc::fcntl(fd, libc::F_GETFD) == -1 {
+                let opened = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                if opened != fd && opened >= 0 {
+                    libc::close(opened);
+                }
+            }
+        }
+    }
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
     e.chain().any(|cause| {
         cause
             .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            // serde_json's error hides the io::Error it wraps from the chain (its `source` is
+            // the io::Error's own source): `--format json | true` read as a failure.
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(BrokenPipe)
     })
 }
 
@@ -139,8 +186,11 @@ fn init_logging(verbose: u8, agent: bool) {
     };
     // Colour only for a person at a terminal: journald and kubectl logs show escape codes raw.
     use std::io::IsTerminal;
+    // Not `log_internal_errors`: a log line that cannot be written is reported with
+    // `eprintln!`, which panics when stderr is what failed.
     let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
+        .log_internal_errors(false)
         .with_writer(std::io::stderr)
         .with_filter(filter)
         .with_filter(QuietRepeats);

@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// How long to record; until interrupted when left out.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = flags::finite)]
     pub seconds: Option<f64>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -36,7 +36,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut source = match live::open(sampling) {
         Ok(source) => source,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
@@ -83,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .into_iter()
         .map(|(name, n)| format!("{name} {n}"))
         .collect();
-    eprintln!(
+    errln!(
         "recorded {rows} samples over {ticks} ticks to {} ({})",
         args.out.display(),
         handled.join(", ")

@@ -5,11 +5,13 @@
 //! It ends on SIGTERM, SIGINT or SIGHUP as it ends at `--seconds` or the end of a replay: the
 //! window in progress is diagnosed, the exporters flush within `--shutdown-timeout-s`, one line
 //! says what was delivered and dropped, and the exit is 0 — or 3 when OTLP was configured and
-//! nothing it produced ever reached the collector.
+//! nothing it produced ever reached the collector. A second signal during the flush ends it at
+//! once: what it carried is counted as dropped, the line is still printed, the exit code the
+//! same.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, RwLock};
+use std::sync::{mpsc, Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -35,20 +37,20 @@ pub const EXIT_NOTHING_DELIVERED: u8 = 3;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Stop after this many seconds; runs until interrupted when left out.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = flags::finite)]
     pub seconds: Option<f64>,
     /// Feed a recorded trace through the same path instead of live GPUs; exits at its end
     /// after flushing the last export.
     #[arg(long, value_name = "TRACE")]
     pub replay: Option<PathBuf>,
     /// Replay speed: 1 is real time, 10 ten times faster, 0 as fast as possible.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = flags::finite)]
     pub speed: f64,
     /// After a replay ends, keep serving Prometheus this many seconds (for demos and scrapes).
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    #[arg(long, value_name = "S", default_value_t = 0.0, value_parser = flags::finite)]
     pub linger_s: f64,
     /// On a stop signal or at the end, give the final export at most this long.
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = flags::finite)]
     pub shutdown_timeout_s: f64,
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -267,28 +269,80 @@ pub fn run(args: Args) -> Result<ExitCode> {
         shutdown.wait(timing.linger);
     }
     if let Some(signal) = shutdown.signal_name() {
-        eprintln!("gpuslack: {signal} received; flushing");
+        errln!("gpuslack: {signal} received; flushing (another signal stops at once)");
     }
     let exported = config.otlp.is_some();
-    if let Some(otlp) = publisher.otlp {
-        otlp.shutdown(timing.shutdown, runtime.handle().clone());
+    let abandoned = match publisher.otlp {
+        Some(otlp) => final_export(
+            otlp,
+            timing.shutdown,
+            runtime.handle().clone(),
+            &mut shutdown,
+        ),
+        None => false,
+    };
+    if abandoned {
+        // What the export carried is dropped; the request still in flight is not waited for.
+        delivery.close();
+        runtime.shutdown_background();
+    } else {
+        runtime.shutdown_timeout(Duration::from_secs(1));
     }
-    runtime.shutdown_timeout(Duration::from_secs(1));
     let counts = delivery.counts();
     if exported {
-        eprintln!("gpuslack: {}", counts.summary());
+        errln!("gpuslack: {}", counts.summary());
     } else {
-        eprintln!(
+        errln!(
             "gpuslack: {} windows produced; {} Prometheus scrapes served",
-            counts.windows_produced, counts.scrapes_served
+            counts.windows_produced,
+            counts.scrapes_served
         );
     }
     let code = result?;
     if exported && counts.windows_produced > 0 && !delivery.ever_delivered() {
-        eprintln!("gpuslack: nothing was delivered to the OTLP collector");
+        errln!("gpuslack: nothing was delivered to the OTLP collector");
         return Ok(ExitCode::from(EXIT_NOTHING_DELIVERED));
     }
     Ok(code)
+}
+
+/// The final export (at most `timeout`), on a thread of its own so that a second stop signal
+/// ends the wait at once; returns whether one did.
+fn final_export(
+    otlp: OtlpExport,
+    timeout: Duration,
+    runtime: tokio::runtime::Handle,
+    shutdown: &mut Shutdown,
+) -> bool {
+    let (hand, handed) = mpsc::channel::<OtlpExport>();
+    let (done, finished) = mpsc::channel::<()>();
+    let on_thread = runtime.clone();
+    let spawned = std::thread::Builder::new()
+        .name("gpuslack-final".into())
+        .spawn(move || {
+            if let Ok(otlp) = handed.recv() {
+                otlp.shutdown(timeout, on_thread);
+            }
+            let _ = done.send(());
+        });
+    if let Err(e) = &spawned {
+        tracing::warn!(error = %e, "no thread for the final export: a second signal cannot cut it short");
+    }
+    // No thread to take it: flushed here, bounded by the timeout alone.
+    if let Err(mpsc::SendError(otlp)) = hand.send(otlp) {
+        otlp.shutdown(timeout, runtime);
+        return false;
+    }
+    loop {
+        if let Some(signal) = shutdown.again(Duration::from_millis(50)) {
+            errln!("gpuslack: {signal} received again; the final export is abandoned and what it carried counted as dropped");
+            return true;
+        }
+        match finished.try_recv() {
+            Err(mpsc::TryRecvError::Empty) => {}
+            Ok(()) | Err(mpsc::TryRecvError::Disconnected) => return false,
+        }
+    }
 }
 
 fn replay(
@@ -368,7 +422,7 @@ fn live_loop(
     let mut source = match live::open(sampling) {
         Ok(source) => source,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };

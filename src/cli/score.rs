@@ -17,10 +17,10 @@ pub struct Args {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
     /// Fail (exit 1) when the overall share of right windows is below this.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, value_parser = super::flags::finite)]
     pub min_overall: f64,
     /// Fail (exit 1) when any segment's share of right windows is below this.
-    #[arg(long, default_value_t = 0.80)]
+    #[arg(long, default_value_t = 0.80, value_parser = super::flags::finite)]
     pub min_segment: f64,
     /// Print the score as JSON.
     #[arg(long)]
@@ -29,6 +29,9 @@ pub struct Args {
 
 pub fn run(mut args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
+    // Shares of windows: a threshold past 1 fails every score, one below 0 passes every one.
+    super::flags::factor("--min-overall", args.min_overall, 0.0, 1.0, None)?;
+    super::flags::factor("--min-segment", args.min_segment, 0.0, 1.0, None)?;
     let labels = Labels::load(&args.labels)?;
     if args.pipeline.tdp_w.is_none() {
         args.pipeline.tdp_w = labels.tdp_w;

@@ -5,6 +5,10 @@
 //!
 //! Background jobs of a non-interactive shell start with SIGINT ignored; registering a handler
 //! replaces that, so `kill -INT` stops the agent wherever it was started.
+//!
+//! A second signal, once the flush has begun, ends it at once ([`Shutdown::again`]): the first
+//! asked for a graceful stop, the second (Ctrl-C pressed twice, an operator who cannot wait
+//! for a collector that does not answer) for an immediate one.
 
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
@@ -85,14 +89,27 @@ impl Shutdown {
         }
     }
 
+    /// Sleeps for `d`, or less if a signal comes on top of one already received: its name
+    /// then. A first signal (the run ended on its own and is flushing) is noted, and the
+    /// graceful stop it asks for is the one already under way.
+    pub fn again(&mut self, d: Duration) -> Option<&'static str> {
+        match self.signals.recv_timeout(d) {
+            Ok(signal) if self.received.is_some() => Some(name(signal)),
+            Ok(signal) => {
+                self.note(signal);
+                None
+            }
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(d);
+                None
+            }
+        }
+    }
+
     /// The signal's name, once one arrived.
     pub fn signal_name(&self) -> Option<&'static str> {
-        self.received.map(|s| match s {
-            SIGTERM => "SIGTERM",
-            SIGINT => "SIGINT",
-            SIGHUP => "SIGHUP",
-            _ => "a signal",
-        })
+        self.received.map(name)
     }
 
     fn note(&mut self, signal: i32) {
@@ -102,5 +119,14 @@ impl Shutdown {
             signal = name,
             "stopping: finishing the window in progress and flushing"
         );
+    }
+}
+
+fn name(signal: i32) -> &'static str {
+    match signal {
+        SIGTERM => "SIGTERM",
+        SIGINT => "SIGINT",
+        SIGHUP => "SIGHUP",
+        _ => "a signal",
     }
 }

@@ -3,9 +3,16 @@
 //! not already sent by the terminal) are passed to it; its exit code is gpuslack's. Every GPU is
 //! sampled, and the report keeps those on which a process of the command's tree appeared, with
 //! the time and energy the job spent in each verdict: the cost of its slack.
+//!
+//! A command that cannot start exits as a shell's would: 127 when it is not found, 126 when
+//! it is found but cannot be executed, never 1, which would read as the job's own failure. The
+//! command is sent SIGTERM should gpuslack die first (SIGKILL, the OOM killer): it is not left
+//! running, unwatched, after its watcher.
 
 use std::collections::BTreeSet;
+use std::io;
 use std::ops::ControlFlow;
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -29,19 +36,72 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// A shell's exit code for a command it cannot find.
+pub const EXIT_NOT_FOUND: u8 = 127;
+/// A shell's exit code for a command it found and cannot execute.
+pub const EXIT_CANNOT_EXECUTE: u8 = 126;
+
+/// Why `program` did not start, said on stderr, and the shell's exit code for it.
+fn cannot_start(program: &str, e: &io::Error) -> ExitCode {
+    let (code, why) = match e.kind() {
+        // A script whose `#!` interpreter is missing fails with ENOENT too, yet is there.
+        io::ErrorKind::NotFound if program.contains('/') && Path::new(program).exists() => (
+            EXIT_CANNOT_EXECUTE,
+            "found, but its interpreter (the #! line) was not",
+        ),
+        io::ErrorKind::NotFound if program.contains('/') => (EXIT_NOT_FOUND, "no such file"),
+        io::ErrorKind::NotFound => (EXIT_NOT_FOUND, "not found on PATH"),
+        io::ErrorKind::PermissionDenied => (
+            EXIT_CANNOT_EXECUTE,
+            "found, but not executable (no execute permission, or a directory)",
+        ),
+        _ => (EXIT_CANNOT_EXECUTE, "found, but could not be executed"),
+    };
+    errln!("gpuslack: cannot run {program:?}: {why} ({e})");
+    ExitCode::from(code)
+}
+
+/// Has the kernel send `command`'s process SIGTERM when gpuslack dies, however it dies: a
+/// SIGKILLed watcher must not leave the job running, unwatched, its exit code lost. (The
+/// signal follows the death of the thread that spawned the command: the main thread, which
+/// lives as long as gpuslack. A set-user-ID program clears it when it is executed.)
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls may be made: prctl and getppid are plain system calls, and the
+    // errors are built from an errno without allocating.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // gpuslack may have died between fork and prctl: then no signal will come, and
+            // the child has been handed to another parent. It does not start.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 pub fn run(args: &Args) -> Result<ExitCode> {
     let sampling = args.sampling.sampling()?;
     let mut shutdown = Shutdown::install()?;
     let program = &args.command[0];
-    let mut child = Command::new(program)
-        .args(&args.command[1..])
-        .spawn()
-        .with_context(|| format!("cannot run {program:?}"))?;
+    let mut command = Command::new(program);
+    command.args(&args.command[1..]);
+    die_with_parent(&mut command);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return Ok(cannot_start(program, &e)),
+    };
     let pid = child.id();
     let mut source = match live::open(sampling) {
         Ok(source) => source,
         Err(e) => {
-            eprintln!("gpuslack: cannot watch {program:?}'s GPUs ({e}); running it unwatched");
+            errln!("gpuslack: cannot watch {program:?}'s GPUs ({e}); running it unwatched");
             loop {
                 if let Some(status) = child.try_wait().context("waiting for the command")? {
                     return Ok(exit_code(status));
@@ -103,7 +163,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let command = args.command.join(" ");
     let ran = started.elapsed().as_secs_f64();
     if used.is_empty() {
-        eprintln!(
+        errln!(
             "gpuslack: {command:?} ran {} and used no GPU that gpuslack could see",
             duration(ran)
         );
@@ -119,7 +179,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
             pipeline.diagnoser().facts(gpu).clone()
         })?;
         if let Some(line) = slack_line(&report) {
-            eprintln!("gpuslack: {line}");
+            errln!("gpuslack: {line}");
         }
     }
     Ok(exit_code(status))
