@@ -875,7 +875,9 @@ fn processes_and_their_owner_reach_the_collector() {
         .find(|l| l.starts_with("gpuslack_gpu_assignment{") && l.contains("k8s_pod_name=\"nb-a\""))
         .unwrap_or_else(|| panic!("no assignment series of nb-a: {text}"));
     assert!(
-        nb_a.ends_with("k8s_namespace_name=\"lab\",k8s_container_name=\"c\"} 1"),
+        nb_a.ends_with("} 1")
+            && nb_a.contains("k8s_namespace_name=\"lab\"")
+            && nb_a.contains("k8s_container_name=\"c\""),
         "{nb_a}"
     );
 }
@@ -1115,4 +1117,80 @@ fn any_resource_attribute_keeps_the_scrape_valid_in_prometheus_and_promtool() {
         String::from_utf8_lossy(&checked.stdout),
         String::from_utf8_lossy(&checked.stderr)
     );
+}
+
+#[test]
+fn per_signal_endpoints_are_used_and_ints_arrive_as_ints() {
+    let dir = temp_dir("per-signal");
+    let (_rotel, _, http, out) = start_rotel(&dir);
+    let trace = common::repo("tests/fixtures/h200-health/samples.csv");
+    // The general endpoint goes nowhere: only the per-signal ones, used as given, can deliver.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let metrics = format!("http://127.0.0.1:{http}/v1/metrics");
+    let logs = format!("http://127.0.0.1:{http}/v1/logs");
+    let run = replay_run_of(
+        &trace.display().to_string(),
+        &["--speed", "0", "--otlp-protocol", "http/protobuf"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &closed),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", &metrics),
+            ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", &logs),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(", 0 failed"),
+        "every export delivered: {stderr}"
+    );
+    let records = read_collected(&out, true);
+    assert!(
+        records.iter().any(|r| r["signal"] == "log"),
+        "the logs arrived"
+    );
+    let type_of = |name: &str| -> Vec<String> {
+        points_of(&records, name)
+            .into_iter()
+            .map(|(_, p)| p["value_type"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    for name in [
+        "hw.errors",
+        "hw.gpu.memory.usage",
+        "hw.status",
+        "gpuslack.agent.windows",
+    ] {
+        let types = type_of(name);
+        assert!(!types.is_empty(), "{name}");
+        assert!(types.iter().all(|t| t.contains("Int")), "{name}: {types:?}");
+    }
+    for name in ["hw.power", "hw.energy"] {
+        let types = type_of(name);
+        assert!(
+            !types.is_empty() && types.iter().all(|t| t.contains("Double")),
+            "{name}: {types:?}"
+        );
+    }
+    let pids: Vec<Value> = records
+        .iter()
+        .filter(|r| r["signal"] == "metric")
+        .flat_map(|r| r["points"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["attributes"].get("process.pid").cloned())
+        .collect();
+    assert!(!pids.is_empty(), "process series");
+    assert!(
+        pids.iter().all(Value::is_i64),
+        "process.pid as an int: {pids:?}"
+    );
+    let first = &records[0];
+    assert_eq!(first["scope"]["name"], "gpuslack", "{first}");
+    assert_eq!(first["scope"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        first["scope"]["schema_url"],
+        "https://opentelemetry.io/schemas/1.42.0"
+    );
+    let instance = first["resource"]["service.instance.id"]
+        .as_str()
+        .expect("service.instance.id");
+    assert_eq!(instance.len(), 36, "a UUID: {instance}");
 }

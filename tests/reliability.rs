@@ -942,7 +942,10 @@ fn the_prometheus_endpoint_survives_idle_connections_and_no_file_descriptors_lef
         "the resource in target_info"
     );
     assert!(metrics.contains("service_version=\""));
-    assert!(metrics.contains("gpuslack_agent_windows_total{outcome=\"produced\"}"));
+    assert!(metrics
+        .lines()
+        .any(|l| l.starts_with("gpuslack_agent_windows_total{")
+            && l.contains("outcome=\"produced\"")));
     let health = http_get(port, "/healthz");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.contains("\"status\":\"ok\""), "{health}");
@@ -1445,7 +1448,8 @@ fn headers_follow_flags_over_environment_over_file_once_decoded_on_both_transpor
     let config = config.display().to_string();
     let env = [
         ("OTEL_EXPORTER_OTLP_HEADERS", "x-a=env,x-b=b%2541"),
-        // The SDK would send metrics here; gpuslack does not read it, says so, and removes it.
+        // The environment's per-signal endpoint gives way to the flag's general one (flags over
+        // environment), and the SDK never sees it: nothing goes to port 9.
         ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://127.0.0.1:9"),
     ];
     for (protocol, port) in [("grpc", grpc), ("http/protobuf", http)] {
@@ -1471,10 +1475,7 @@ fn headers_follow_flags_over_environment_over_file_once_decoded_on_both_transpor
         );
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "{protocol}: {stderr}");
-        assert!(
-            stderr.contains("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
-            "{stderr}"
-        );
+        assert!(stderr.contains(", 0 failed"), "{stderr}");
         let transport = if protocol == "grpc" { "grpc" } else { "http" };
         let got = common::requests(&out)
             .into_iter()

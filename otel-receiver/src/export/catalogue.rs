@@ -15,6 +15,10 @@ use crate::sample::Metric;
 /// URL) and on `/metrics` (the `otel_scope_name` label).
 pub const SCOPE_NAME: &str = "gpuslack";
 
+/// Attributes the semantic conventions type as integers, sent as such over OTLP (on `/metrics`
+/// every label is text).
+pub const INT_ATTRIBUTES: &[&str] = &["process.pid"];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Gauge,
@@ -31,6 +35,16 @@ pub struct MetricDef {
     pub unit: &'static str,
     pub kind: Kind,
     pub description: &'static str,
+    /// Sent as an integer over OTLP: counts and bytes, as the semantic conventions type them
+    /// (`hw.errors`, `hw.gpu.io`, `hw.gpu.memory.*`, `hw.status`). The value is rounded.
+    pub int: bool,
+}
+
+impl MetricDef {
+    /// The same metric, sent as an integer.
+    const fn int(self) -> MetricDef {
+        MetricDef { int: true, ..self }
+    }
 }
 
 const fn def(
@@ -44,6 +58,7 @@ const fn def(
         unit,
         kind,
         description,
+        int: false,
     }
 }
 
@@ -75,13 +90,15 @@ pub const HW_GPU_MEMORY_USAGE: MetricDef = def(
     "By",
     Kind::UpDownCounter,
     "Device memory in use",
-);
+)
+.int();
 pub const HW_GPU_MEMORY_LIMIT: MetricDef = def(
     "hw.gpu.memory.limit",
     "By",
     Kind::UpDownCounter,
     "Device memory size",
-);
+)
+.int();
 pub const HW_GPU_MEMORY_UTILIZATION: MetricDef = gauge(
     "hw.gpu.memory.utilization",
     "1",
@@ -96,7 +113,8 @@ pub const HW_GPU_IO: MetricDef = counter(
     "hw.gpu.io",
     "By",
     "Bytes over PCIe since the agent started, by direction",
-);
+)
+.int();
 pub const HW_TEMPERATURE: MetricDef = gauge(
     "hw.temperature",
     "Cel",
@@ -111,13 +129,14 @@ pub const HW_ERRORS: MetricDef = counter(
     "hw.errors",
     "{error}",
     "Errors since the agent started (error.type corrected/uncorrected for ECC, replay/crc/recovery for links, xid; gpuslack.error.source ecc, pcie, nvlink, driver)",
-);
+).int();
 pub const HW_STATUS: MetricDef = def(
     "hw.status",
     "1",
     Kind::UpDownCounter,
     "1 for the GPU's health state (hw.state ok, degraded, failed), 0 for the others",
-);
+)
+.int();
 pub const SM_ACTIVITY: MetricDef = gauge(
     "gpuslack.sm.activity",
     "1",
@@ -138,7 +157,8 @@ pub const NVLINK_IO: MetricDef = counter(
     "gpuslack.nvlink.io",
     "By",
     "Bytes over NVLink since the agent started, by direction",
-);
+)
+.int();
 pub const CLOCK_SM: MetricDef = gauge("gpuslack.clock.sm", "Hz", "SM clock");
 pub const CLOCK_MEMORY: MetricDef = gauge("gpuslack.clock.memory", "Hz", "Memory clock");
 pub const POWER_LIMIT: MetricDef = gauge("gpuslack.power.limit", "W", "Enforced power limit");
@@ -196,37 +216,42 @@ pub const ECC_ERRORS: MetricDef = gauge(
     "gpuslack.ecc.errors",
     "{error}",
     "NVML's ECC counts as they stand (error.type; gpuslack.ecc.counter volatile = since the driver loaded, aggregate = the board's life)",
-);
+).int();
 pub const REMAPPED_ROWS: MetricDef = gauge(
     "gpuslack.memory.remapped_rows",
     "{row}",
     "Memory rows remapped, by the error that caused it (error.type corrected, uncorrected)",
-);
+)
+.int();
 pub const REMAP_PENDING: MetricDef = gauge(
     "gpuslack.memory.remap.pending",
     "1",
     "1 when a row remap waits for a GPU reset",
-);
+)
+.int();
 pub const REMAP_FAILED: MetricDef = gauge(
     "gpuslack.memory.remap.failed",
     "1",
     "1 when a row remap failed: the GPU needs service",
-);
+)
+.int();
 pub const RETIRED_PAGES: MetricDef = gauge(
     "gpuslack.memory.retired_pages",
     "{page}",
     "Memory pages retired (before Ampere), by cause (gpuslack.retirement.cause single_bit, double_bit)",
-);
+).int();
 pub const RETIREMENT_PENDING: MetricDef = gauge(
     "gpuslack.memory.retirement.pending",
     "1",
     "1 when a page retirement waits for a GPU reset",
-);
+)
+.int();
 pub const XID_LAST: MetricDef = gauge(
     "gpuslack.xid.last",
     "{xid}",
     "Code of the last Xid event since the agent started; 0 for none",
-);
+)
+.int();
 
 pub const ALL: [MetricDef; 41] = [
     HW_POWER,
@@ -281,7 +306,8 @@ pub const PROCESS_MEMORY: MetricDef = gauge(
     "gpuslack.process.memory.usage",
     "By",
     "GPU memory a process holds (top processes per GPU)",
-);
+)
+.int();
 pub const PROCESS_CPU: MetricDef = gauge(
     "gpuslack.process.cpu.utilization",
     "1",
@@ -292,7 +318,7 @@ pub const POD_ASSIGNMENT: MetricDef = gauge(
     "gpuslack.gpu.assignment",
     "{container}",
     "1 for each Kubernetes container the kubelet assigned the GPU to: several where pods time-slice it",
-);
+).int();
 
 /// Assignment series kept per GPU: time-slicing hands out replicas by the dozen at most.
 pub const MAX_ASSIGNMENT_SERIES: usize = 32;
@@ -304,27 +330,30 @@ pub const AGENT_WINDOWS: MetricDef = counter(
     "gpuslack.agent.windows",
     "{window}",
     "Windows the agent produced, and at the export that followed them delivered or dropped (attribute outcome)",
-);
+).int();
 pub const AGENT_EXPORTS: MetricDef = counter(
     "gpuslack.agent.exports",
     "{export}",
     "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, network, other)",
-);
+).int();
 pub const AGENT_POINTS: MetricDef = counter(
     "gpuslack.agent.points",
     "{point}",
     "Metric data points the OTLP exports delivered or dropped (attribute outcome)",
-);
+)
+.int();
 pub const AGENT_LOG_RECORDS: MetricDef = counter(
     "gpuslack.agent.log_records",
     "{record}",
     "Diagnosis-change log records emitted, delivered or dropped (attribute outcome)",
-);
+)
+.int();
 pub const AGENT_SCRAPES: MetricDef = counter(
     "gpuslack.agent.scrapes",
     "{scrape}",
     "Prometheus scrapes of /metrics served",
-);
+)
+.int();
 
 /// The agent's own metrics: what became of what it produced. Not tied to a GPU.
 pub const AGENT: [MetricDef; 5] = [

@@ -85,11 +85,17 @@ pub fn resource(config: &ExportConfig) -> Resource {
     // The semantic conventions' host.id on Linux: the machine id, stable across reboots.
     let machine_id = std::fs::read_to_string("/etc/machine-id")
         .or_else(|_| std::fs::read_to_string("/var/lib/dbus/machine-id"));
-    if let Ok(id) = machine_id.map(|id| id.trim().to_string()) {
-        if !id.is_empty() {
-            attrs.push(KeyValue::new("host.id", id));
-        }
+    let machine_id = machine_id
+        .map(|id| id.trim().to_string())
+        .ok()
+        .filter(|id| !id.is_empty());
+    if let Some(id) = &machine_id {
+        attrs.push(KeyValue::new("host.id", id.clone()));
     }
+    attrs.push(KeyValue::new(
+        "service.instance.id",
+        service_instance_id(machine_id.as_deref(), &config.service_name),
+    ));
     if let Ok(node) = std::env::var("K8S_NODE_NAME") {
         if !node.trim().is_empty() {
             attrs.push(KeyValue::new("k8s.node.name", node.trim().to_string()));
@@ -117,6 +123,36 @@ fn scope() -> opentelemetry::InstrumentationScope {
         .with_version(env!("CARGO_PKG_VERSION"))
         .with_schema_url(SCHEMA_URL)
         .build()
+}
+
+/// `service.instance.id`: one agent per host, so a UUID (version 8, RFC 9562) from a SHA-256
+/// of the machine id and the service name — stable across restarts (a restart must not look
+/// like a new instance to a backend), unique per host, and not the machine id itself, which
+/// systemd asks applications not to expose. Without a machine id (some containers), a random
+/// one from the kernel, for this run.
+fn service_instance_id(machine_id: Option<&str>, service_name: &str) -> String {
+    let Some(machine_id) = machine_id else {
+        return std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+            .map(|u| u.trim().to_string())
+            .unwrap_or_else(|_| format!("pid-{}", std::process::id()));
+    };
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("gpuslack service.instance.id\0{machine_id}\0{service_name}").as_bytes(),
+    );
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&digest.as_ref()[..16]);
+    b[6] = (b[6] & 0x0f) | 0x80; // version 8
+    b[8] = (b[8] & 0x3f) | 0x80; // the RFC 9562 variant
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// `host.arch` as the semantic conventions spell it.
@@ -391,10 +427,21 @@ impl opentelemetry_sdk::logs::LogExporter for CountingLogs {
     }
 }
 
+/// Attributes as OTLP key-values, typed as the semantic conventions type them: those of
+/// [`catalogue::INT_ATTRIBUTES`] as integers (`process.pid`), the rest as strings.
 fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
     attributes
         .iter()
-        .map(|(k, v)| KeyValue::new(*k, v.clone()))
+        .map(|(k, v)| {
+            match catalogue::INT_ATTRIBUTES
+                .contains(k)
+                .then(|| v.parse::<i64>().ok())
+                .flatten()
+            {
+                Some(n) => KeyValue::new(*k, n),
+                None => KeyValue::new(*k, v.clone()),
+            }
+        })
         .collect()
 }
 
@@ -415,12 +462,7 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
             if agent {
                 for p in catalogue::agent_points(&state.delivery().counts()) {
                     if p.def == def {
-                        let attrs: Vec<KeyValue> = p
-                            .attributes
-                            .iter()
-                            .map(|(k, v)| KeyValue::new(*k, v.clone()))
-                            .collect();
-                        record(p.value, &attrs);
+                        record(p.value, &key_values(&p.attributes));
                     }
                 }
                 return;
@@ -429,8 +471,10 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                 record(p.value, &key_values(&p.attributes));
             }
         };
-        match def.kind {
-            Kind::Gauge => {
+        // Integers are rounded; a count never goes below zero (NaN also becomes 0).
+        let whole = |v: f64| v.round().max(0.0) as u64;
+        match (def.kind, def.int) {
+            (Kind::Gauge, false) => {
                 meter
                     .f64_observable_gauge(def.name)
                     .with_unit(def.unit)
@@ -438,7 +482,15 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
                     .build();
             }
-            Kind::Counter => {
+            (Kind::Gauge, true) => {
+                meter
+                    .u64_observable_gauge(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| observe(def, &|v, a| o.observe(whole(v), a)))
+                    .build();
+            }
+            (Kind::Counter, false) => {
                 meter
                     .f64_observable_counter(def.name)
                     .with_unit(def.unit)
@@ -446,12 +498,32 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
                     .build();
             }
-            Kind::UpDownCounter => {
+            (Kind::Counter, true) => {
+                meter
+                    .u64_observable_counter(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| observe(def, &|v, a| o.observe(whole(v), a)))
+                    .build();
+            }
+            (Kind::UpDownCounter, false) => {
                 meter
                     .f64_observable_up_down_counter(def.name)
                     .with_unit(def.unit)
                     .with_description(def.description)
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
+                    .build();
+            }
+            (Kind::UpDownCounter, true) => {
+                meter
+                    .i64_observable_up_down_counter(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| {
+                        observe(def, &|v, a| {
+                            o.observe(whole(v).min(i64::MAX as u64) as i64, a)
+                        })
+                    })
                     .build();
             }
         }
@@ -519,7 +591,11 @@ impl OtlpExport {
             evidence.first().copied().unwrap_or("")
         )));
         for kv in key_values(&gpu_attributes(view)) {
-            record.add_attribute(kv.key, AnyValue::from(kv.value.to_string()));
+            let value = match kv.value {
+                opentelemetry::Value::I64(n) => AnyValue::Int(n),
+                other => AnyValue::from(other.to_string()),
+            };
+            record.add_attribute(kv.key, value);
         }
         record.add_attribute("gpuslack.diagnosis.class", change.to.as_str());
         if let Some(from) = change.from {
@@ -579,6 +655,37 @@ impl OtlpExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_instance_id_is_a_stable_uuid_that_hides_the_machine_id() {
+        let id = service_instance_id(Some("3d1219c7c4c5404aaa1f6d2a48adfda4"), "gpuslack");
+        assert_eq!(
+            id,
+            service_instance_id(Some("3d1219c7c4c5404aaa1f6d2a48adfda4"), "gpuslack")
+        );
+        assert_ne!(
+            id,
+            service_instance_id(Some("3d1219c7c4c5404aaa1f6d2a48adfda4"), "other")
+        );
+        assert_ne!(
+            id,
+            service_instance_id(Some("0d1219c7c4c5404aaa1f6d2a48adfda4"), "gpuslack")
+        );
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12],
+            "{id}"
+        );
+        assert!(parts[2].starts_with('8'), "version 8: {id}");
+        assert!(
+            matches!(&parts[3][..1], "8" | "9" | "a" | "b"),
+            "variant: {id}"
+        );
+        assert!(!id.replace('-', "").contains("3d1219c7"));
+        let random = service_instance_id(None, "gpuslack");
+        assert_eq!(random.len(), 36, "{random}");
+    }
 
     #[test]
     fn grpc_failures_are_filed_by_what_their_text_says() {
