@@ -292,8 +292,11 @@ fn otlp_grpc_cumulative_reaches_the_collector() {
             "700",
             "--otlp-endpoint",
             &endpoint,
+            // Only the final flush exports: the replay at full speed can outlast a short
+            // interval on a loaded machine, and an export of a state midway would carry other
+            // verdicts at 1.
             "--export-interval-ms",
-            "200",
+            "60000",
         ],
         &[
             ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci"),
@@ -630,12 +633,10 @@ fn an_unreachable_or_refusing_exporter_is_retried_quietly_with_bounded_memory() 
         assert!(!stderr.contains("dd-s3cr3t"), "the key leaked:\n{stderr}");
         assert!(rss_mib < 64.0, "{endpoint} ({protocol}): {rss_mib} MiB");
     }
-    // 503 is retryable: the exporter tried again (backoff) beyond one attempt per export.
-    assert!(
-        requests(&seen503).len() > 60,
-        "{} requests",
-        requests(&seen503).len()
-    );
+    // 503 is retryable: the sender tried the queued batch again, with a backoff (500 ms
+    // doubling), not once per 100 ms export (some 60 in the run).
+    let asked = requests(&seen503).len();
+    assert!((3..=30).contains(&asked), "{asked} requests");
 }
 
 #[test]
@@ -745,7 +746,7 @@ fn processes_and_their_owner_reach_the_collector() {
     };
     // The lone process owns GPU 0: its pid, executable and container are on every series.
     let gpu0 = attrs_of("0");
-    assert_eq!(gpu0["process.pid"], "4242");
+    assert_eq!(gpu0["process.pid"], 4242, "an int, as semconv types it");
     assert_eq!(gpu0["process.executable.name"], "python");
     assert_eq!(gpu0["container.id"], container);
     assert_eq!(gpu0["gpuslack.job.id"], "container:3f4c2e1b9a8d");
@@ -791,14 +792,14 @@ fn processes_and_their_owner_reach_the_collector() {
     );
     // Per-process series, bounded: --process-series 1 keeps GPU 1's busiest process only.
     let sm = points_of(&records, "gpuslack.process.sm.activity");
-    let pids: std::collections::BTreeSet<String> = sm
+    let pids: std::collections::BTreeSet<i64> = sm
         .iter()
-        .filter_map(|(_, p)| p["attributes"]["process.pid"].as_str().map(String::from))
+        .filter_map(|(_, p)| p["attributes"]["process.pid"].as_i64())
         .collect();
-    assert_eq!(pids, ["4242", "5000"].map(String::from).into());
+    assert_eq!(pids, [4242, 5000].into());
     let python = sm
         .iter()
-        .rfind(|(_, p)| p["attributes"]["process.pid"] == "4242")
+        .rfind(|(_, p)| p["attributes"]["process.pid"] == 4242)
         .map(|(_, p)| p["value"].as_f64().expect("value"))
         .expect("python's share");
     assert!((python - 0.87).abs() < 1e-9);
@@ -806,7 +807,7 @@ fn processes_and_their_owner_reach_the_collector() {
     assert!(cpu
         .iter()
         .any(|(_, p)| p["attributes"]["gpuslack.thread"] == "busiest"
-            && p["attributes"]["process.pid"] == "4242"
+            && p["attributes"]["process.pid"] == 4242
             && (p["value"].as_f64().unwrap_or(0.0) - 0.99).abs() < 1e-9));
     // On Prometheus, the owner's labels and a process series' own name one process once.
     let port = free_port();

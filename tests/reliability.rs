@@ -1533,3 +1533,174 @@ fn headers_follow_flags_over_environment_over_file_once_decoded_on_both_transpor
     assert!(!String::from_utf8_lossy(&run.stderr).contains("panicked"));
     assert!(run.status.success());
 }
+
+/// The metrics' own counts from the summary: (windows dropped, points delivered, points dropped).
+fn metrics_dropped(stderr: &str) -> (u64, u64, u64) {
+    let (_, _, windows_dropped, _) = summary(stderr);
+    (
+        windows_dropped,
+        summary_count(stderr, " delivered, ").max(summary_points(stderr).0),
+        summary_points(stderr).1,
+    )
+}
+
+/// (points delivered, points dropped) from the summary.
+fn summary_points(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("windows produced"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let points = line
+        .split("points: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no points in {line}"));
+    let number = |after: &str| -> u64 {
+        points
+            .split(after)
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count before {after:?} in {points}"))
+    };
+    (number(" delivered"), number(" dropped"))
+}
+
+/// The requests a faulty collector saw: (path, body bytes, status it answered).
+fn seen_requests(path: &Path) -> Vec<(String, u64, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap_or("").to_string(),
+                r["bytes"].as_u64().unwrap_or(0),
+                r["status"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
+    let fixture = fixture();
+    let base = |port: u16, extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            "--replay".into(),
+            fixture.clone(),
+            "--otlp-endpoint".into(),
+            format!("http://127.0.0.1:{port}"),
+            "--otlp-protocol".into(),
+            "http/protobuf".into(),
+            "--otlp-compression".into(),
+            "none".into(),
+            "--no-otlp-logs".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let run = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        finish(spawn(&args), Duration::from_secs(120))
+    };
+    // An intake that takes 8,000 bytes a request: with the limit set, no request is refused;
+    // without it, each refused request is halved until it fits. Either way nothing is lost.
+    for (max_request, refusals_expected) in [("8000", false), ("4000000", true)] {
+        let dir = temp_dir(&format!("limit-{max_request}"));
+        let (_c, port, seen) = faulty(&dir, "limit:8000");
+        let (code, stderr, _) = run(base(
+            port,
+            &[
+                "--speed",
+                "25",
+                "--export-interval-ms",
+                "200",
+                "--otlp-max-request-bytes",
+                max_request,
+            ],
+        ));
+        assert_eq!(code, Some(0), "{stderr}");
+        let (windows_dropped, points_delivered, points_dropped) = metrics_dropped(&stderr);
+        assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+        assert!(points_delivered > 500, "{stderr}");
+        let requests = seen_requests(&seen);
+        let refused = requests.iter().filter(|r| r.2 == 413).count();
+        assert_eq!(
+            refused > 0,
+            refusals_expected,
+            "{max_request}: {refused} refused"
+        );
+        assert!(
+            requests.iter().filter(|r| r.2 == 200).all(|r| r.1 <= 8000),
+            "{max_request}: {requests:?}"
+        );
+        if refusals_expected {
+            assert!(stderr.contains("too_large×"), "{stderr}");
+        }
+    }
+    // A collector that answers the first 3 requests 429, Retry-After 1 s.
+    let dir = temp_dir("throttle");
+    let (_c, port, seen) = faulty(&dir, "throttle:3:1");
+    let (code, stderr, _) = run(base(
+        port,
+        &["--speed", "25", "--export-interval-ms", "200"],
+    ));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(metrics_dropped(&stderr).0, 0, "{stderr}");
+    assert_eq!(metrics_dropped(&stderr).2, 0, "{stderr}");
+    let requests = seen_requests(&seen);
+    assert_eq!(requests.iter().filter(|r| r.2 == 429).count(), 3);
+    // After each 429 the next request waited the second it was asked to.
+    let times: Vec<f64> = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|r| r["t"].as_f64())
+        .collect();
+    for pair in times.windows(2).take(3) {
+        assert!(pair[1] - pair[0] >= 0.95, "Retry-After honoured: {times:?}");
+    }
+    // A collector that is down for 10 s in the middle of a 25 s run.
+    let dir = temp_dir("restart");
+    let port = free_port();
+    let start = |name: &str| {
+        let out = dir.join(name);
+        let child = Command::new(tool("GPUSLACK_PYTHON"))
+            .arg(repo("tests/support/faulty_collector.py"))
+            .args(["status:200", &out.display().to_string(), &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the collector starts");
+        wait_for_port(port, "the collector");
+        (Server(child), out)
+    };
+    let (first, before) = start("before.jsonl");
+    let agent = spawn(
+        &base(
+            port,
+            &[
+                "--speed",
+                "6",
+                "--export-interval-ms",
+                "500",
+                "--shutdown-timeout-s",
+                "20",
+            ],
+        )
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    drop(first);
+    std::thread::sleep(Duration::from_secs(10));
+    let (_second, after) = start("after.jsonl");
+    let (code, stderr, _) = finish(agent, Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    assert!(!seen_requests(&before).is_empty() && !seen_requests(&after).is_empty());
+    assert!(stderr.contains("connect×"), "the outage was seen: {stderr}");
+}

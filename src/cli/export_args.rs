@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
-    checked_millis, env_layer, file_layer, is_sdk_exporter_variable,
-    is_unsupported_exporter_variable, parse_compression, parse_listen, parse_preset,
-    parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
+    checked_millis, checked_queue_mib, checked_request_bytes, env_layer, file_layer,
+    is_sdk_exporter_variable, is_unsupported_exporter_variable, parse_compression, parse_listen,
+    parse_preset, parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
 };
 
 #[derive(clap::Args, Debug, Clone)]
@@ -36,6 +36,13 @@ pub struct ExportArgs {
     /// How often metrics are exported.
     #[arg(long, value_name = "MS")]
     pub export_interval_ms: Option<u64>,
+    /// The largest metrics request, in bytes before compression (larger collections go in
+    /// parts; default 4000000, the Datadog preset's 500000).
+    #[arg(long, value_name = "BYTES")]
+    pub otlp_max_request_bytes: Option<usize>,
+    /// What the sending queue keeps while the collector is away, in MiB (default 64).
+    #[arg(long, value_name = "MIB")]
+    pub otlp_queue_mib: Option<usize>,
     /// cumulative or delta (Datadog wants delta).
     #[arg(long)]
     pub temporality: Option<String>,
@@ -115,6 +122,17 @@ impl ExportArgs {
         }
         if let Some(ms) = self.export_interval_ms {
             layer.interval = Some(millis("export-interval-ms", ms)?);
+        }
+        if let Some(bytes) = self.otlp_max_request_bytes {
+            layer.max_request_bytes = Some(checked_request_bytes(bytes).ok_or_else(|| {
+                anyhow!("--otlp-max-request-bytes must be from 1024 to 67108864, got {bytes}")
+            })?);
+        }
+        if let Some(mib) = self.otlp_queue_mib {
+            layer.queue_bytes =
+                Some(checked_queue_mib(mib).ok_or_else(|| {
+                    anyhow!("--otlp-queue-mib must be from 1 to 4096, got {mib}")
+                })?);
         }
         if let Some(t) = &self.temporality {
             layer.temporality = Some(

@@ -9,9 +9,59 @@
 //! failed export loses the windows it would have carried, while counters (energy, GPU time)
 //! catch up at the next success.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Distinct partial-success messages logged; past that, rejections are only counted.
+const MESSAGES_LOGGED: usize = 32;
+
+/// The log lines about exports, kept few: a failure once a minute per reason with its cause,
+/// and a collector's partial-success message once per distinct message.
+#[derive(Debug, Default)]
+pub struct RejectionLog {
+    failures: Mutex<HashMap<&'static str, Instant>>,
+    messages: Mutex<HashSet<String>>,
+}
+
+impl RejectionLog {
+    /// Logs a failure with its cause, once a minute per reason.
+    pub fn log_failure(&self, endpoint: &str, reason: &'static str, cause: &str) {
+        let due = match self.failures.lock() {
+            Ok(mut logged) => {
+                let now = Instant::now();
+                let due = logged
+                    .get(reason)
+                    .is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60));
+                if due {
+                    logged.insert(reason, now);
+                }
+                due
+            }
+            Err(_) => true,
+        };
+        if due {
+            tracing::warn!(endpoint, reason, cause, "OTLP export failed");
+        }
+    }
+
+    /// Logs what a collector rejected of an export, the first time its message is seen.
+    pub fn log(&self, endpoint: &str, signal: Signal, rejected: u64, message: &str) {
+        let first = match self.messages.lock() {
+            Ok(mut seen) => seen.len() < MESSAGES_LOGGED && seen.insert(message.to_string()),
+            Err(_) => false,
+        };
+        if first {
+            tracing::warn!(
+                endpoint,
+                signal = signal.as_str(),
+                rejected,
+                message,
+                "the collector rejected part of an export; the rejected items are counted as dropped"
+            );
+        }
+    }
+}
 
 /// The two OTLP signals the agent sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,6 +99,9 @@ pub mod reason {
     /// The collector answered with a redirect (HTTP 3xx). Redirects are not followed: the
     /// POST would become a body-less GET, and the API key would travel to another host.
     pub const REDIRECTED: &str = "redirected";
+    /// The intake refused the request's size (HTTP 413, gRPC `ResourceExhausted` on the
+    /// message size): the batch is halved and sent again.
+    pub const TOO_LARGE: &str = "too_large";
     /// The connection broke during the request, or another transport failure.
     pub const NETWORK: &str = "network";
     /// Anything else.
@@ -92,6 +145,9 @@ pub struct Counts {
     pub windows_dropped: u64,
     /// Produced since the last export: not yet delivered or dropped.
     pub windows_pending: u64,
+    /// Carried by batches waiting in the sending queue (or being sent).
+    pub windows_queued: u64,
+    pub points_queued: u64,
     pub exports_attempted: BTreeMap<Signal, u64>,
     pub exports_succeeded: BTreeMap<Signal, u64>,
     /// Failed exports by signal and reason.
@@ -291,6 +347,63 @@ impl Delivery {
         });
     }
 
+    /// A collection became a batch of `points` in the sending queue: it carries the windows
+    /// produced since the last one, which this returns.
+    pub fn queued(&self, points: u64) -> u64 {
+        self.with(|i| {
+            let c = &mut i.counts;
+            let windows = std::mem::take(&mut c.windows_pending);
+            c.windows_queued += windows;
+            c.points_queued += points;
+            windows
+        })
+    }
+
+    /// A queued batch reached the collector (what it rejected of it, the transport noted).
+    pub fn batch_delivered(&self, points: u64, windows: u64) {
+        self.with(|i| {
+            let noted = i.noted.remove(&Signal::Metrics).unwrap_or_default();
+            let c = &mut i.counts;
+            *c.exports_attempted.entry(Signal::Metrics).or_default() += 1;
+            *c.exports_succeeded.entry(Signal::Metrics).or_default() += 1;
+            let rejected = noted.rejected.min(points);
+            c.points_delivered += points - rejected;
+            c.points_dropped += rejected;
+            c.points_rejected += rejected;
+            c.points_queued = c.points_queued.saturating_sub(points);
+            c.windows_queued = c.windows_queued.saturating_sub(windows);
+            c.windows_delivered += windows;
+            i.last_success = Some(Instant::now());
+            i.failing_since = None;
+        });
+    }
+
+    /// One attempt to send a queued batch failed; the batch stays queued (or is dropped next).
+    pub fn attempt_failed(&self, fallback: &'static str) {
+        self.with(|i| {
+            let noted = i.noted.remove(&Signal::Metrics).unwrap_or_default();
+            let reason = noted.failure.unwrap_or(fallback);
+            let c = &mut i.counts;
+            *c.exports_attempted.entry(Signal::Metrics).or_default() += 1;
+            *c.exports_failed
+                .entry((Signal::Metrics, reason))
+                .or_default() += 1;
+            i.failing_since.get_or_insert_with(Instant::now);
+        });
+    }
+
+    /// A queued batch is given up: the queue overflowed, the collector refused it for good, or
+    /// the agent stopped before it could be sent.
+    pub fn batch_dropped(&self, points: u64, windows: u64) {
+        self.with(|i| {
+            let c = &mut i.counts;
+            c.points_queued = c.points_queued.saturating_sub(points);
+            c.windows_queued = c.windows_queued.saturating_sub(windows);
+            c.points_dropped += points;
+            c.windows_dropped += windows;
+        });
+    }
+
     /// At exit, after the final flush: whatever the exporters never reported on is dropped.
     /// Records emitted but never exported (a queue that overflowed or never flushed) are
     /// counted here too, so that emitted = delivered + dropped.
@@ -298,6 +411,8 @@ impl Delivery {
         self.with(|i| {
             let c = &mut i.counts;
             c.windows_dropped += std::mem::take(&mut c.windows_pending);
+            c.windows_dropped += std::mem::take(&mut c.windows_queued);
+            c.points_dropped += std::mem::take(&mut c.points_queued);
             let accounted = c.log_records_delivered + c.log_records_dropped;
             c.log_records_dropped += c.log_records_emitted.saturating_sub(accounted);
         });
@@ -365,6 +480,60 @@ mod tests {
             .summary()
             .contains("9 windows produced, 5 delivered, 4 dropped"));
         assert!(d.ever_delivered());
+    }
+
+    #[test]
+    fn queued_batches_end_delivered_or_dropped_with_their_windows() {
+        let d = Delivery::default();
+        for _ in 0..3 {
+            d.window_produced();
+        }
+        assert_eq!(d.queued(100), 3);
+        d.window_produced();
+        assert_eq!(d.queued(50), 1);
+        d.window_produced();
+        // The first batch fails twice, then arrives with 4 points rejected.
+        d.note_failure(Signal::Metrics, reason::CONNECT);
+        d.attempt_failed(reason::OTHER);
+        d.attempt_failed(reason::UNAVAILABLE);
+        d.note_rejected(Signal::Metrics, 4);
+        d.batch_delivered(100, 3);
+        // The second is dropped (the queue overflowed).
+        d.batch_dropped(50, 1);
+        let c = d.counts();
+        assert_eq!(
+            (
+                c.windows_delivered,
+                c.windows_dropped,
+                c.windows_queued,
+                c.windows_pending
+            ),
+            (3, 1, 0, 1)
+        );
+        assert_eq!(
+            (
+                c.points_delivered,
+                c.points_dropped,
+                c.points_rejected,
+                c.points_queued
+            ),
+            (96, 54, 4, 0)
+        );
+        assert_eq!((c.attempted(), c.succeeded(), c.failed()), (3, 1, 2));
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::CONNECT)),
+            Some(&1)
+        );
+        assert!(d.failing_since().is_none(), "the last attempt succeeded");
+        // At exit what is still queued or pending is dropped.
+        d.queued(10);
+        d.close();
+        let c = d.counts();
+        assert_eq!(
+            (c.windows_produced, c.windows_delivered + c.windows_dropped),
+            (5, 5)
+        );
+        assert_eq!(c.points_queued, 0);
     }
 
     #[test]

@@ -11,6 +11,9 @@ pub mod http_client;
 pub mod otlp;
 pub mod prometheus;
 pub mod prometheus_labels;
+pub mod queue;
+pub mod sender;
+pub mod split;
 pub mod state;
 
 pub use state::{ClassChange, ExportState, GpuView};

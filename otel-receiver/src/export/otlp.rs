@@ -11,21 +11,24 @@ use std::time::Duration;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::{Meter, MeterProvider};
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{
-    LogExporter, MetricExporter, WithExportConfig, WithHttpConfig, WithTonicConfig,
-};
+use opentelemetry_otlp::{LogExporter, WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::logs::{LogBatch, SdkLogger, SdkLoggerProvider};
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
 use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, SignalConfig, Temporality};
-use super::delivery::{reason, reason_in_text, Delivery, Signal};
+use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
 use super::http_client::{no_redirects, OtlpHttpClient};
+use super::queue::{Batch, SendQueue};
+use super::sender::{Backoff, Control, GrpcTransport, HttpTransport, Outcome, Sender, Transport};
+use super::split;
 use super::state::{ClassChange, ExportState, GpuView};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
@@ -49,6 +52,8 @@ pub struct OtlpExport {
     meters: SdkMeterProvider,
     logs: Option<(SdkLoggerProvider, SdkLogger)>,
     delivery: Arc<Delivery>,
+    queue: Arc<SendQueue>,
+    sending: Arc<Control>,
 }
 
 /// The extra CA certificates of `path`, refused unless the file holds at least one that parses:
@@ -288,28 +293,62 @@ fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
     Ok(b)
 }
 
-fn metric_exporter(
-    cfg: &OtlpConfig,
-    delivery: &Arc<Delivery>,
-) -> Result<MetricExporter, OtlpError> {
-    let temporality = match cfg.temporality {
+/// The SDK's temporality for ours.
+fn sdk_temporality(t: Temporality) -> opentelemetry_sdk::metrics::Temporality {
+    match t {
         Temporality::Cumulative => opentelemetry_sdk::metrics::Temporality::Cumulative,
         Temporality::Delta => opentelemetry_sdk::metrics::Temporality::Delta,
         Temporality::LowMemory => opentelemetry_sdk::metrics::Temporality::LowMemory,
-    };
-    let builder = MetricExporter::builder().with_temporality(temporality);
-    let signal = &cfg.metrics;
-    match signal.protocol {
-        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), signal)?.build(),
-        Protocol::HttpProtobuf => with_http_settings(
-            builder.with_http(),
-            signal,
-            (Signal::Metrics, "v1/metrics"),
-            delivery,
-        )?
-        .build(),
     }
-    .map_err(build_error("metrics"))
+}
+
+/// How the metrics sender reaches the collector: our HTTP client, or tonic's gRPC client over a
+/// channel that connects when first used. Call within the tokio runtime (the channel's task).
+fn metrics_transport(
+    cfg: &SignalConfig,
+    delivery: &Arc<Delivery>,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Box<dyn Transport>, OtlpError> {
+    let build = |message: String| OtlpError::Build {
+        signal: "metrics",
+        message,
+    };
+    match cfg.protocol {
+        Protocol::HttpProtobuf => {
+            let url = cfg.http_url("v1/metrics");
+            let client = http_client(cfg, (Signal::Metrics, &cfg.headers), delivery, &url)?;
+            Ok(Box::new(HttpTransport {
+                client,
+                url,
+                gzip: cfg.gzip,
+            }))
+        }
+        Protocol::Grpc => {
+            let mut endpoint =
+                tonic::transport::Endpoint::from_shared(cfg.endpoint.as_str().to_string())
+                    .map_err(|e| build(format!("the endpoint {}: {e}", cfg.endpoint)))?
+                    .timeout(cfg.timeout)
+                    .connect_timeout(cfg.timeout);
+            if let Some(tls) = tonic_tls(cfg)? {
+                endpoint = endpoint
+                    .tls_config(tls)
+                    .map_err(|e| build(format!("TLS: {e}")))?;
+            }
+            let mut client = MetricsServiceClient::new(endpoint.connect_lazy());
+            if cfg.gzip {
+                client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+            }
+            Ok(Box::new(GrpcTransport {
+                client,
+                metadata: metadata(&cfg.headers)?,
+                timeout: cfg.timeout,
+                delivery: delivery.clone(),
+                rejections: RejectionLog::default(),
+                shown: cfg.endpoint.to_string(),
+                runtime: runtime.clone(),
+            }))
+        }
+    }
 }
 
 fn log_exporter(cfg: &SignalConfig, delivery: &Arc<Delivery>) -> Result<LogExporter, OtlpError> {
@@ -353,52 +392,81 @@ fn reason_of(e: &OTelSdkError) -> &'static str {
     }
 }
 
-/// Data points in one collection, whatever their kind.
-fn points(metrics: &ResourceMetrics) -> u64 {
-    fn count<T>(data: &MetricData<T>) -> usize {
-        match data {
-            MetricData::Gauge(g) => g.data_points().count(),
-            MetricData::Sum(s) => s.data_points().count(),
-            MetricData::Histogram(h) => h.data_points().count(),
-            MetricData::ExponentialHistogram(h) => h.data_points().count(),
+/// The metrics exporter: each collection becomes batches of at most `max_request_bytes` in the
+/// sending queue, which the sender thread delivers; a full queue drops its oldest, counted.
+struct QueuedMetrics {
+    queue: Arc<SendQueue>,
+    delivery: Arc<Delivery>,
+    max_request_bytes: usize,
+    temporality: opentelemetry_sdk::metrics::Temporality,
+    /// When a full queue was last reported.
+    overflow_logged: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl QueuedMetrics {
+    fn overflowed(&self, batches: usize) {
+        let now = std::time::Instant::now();
+        let due = match self.overflow_logged.lock() {
+            Ok(mut last) => {
+                let due = last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(60));
+                if due {
+                    *last = Some(now);
+                }
+                due
+            }
+            Err(_) => true,
+        };
+        if due {
+            let (waiting, bytes) = self.queue.len();
+            tracing::warn!(
+                dropped_batches = batches,
+                waiting,
+                queued_bytes = bytes,
+                "the OTLP sending queue is full: its oldest batches are dropped, counted (raise --otlp-queue-mib to keep more)"
+            );
         }
     }
-    metrics
-        .scope_metrics()
-        .flat_map(|s| s.metrics())
-        .map(|m| match m.data() {
-            AggregatedMetrics::F64(d) => count(d),
-            AggregatedMetrics::U64(d) => count(d),
-            AggregatedMetrics::I64(d) => count(d),
-        } as u64)
-        .sum()
 }
 
-/// The metrics exporter, counting what each export delivered or dropped.
-struct CountingMetrics {
-    inner: MetricExporter,
-    delivery: Arc<Delivery>,
-}
-
-impl PushMetricExporter for CountingMetrics {
+impl PushMetricExporter for QueuedMetrics {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
-        let n = points(metrics);
-        let result = self.inner.export(metrics).await;
-        let outcome = result.as_ref().map(|_| ()).map_err(reason_of);
-        self.delivery.exported(Signal::Metrics, n, outcome);
-        result
+        let request = ExportMetricsServiceRequest::from(metrics);
+        let parts = split::to_fit(request, self.max_request_bytes);
+        let total: u64 = parts.iter().map(split::points).sum();
+        // The windows since the last collection ride with its first part.
+        let mut windows = self.delivery.queued(total);
+        let mut evicted = 0;
+        for part in parts {
+            for old in self
+                .queue
+                .push(Batch::new(part, std::mem::take(&mut windows)))
+            {
+                self.delivery.batch_dropped(old.points, old.windows);
+                evicted += 1;
+            }
+        }
+        if evicted > 0 {
+            self.overflowed(evicted);
+        }
+        Ok(())
     }
 
     fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
+        Ok(())
     }
 
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        Ok(())
     }
 
     fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
-        self.inner.temporality()
+        self.temporality
+    }
+}
+
+impl Transport for Box<dyn Transport> {
+    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+        (**self).send(request)
     }
 }
 
@@ -539,9 +607,32 @@ impl OtlpExport {
         delivery: Arc<Delivery>,
     ) -> Result<OtlpExport, OtlpError> {
         let resource = resource(config);
-        let metrics = CountingMetrics {
-            inner: metric_exporter(cfg, &delivery)?,
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| OtlpError::Build {
+            signal: "metrics",
+            message: format!("no tokio runtime to send from: {e}"),
+        })?;
+        let queue = Arc::new(SendQueue::new(cfg.queue_bytes));
+        let sending = Arc::new(Control::default());
+        let sender = Sender {
+            queue: queue.clone(),
             delivery: delivery.clone(),
+            control: sending.clone(),
+            transport: metrics_transport(&cfg.metrics, &delivery, &runtime)?,
+            backoff: Backoff::default(),
+        };
+        std::thread::Builder::new()
+            .name("gpuslack-otlp-send".into())
+            .spawn(move || sender.run())
+            .map_err(|e| OtlpError::Build {
+                signal: "metrics",
+                message: format!("starting the sender thread: {e}"),
+            })?;
+        let metrics = QueuedMetrics {
+            queue: queue.clone(),
+            delivery: delivery.clone(),
+            max_request_bytes: cfg.max_request_bytes,
+            temporality: sdk_temporality(cfg.temporality),
+            overflow_logged: std::sync::Mutex::new(None),
         };
         let reader = PeriodicReader::builder(metrics)
             .with_interval(cfg.interval)
@@ -569,6 +660,8 @@ impl OtlpExport {
             meters,
             logs,
             delivery,
+            queue,
+            sending,
         })
     }
 
@@ -614,14 +707,15 @@ impl OtlpExport {
     /// The flushing thread enters `runtime` first (gRPC needs the tokio runtime entered).
     pub fn shutdown(self, timeout: Duration, runtime: tokio::runtime::Handle) -> bool {
         let delivery = self.delivery.clone();
+        let sending = self.sending.clone();
         let (done, finished) = std::sync::mpsc::channel();
+        // What the queue could not send by then is counted dropped (Delivery::close).
+        let deadline = std::time::Instant::now() + timeout;
         let flush = move || {
             let _inside = runtime.enter();
-            if let Err(e) = self.meters.force_flush() {
-                tracing::warn!(error = %e, "final metrics export failed");
-            }
+            // The reader's shutdown collects once more: the last window goes into the queue.
             if let Err(e) = self.meters.shutdown_with_timeout(timeout) {
-                tracing::debug!(error = %e, "metrics shutdown");
+                tracing::warn!(error = %e, "final metrics collection failed");
             }
             if let Some((provider, _)) = self.logs {
                 if let Err(e) = provider.force_flush() {
@@ -629,6 +723,11 @@ impl OtlpExport {
                 }
                 let _ = provider.shutdown_with_timeout(timeout);
             }
+            self.sending.finish_by(deadline);
+            while !self.sending.idle(&self.queue) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            self.sending.stop();
             let _ = done.send(());
         };
         let in_time = match std::thread::Builder::new()
@@ -641,6 +740,8 @@ impl OtlpExport {
                 false
             }
         };
+        // The sender stops whether or not the flush finished (a second signal cuts it short).
+        sending.stop();
         if !in_time {
             tracing::warn!(
                 timeout_s = timeout.as_secs_f64(),
