@@ -128,6 +128,11 @@ pub const COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT: f64 = 30.0;
 /// (GPU-Util 20%), which is `input_starved`.
 pub const NVML_PCIE_HIGH_UTIL_PCT: f64 = 80.0;
 
+/// GPU-Util (%) under which a window no rule matched is mostly a held context with a kernel
+/// now and then (torch.save's 8 GiB checkpoint: 1–4%, its PCIe unmeasured without GPM at
+/// 10 s NVML readings): `idle_held` is among what it could be.
+pub const PARTIAL_MOSTLY_HELD_UTIL_PCT: f64 = 5.0;
+
 /// Rules whose decision rests on power placed against the baselines without GPM; these are
 /// capped at `medium` when the baselines were not measured on this GPU or its model.
 fn rests_on_power(x: &Inputs) -> bool {
@@ -221,6 +226,13 @@ pub fn assess(x: &Inputs) -> Assessment {
             Confidence::High,
             "SM activity and the pipes measured (GPM)".into(),
         ),
+        ("compute", _) if x.evidence.contains(&"all_sm_power_load") => {
+            push(&mut alts, Class::Hung, own);
+            (
+                Confidence::Low,
+                "without SM counters a kernel busy on every SM and one spinning on every SM read the same: power a little above a held context, the memory idle".into(),
+            )
+        }
         ("compute", _) => {
             if s.util_mem_pct.unwrap_or(0.0) >= COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT {
                 push(&mut alts, Class::MemoryBound, own);
@@ -336,6 +348,13 @@ pub fn assess(x: &Inputs) -> Assessment {
                 )
             }
         }
+        ("partial", Class::TransferBound) => {
+            push(&mut alts, Class::IdleHeld, own);
+            (
+                Confidence::Medium,
+                "device→host traffic measured while the GPU idles: copies out, at a pace the host's write sets".into(),
+            )
+        }
         ("partial", Class::InputStarved) => {
             push(&mut alts, Class::LaunchBound, own);
             (
@@ -349,6 +368,12 @@ pub fn assess(x: &Inputs) -> Assessment {
         }
         ("partial", _) => {
             push(&mut alts, Class::InputStarved, own);
+            if !pcie {
+                push(&mut alts, Class::TransferBound, own);
+            }
+            if s.util_pct.unwrap_or(0.0) < PARTIAL_MOSTLY_HELD_UTIL_PCT {
+                push(&mut alts, Class::IdleHeld, own);
+            }
             if !nvlink {
                 push(&mut alts, Class::SyncWait, own);
             }
