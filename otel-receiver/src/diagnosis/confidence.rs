@@ -161,6 +161,13 @@ pub fn assess(x: &Inputs) -> Assessment {
     let own = x.class;
     let mut alts: Vec<Class> = Vec::new();
     let (mut confidence, mut reason): (Confidence, String) = match (x.rule, own) {
+        (_, _) if x.evidence.contains(&"all_sm_power_load") => {
+            push(&mut alts, Class::Hung, own);
+            (
+                Confidence::Low,
+                "without SM counters a kernel busy on every SM and one spinning on every SM read the same: power a little above a held context, the memory idle".into(),
+            )
+        }
         ("spin", _) if gpm => (
             Confidence::High,
             "a flat spin read on the SM counters, with no pipe, DRAM or link activity".into(),
@@ -226,13 +233,6 @@ pub fn assess(x: &Inputs) -> Assessment {
             Confidence::High,
             "SM activity and the pipes measured (GPM)".into(),
         ),
-        ("compute", _) if x.evidence.contains(&"all_sm_power_load") => {
-            push(&mut alts, Class::Hung, own);
-            (
-                Confidence::Low,
-                "without SM counters a kernel busy on every SM and one spinning on every SM read the same: power a little above a held context, the memory idle".into(),
-            )
-        }
         ("compute", _) => {
             if s.util_mem_pct.unwrap_or(0.0) >= COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT {
                 push(&mut alts, Class::MemoryBound, own);

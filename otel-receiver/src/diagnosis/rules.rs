@@ -823,3 +823,7 @@ fn partial(x: &RuleInput) -> Option<Verdict> {
         )],
     )
 }
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;
