@@ -307,13 +307,12 @@ pub fn assess(x: &Inputs) -> Assessment {
         ),
         ("tiny_kernels", _) => {
             push(&mut alts, Class::Hung, own);
-            push(&mut alts, Class::ComputeBound, own);
             if !pcie {
                 push(&mut alts, Class::TransferBound, own);
             }
             (
                 Confidence::Low,
-                "without SM counters a kernel spinning on every SM looks the same; if this lasts and the job makes no progress, suspect a hang".into(),
+                "without SM counters a kernel spinning on a few SMs looks the same (it draws a held context's power, as tiny kernels do); if this lasts and the job makes no progress, suspect a hang".into(),
             )
         }
         ("bursts", _) if gpm => (

@@ -508,7 +508,7 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
     }
     writeln!(
         out,
-        "    {:<LABEL$}{}, {}  (rule: {})",
+        "    {:<LABEL$}{}  {}  (rule: {})",
         "verdict",
         phase.class.as_str().to_uppercase(),
         rep.assessment.phrase(),
