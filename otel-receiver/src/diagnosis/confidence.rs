@@ -114,6 +114,8 @@ pub struct Inputs<'a> {
     pub calibrated: bool,
     /// Signals of the evidence the rule returned (`spin_s`, `occupancy_per_sm`, …).
     pub evidence: &'a [&'static str],
+    /// Samples in the window: a 1 Hz agent's 2 s window holds 2.
+    pub samples: u32,
 }
 
 /// Memory-controller utilisation (%) at or above which compute judged from power may be
@@ -132,6 +134,14 @@ pub const NVML_PCIE_HIGH_UTIL_PCT: f64 = 80.0;
 /// now and then (torch.save's 8 GiB checkpoint: 1–4%, its PCIe unmeasured without GPM at
 /// 10 s NVML readings): `idle_held` is among what it could be.
 pub const PARTIAL_MOSTLY_HELD_UTIL_PCT: f64 = 5.0;
+
+/// Fewer samples than this in a window cannot show whether GPU-Util is steady or comes and
+/// goes: at 1 Hz (2 readings a window) the starved-bursts bench (GPU-Util 20%, duty 0.2 at
+/// 100 ms) read a duty of 1.0 and, with GPM's PCIe averaged over the second, `transfer_bound`;
+/// the checkpoint of h200-nogpm-lookalikes read `launch_bound` (`high` both, wrong both). The
+/// rules that read the duty (`tiny_kernels`, `bursts`, and `transfer` below 80% GPU-Util) are
+/// `medium` at best on so few.
+pub const FEW_SAMPLES: u32 = 5;
 
 /// Rules whose decision rests on power placed against the baselines without GPM; these are
 /// capped at `medium` when the baselines were not measured on this GPU or its model.
@@ -390,6 +400,24 @@ pub fn assess(x: &Inputs) -> Assessment {
             "decided by a rule this assessment does not know".into(),
         ),
     };
+    let reads_duty = match x.rule {
+        "tiny_kernels" | "bursts" => true,
+        "transfer" => s.util_pct.unwrap_or(0.0) < NVML_PCIE_HIGH_UTIL_PCT,
+        _ => false,
+    };
+    if reads_duty && x.samples < FEW_SAMPLES && confidence == Confidence::High {
+        confidence = Confidence::Medium;
+        let other = if own == Class::InputStarved {
+            Class::LaunchBound
+        } else {
+            Class::InputStarved
+        };
+        push(&mut alts, other, own);
+        reason.push_str(&format!(
+            "; medium at best: {} samples in the window cannot show whether GPU-Util is steady or comes in bursts",
+            x.samples
+        ));
+    }
     if rests_on_power(x) && !x.calibrated && confidence == Confidence::High {
         confidence = Confidence::Medium;
         reason.push_str(

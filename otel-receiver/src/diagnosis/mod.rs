@@ -95,6 +95,7 @@ impl WindowReport {
             power: self.power,
             calibrated: self.baselines_calibrated,
             evidence: &evidence,
+            samples: self.stats.samples,
         });
     }
 

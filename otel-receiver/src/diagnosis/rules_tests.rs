@@ -163,6 +163,7 @@ fn decide_with(s: &Signals, spin: Spin, calibrated: bool) -> Decided {
         power,
         calibrated,
         evidence: &evidence,
+        samples: 40,
     });
     Decided {
         verdict,
@@ -1087,4 +1088,45 @@ proptest! {
             prop_assert!(d.assessment.confidence <= before, "{:?} -> {:?}", before, d.assessment.confidence);
         }
     }
+}
+
+#[test]
+fn a_window_of_few_samples_cannot_show_a_steady_gpu_util() {
+    // A 1 Hz agent's 2 s window: 2 readings. Tiny kernels by GPM stay the class, but medium,
+    // with input_starved (bursts the 2 readings missed) as the alternative.
+    let s = gpm(100.0, 1.1);
+    let d = decide(&s);
+    let judge = |samples: u32| {
+        confidence::assess(&confidence::Inputs {
+            class: d.verdict.class,
+            rule: d.rule,
+            signals: &s,
+            power: PowerPlace::of(&s, Some(&h200())),
+            calibrated: true,
+            evidence: &d.signals(),
+            samples,
+        })
+    };
+    let few = judge(confidence::FEW_SAMPLES - 1);
+    assert_eq!(few.confidence, Confidence::Medium);
+    assert_eq!(few.alternatives, vec![Class::InputStarved]);
+    assert!(few.reason.contains("samples in the window"));
+    assert_eq!(judge(confidence::FEW_SAMPLES).confidence, Confidence::High);
+    // Rules that do not read the duty keep their confidence.
+    let gemm = Signals {
+        pipe_pct: Some(94.0),
+        tensor_pct: Some(94.0),
+        ..gpm(100.0, 96.6)
+    };
+    let g = decide(&gemm);
+    let a = confidence::assess(&confidence::Inputs {
+        class: g.verdict.class,
+        rule: g.rule,
+        signals: &gemm,
+        power: PowerPlace::of(&gemm, Some(&h200())),
+        calibrated: true,
+        evidence: &g.signals(),
+        samples: 2,
+    });
+    assert_eq!(a.confidence, Confidence::High);
 }
