@@ -166,6 +166,12 @@ fn check_export(records: &[Value], temporality: &str) {
             .filter(|(_, p)| p["value"].as_f64() == Some(1.0))
             .count();
         assert!(others == 0 || temporality == "delta", "other classes at 1");
+        // The verdict's confidence rides on the gauge's points, not on series of its own.
+        assert!(points_of(records, "gpuslack.diagnosis")
+            .into_iter()
+            .all(|(_, p)| p["attributes"]["gpuslack.diagnosis.confidence"]
+                .as_str()
+                .is_some_and(|c| ["high", "medium", "low"].contains(&c))));
 
         // hw.energy counts from the agent's start: cumulative, the last value is the counter's
         // rise over the trace; delta, the exported deltas add up to it, the first included
@@ -273,6 +279,16 @@ fn check_export(records: &[Value], temporality: &str) {
         assert!(log["attributes"]["gpuslack.diagnosis.remedy"]
             .as_str()
             .is_some_and(|r| !r.is_empty()));
+        // How sure, and what it could not rule out (issue #27).
+        assert!(log["attributes"]["gpuslack.diagnosis.confidence"]
+            .as_str()
+            .is_some_and(|c| ["high", "medium", "low"].contains(&c)));
+        assert!(log["attributes"]["gpuslack.diagnosis.alternatives"]
+            .as_str()
+            .is_some_and(|a| a
+                .split(',')
+                .filter(|c| !c.is_empty())
+                .all(|c| gpuslack_receiver::Class::from_name(c).is_some())));
         assert!(log["body"]
             .as_str()
             .is_some_and(|b| b.contains(&format!("GPU {gpu} became {class}"))));

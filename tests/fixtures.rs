@@ -77,6 +77,7 @@ fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
         "h200x2-scenarios",
         "h200-live-torch",
         "h200-verdicts",
+        "h200-nogpm-lookalikes",
     ] {
         let (reports, labels) = run(name, 2.0);
         let s = score(&reports, &labels);

@@ -9,6 +9,7 @@ pub mod phases;
 pub mod profile;
 pub mod report;
 pub mod session;
+pub mod sku;
 pub mod validate;
 
 pub use phases::{PhaseSpan, PhaseStats};

@@ -93,6 +93,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let (comparisons, missing) = comparisons(&args, &calibration.profiles, earlier.as_ref());
     output(&args, &calibration, &comparisons)?;
     show_differences(&args, &comparisons, &missing)?;
+    // How far the published specification would have placed this GPU's baselines.
+    let spec = gpuslack_calibration::sku::spec_terminal(&calibration.profiles);
+    if args.format == Format::Table {
+        out!("{spec}");
+    } else {
+        err!("{spec}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

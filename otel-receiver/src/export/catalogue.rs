@@ -190,7 +190,7 @@ pub const EFFICIENCY: MetricDef = gauge(
 pub const DIAGNOSIS: MetricDef = gauge(
     "gpuslack.diagnosis",
     "1",
-    "1 for the GPU's current verdict (gpuslack.diagnosis.class), 0 for the others",
+    "1 for the GPU's current verdict (gpuslack.diagnosis.class), 0 for the others; every point carries the verdict's gpuslack.diagnosis.confidence",
 );
 pub const DIAGNOSIS_TIME: MetricDef = counter(
     "gpuslack.diagnosis.time",
@@ -667,12 +667,20 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     push(EFFICIENCY, r.efficiency, vec![]);
     push(EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
     push(POWER_EXPECTED, r.expected_power_w, vec![]);
+    // The verdict's confidence rides on every class's point, so the series stay one per class
+    // (a label set that only the current class carried would change shape with every verdict).
     for class in Class::ALL {
         let current = if class == r.class { 1.0 } else { 0.0 };
         push(
             DIAGNOSIS,
             Some(current),
-            attr("gpuslack.diagnosis.class", class.as_str()),
+            vec![
+                ("gpuslack.diagnosis.class", class.as_str().into()),
+                (
+                    "gpuslack.diagnosis.confidence",
+                    r.confidence().as_str().into(),
+                ),
+            ],
         );
     }
     for (metric, kind, counter) in [

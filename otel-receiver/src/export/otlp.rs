@@ -697,6 +697,9 @@ impl OtlpExport {
         record.add_attribute("gpuslack.diagnosis.rule", r.rule);
         record.add_attribute("gpuslack.diagnosis.evidence", evidence.join("; "));
         record.add_attribute("gpuslack.diagnosis.remedy", r.remedy());
+        record.add_attribute("gpuslack.diagnosis.confidence", r.confidence().as_str());
+        let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
+        record.add_attribute("gpuslack.diagnosis.alternatives", alternatives.join(","));
         self.delivery.log_emitted();
         logger.emit(record);
     }

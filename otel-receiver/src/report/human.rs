@@ -508,11 +508,20 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
     }
     writeln!(
         out,
-        "    {:<LABEL$}{}  (rule: {})",
+        "    {:<LABEL$}{}  {}  (rule: {})",
         "verdict",
         phase.class.as_str().to_uppercase(),
+        rep.assessment.phrase(),
         rep.rule
     )?;
+    if !rep.assessment.reason.is_empty() {
+        writeln!(
+            out,
+            "    {:<LABEL$}· {}",
+            "",
+            wrap(&rep.assessment.reason, 100, LABEL + 6)
+        )?;
+    }
     for e in &rep.evidence {
         writeln!(out, "    {:<LABEL$}· {}", "", wrap(&e.text, 100, LABEL + 6))?;
     }
