@@ -54,6 +54,48 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
     assert!(test.contains("SUCCESS"), "{test}");
 }
 
+/// The example scrape job is named as the agent alerts select it (`up{job="gpuslack"}`),
+/// keeps the DaemonSet's pods on their `metrics` port, and passes `promtool check config`
+/// (with static targets in place of the Kubernetes discovery, which Debian's promtool lacks).
+#[test]
+fn the_example_scrape_job_is_the_job_the_agent_alerts_select() {
+    let text = std::fs::read_to_string(repo("deploy/prometheus/prometheus.yml")).expect("config");
+    let jobs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- job_name: "))
+        .collect();
+    assert_eq!(jobs, ["gpuslack"], "{text}");
+    let rules =
+        std::fs::read_to_string(repo("deploy/prometheus/gpuslack-rules.yml")).expect("rules");
+    assert!(
+        rules.contains("up{job=\"gpuslack\"} == 0")
+            && rules.contains("absent(up{job=\"gpuslack\"})")
+    );
+    assert!(text.contains("regex: gpuslack") && text.contains("regex: metrics"));
+    let sd = "    kubernetes_sd_configs:\n      - role: pod\n        namespaces: { names: [gpuslack] }\n";
+    assert!(text.contains(sd), "the pod discovery");
+    let dir = temp_dir("scrape-config");
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        text.replace(
+            sd,
+            "    static_configs: [{ targets: ['127.0.0.1:9464'] }]\n",
+        ),
+    )
+    .expect("config");
+    std::fs::copy(
+        repo("deploy/prometheus/gpuslack-rules.yml"),
+        dir.join("gpuslack-rules.yml"),
+    )
+    .expect("rules");
+    let out = run_ok(
+        Command::new(promtool())
+            .args(["check", "config", "prometheus.yml"])
+            .current_dir(&dir),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
+}
+
 /// The metric names a PromQL expression reads: identifiers outside label matchers and outside
 /// `by`/`without`/`on`/`ignoring` groups, minus functions, keywords and recording rules (`a:b`).
 fn metric_names(expr: &str) -> BTreeSet<String> {
