@@ -269,7 +269,10 @@ impl Delivery {
                     let reason = noted.failure.unwrap_or(fallback);
                     *c.exports_failed.entry((signal, reason)).or_default() += 1;
                     i.failing_since.get_or_insert_with(Instant::now);
-                    if signal == Signal::Metrics {
+                    // A collector that asked to slow down is alive and answering: a restart
+                    // would forget its Retry-After and send at once, so that neither counts
+                    // towards /healthz's threshold nor resets it.
+                    if signal == Signal::Metrics && reason != reason::THROTTLED {
                         i.metrics_failed_in_a_row += 1;
                         i.last_metrics_failure = Some(reason);
                     }
@@ -462,6 +465,12 @@ mod tests {
         assert_eq!(d.metrics_failing(), (0, None));
         d.exported(Signal::Metrics, 10, Err(reason::TIMEOUT));
         assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
+        // Throttled: the collector is up and asked for a pause; neither counted nor a reset.
+        d.note_failure(Signal::Metrics, reason::THROTTLED);
+        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
+        d.exported(Signal::Metrics, 10, Err(reason::CONNECT));
+        assert_eq!(d.metrics_failing(), (2, Some(reason::CONNECT)));
     }
 
     #[test]

@@ -283,7 +283,8 @@ fn rounded_s(d: Duration) -> f64 {
 /// - `stalled`: no window for `stale_after` (none at all once up that long): the sampling loop
 ///   is stuck (a hung NVML call, a dead thread), which a restart cures;
 /// - `exports_failing`: the last `unhealthy_after_failed_exports` metrics exports all failed
-///   (an agent with no OTLP configured never fails this way).
+///   (an agent with no OTLP configured never fails this way; exports the collector throttled
+///   with 429 or Retry-After do not count, since a restart would only ignore its request).
 ///
 /// 200 with `status: ok` otherwise. A stall is reported before failing exports, since a stalled
 /// agent has nothing to export.
