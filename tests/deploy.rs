@@ -529,8 +529,16 @@ fn the_systemd_unit_verifies() {
     // systemd has no HTTP probe: the health-check timer asks /healthz and restarts on a 503.
     let check = std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.service"))
         .expect("health check");
-    assert!(check.contains("/healthz") && check.contains("systemctl restart gpuslack.service"));
+    assert!(
+        check.contains("/healthz")
+            && check.contains("systemctl --no-block restart gpuslack.service")
+    );
     assert!(check.contains("Requisite=gpuslack.service"));
+    let timer =
+        std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.timer")).expect("timer");
+    assert!(
+        timer.contains("PartOf=gpuslack.service") && timer.contains("WantedBy=gpuslack.service")
+    );
     // verify checks that ExecStart's binary exists: point it at the one just built.
     let local = unit.replace("/usr/local/bin/gpuslack", env!("CARGO_BIN_EXE_gpuslack"));
     let path = dir.join("gpuslack.service");
@@ -641,7 +649,11 @@ fn the_systemd_health_check_restarts_only_on_an_unhealthy_answer() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let calls = std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
-    assert_eq!(calls.trim(), "restart gpuslack.service", "{said}");
+    assert_eq!(
+        calls.trim(),
+        "--no-block restart gpuslack.service",
+        "{said}"
+    );
     assert!(said.contains("gpuslack /healthz: 503"), "{said}");
 }
 
