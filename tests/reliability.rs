@@ -1703,4 +1703,114 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
     assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
     assert!(!seen_requests(&before).is_empty() && !seen_requests(&after).is_empty());
     assert!(stderr.contains("connect×"), "the outage was seen: {stderr}");
+
+/// /healthz's status and the count of failed exports in a row it reports, and its HTTP code.
+fn health_of(port: u16, path: &str) -> Option<(u16, serde_json::Value)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.get(9..12)?.parse().ok()?;
+    let body = text.split("\r\n\r\n").nth(1)?;
+    Some((code, serde_json::from_str(body).ok()?))
+}
+
+/// Health that means something, against a collector that answers 20 requests with 200, then 20
+/// with 503, and so on (each failed export takes a few requests: the client retries): /readyz
+/// is 503 until the first window and 200 after; /healthz is 200 while fewer than
+/// `--unhealthy-after-failed-exports` (3) exports in a row have failed, 503 with the reason from
+/// the third on, and 200 again once one succeeds. The replay runs in real time (first window at
+/// 2 s), exporting every 200 ms.
+#[test]
+fn healthz_fails_after_n_failed_export_intervals_and_recovers_and_readyz_waits_for_a_window() {
+    let dir = temp_dir("health-flap");
+    let (_collector, collector_port, _requests) = faulty(&dir, "flap:20");
+    let port = free_port();
+    let trace = repo("tests/fixtures/h200-health/samples.csv");
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--replay",
+            &trace.display().to_string(),
+            "--speed",
+            "1",
+        ])
+        .args(["--prometheus", &format!("127.0.0.1:{port}")])
+        .args([
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{collector_port}"),
+        ])
+        .args(["--otlp-protocol", "http/protobuf", "--no-otlp-logs"])
+        .args(["--export-interval-ms", "200", "--otlp-timeout-ms", "500"])
+        .args(["--unhealthy-after-failed-exports", "3"])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gpuslack starts");
+    let _agent = Server(agent);
+    wait_for_port(port, "gpuslack's endpoint");
+    let (code, ready) = health_of(port, "/readyz").expect("/readyz answers");
+    assert_eq!(
+        (code, ready["status"].as_str()),
+        (503, Some("starting")),
+        "{ready}"
+    );
+    // (code, status, failed in a row) as /healthz reports them, until it has gone unhealthy and
+    // back, or the replay (24 s) ends.
+    let mut seen: Vec<(u16, String, u64)> = Vec::new();
+    let mut ready_after = None;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if ready_after.is_none() {
+            if let Some((200, r)) = health_of(port, "/readyz") {
+                assert_eq!(r["status"], "ready", "{r}");
+                ready_after = Some(started.elapsed());
+            }
+        }
+        if let Some((code, h)) = health_of(port, "/healthz") {
+            let status = h["status"].as_str().unwrap_or_default().to_string();
+            let failed = h["exports_failed_in_a_row"].as_u64().unwrap_or(u64::MAX);
+            if code == 503 {
+                assert_eq!(status, "exports_failing", "{h}");
+                let reason = h["reason"].as_str().unwrap_or_default();
+                assert!(
+                    reason.contains("OTLP metrics exports failed (unavailable; limit 3)"),
+                    "{h}"
+                );
+            }
+            seen.push((code, status, failed));
+        }
+        let went_bad = seen.iter().position(|s| s.0 == 503);
+        if went_bad.is_some_and(|i| seen[i..].iter().any(|s| s.0 == 200)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(ready_after.is_some(), "/readyz never turned 200");
+    // The threshold, exactly: healthy below 3 failed in a row, unhealthy at 3 and above.
+    for (code, status, failed) in &seen {
+        let want = if *failed >= 3 { 503 } else { 200 };
+        assert_eq!(
+            *code, want,
+            "{status} with {failed} failed in a row: {seen:?}"
+        );
+    }
+    let bad = seen
+        .iter()
+        .position(|s| s.0 == 503)
+        .unwrap_or_else(|| panic!("/healthz never turned 503: {seen:?}"));
+    assert!(
+        seen[..bad].iter().any(|s| s.2 > 0 && s.2 < 3),
+        "failures below the threshold were healthy: {seen:?}"
+    );
+    assert!(
+        seen[bad..].iter().any(|s| s.0 == 200 && s.2 == 0),
+        "/healthz did not recover once an export succeeded: {seen:?}"
+    );
 }

@@ -62,6 +62,26 @@ pub struct ExportArgs {
     pub process_series: usize,
 }
 
+/// `GPUSLACK_PRESET`, where `--preset` is not given: the way a DaemonSet or a systemd
+/// environment file picks a backend, whose keys (`DD_API_KEY`, `HONEYCOMB_API_KEY`) they
+/// already carry, without editing the command line (docs/DEPLOY.md). Empty means unset. A bad
+/// value is an error naming the variable: a preset silently ignored would export nowhere.
+pub const PRESET_VARIABLE: &str = "GPUSLACK_PRESET";
+
+fn preset_from_env(
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<gpuslack_receiver::export::config::Preset>> {
+    match env(PRESET_VARIABLE).map(|v| v.trim().to_string()) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => parse_preset(&v.to_ascii_lowercase())
+            .map(Some)
+            .ok_or_else(|| {
+                anyhow!("{PRESET_VARIABLE}={v:?} is not datadog, datadog-agent or honeycomb")
+            }),
+    }
+}
+
 fn bad(flag: &str, value: &str, expected: &str) -> anyhow::Error {
     anyhow!("--{flag}: {value:?} is not {expected}")
 }
@@ -144,6 +164,8 @@ impl ExportArgs {
                 parse_preset(p)
                     .ok_or_else(|| bad("preset", p, "datadog, datadog-agent or honeycomb"))?,
             );
+        } else if let Some(p) = preset_from_env(|k| std::env::var(k).ok())? {
+            layer.preset = Some(p);
         }
         if self.no_otlp_logs {
             layer.logs = Some(false);

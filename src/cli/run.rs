@@ -61,6 +61,10 @@ pub struct Args {
     /// At exit, print this process's CPU time and peak memory (the overhead benchmark).
     #[arg(long)]
     pub usage: bool,
+    /// /healthz answers 503 once this many OTLP metrics exports in a row have failed (one per
+    /// export interval); 0 never does (docs/DEPLOY.md).
+    #[arg(long, value_name = "N", default_value_t = prometheus::DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS)]
+    pub unhealthy_after_failed_exports: u32,
 }
 
 /// The checked durations of the flags.
@@ -228,8 +232,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let listener = prometheus::bind(addr)
             .with_context(|| format!("--prometheus {addr}: cannot listen"))?;
         let (state, config) = (state.clone(), config.clone());
+        let limits = Limits {
+            unhealthy_after_failed_exports: args.unhealthy_after_failed_exports,
+            ..Limits::default()
+        };
         runtime.spawn(async move {
-            if let Err(e) = prometheus::serve(listener, state, config, Limits::default()).await {
+            if let Err(e) = prometheus::serve(listener, state, config, limits).await {
                 tracing::error!(error = %e, "Prometheus endpoint stopped");
             }
         });

@@ -235,6 +235,11 @@ struct Inner {
     last_success: Option<Instant>,
     /// The first failure since the last success (or since the start).
     failing_since: Option<Instant>,
+    /// Metrics exports failed since the last one that succeeded: one per export interval, so
+    /// `/healthz` can count intervals rather than guess from a clock.
+    metrics_failed_in_a_row: u64,
+    /// The reason of the last failed metrics export, for `/healthz` to say why.
+    last_metrics_failure: Option<&'static str>,
 }
 
 /// Shared between the pipeline, the exporters and the HTTP client.
@@ -312,11 +317,21 @@ impl Delivery {
                     *c.exports_succeeded.entry(signal).or_default() += 1;
                     i.last_success = Some(Instant::now());
                     i.failing_since = None;
+                    if signal == Signal::Metrics {
+                        i.metrics_failed_in_a_row = 0;
+                    }
                 }
                 Err(fallback) => {
                     let reason = noted.failure.unwrap_or(fallback);
                     *c.exports_failed.entry((signal, reason)).or_default() += 1;
                     i.failing_since.get_or_insert_with(Instant::now);
+                    // A collector that asked to slow down is alive and answering: a restart
+                    // would forget its Retry-After and send at once, so that neither counts
+                    // towards /healthz's threshold nor resets it.
+                    if signal == Signal::Metrics && reason != reason::THROTTLED {
+                        i.metrics_failed_in_a_row += 1;
+                        i.last_metrics_failure = Some(reason);
+                    }
                 }
             }
             // A failed export dropped all it carried; a partial success, what was rejected.
@@ -426,6 +441,20 @@ impl Delivery {
     /// Whether anything was ever delivered.
     pub fn ever_delivered(&self) -> bool {
         self.with(|i| i.last_success.is_some())
+    }
+
+    /// Metrics exports that failed since the last success (0 once one succeeds), and the
+    /// reason of the latest of them. The metrics reader exports once per interval, so this
+    /// counts export intervals; log exports do not count (they run only when a verdict changes).
+    pub fn metrics_failing(&self) -> (u64, Option<&'static str>) {
+        self.with(|i| {
+            let reason = if i.metrics_failed_in_a_row > 0 {
+                i.last_metrics_failure
+            } else {
+                None
+            };
+            (i.metrics_failed_in_a_row, reason)
+        })
     }
 }
 
@@ -589,6 +618,28 @@ mod tests {
             "{}",
             c.summary()
         );
+    }
+
+    #[test]
+    fn metrics_failures_in_a_row_count_until_a_success_and_logs_do_not_count() {
+        let d = Delivery::default();
+        assert_eq!(d.metrics_failing(), (0, None));
+        d.note_failure(Signal::Metrics, reason::CONNECT);
+        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        d.exported(Signal::Metrics, 10, Err(reason::UNAVAILABLE));
+        d.exported(Signal::Logs, 1, Err(reason::AUTH));
+        d.exported(Signal::Logs, 1, Ok(()));
+        assert_eq!(d.metrics_failing(), (2, Some(reason::UNAVAILABLE)));
+        d.exported(Signal::Metrics, 10, Ok(()));
+        assert_eq!(d.metrics_failing(), (0, None));
+        d.exported(Signal::Metrics, 10, Err(reason::TIMEOUT));
+        assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
+        // Throttled: the collector is up and asked for a pause; neither counted nor a reset.
+        d.note_failure(Signal::Metrics, reason::THROTTLED);
+        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
+        d.exported(Signal::Metrics, 10, Err(reason::CONNECT));
+        assert_eq!(d.metrics_failing(), (2, Some(reason::CONNECT)));
     }
 
     #[test]
