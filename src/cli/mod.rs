@@ -52,7 +52,6 @@ mod run;
 mod sampler;
 mod score;
 mod shutdown;
-mod watch;
 
 use std::process::ExitCode;
 

@@ -1,3 +1,5 @@
+mod watch;
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,11 +12,11 @@ use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 use gpuslack_receiver::source::live::nvml::NvmlDevice;
 use gpuslack_receiver::source::live::LiveSource;
 
-use super::bundled;
-use super::flags;
-use super::input::{facts_beside, PipelineArgs};
-use super::live::{self, SamplingArgs};
-use super::shutdown::Shutdown;
+use crate::cli::bundled;
+use crate::cli::flags;
+use crate::cli::input::{facts_beside, PipelineArgs};
+use crate::cli::live::{self, SamplingArgs};
+use crate::cli::shutdown::Shutdown;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -46,7 +48,7 @@ pub enum Format {
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
     if !args.command.is_empty() {
-        return super::watch::run(&args);
+        return watch::run(&args);
     }
     match &args.trace {
         Some(path) => {

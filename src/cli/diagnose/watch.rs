@@ -22,9 +22,9 @@ use gpuslack_receiver::attribution::procfs::Procfs;
 use gpuslack_receiver::report::{duration, energy, HumanReport, SourceLabel};
 use gpuslack_receiver::Class;
 
-use super::diagnose::{show, Args};
-use super::live;
-use super::shutdown::Shutdown;
+use super::{show, Args};
+use crate::cli::live;
+use crate::cli::shutdown::Shutdown;
 
 /// The command's exit code as gpuslack's: its own, or 128 + the signal that ended it.
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
