@@ -109,7 +109,7 @@ pub fn main() -> ExitCode {
         crate::no_libcuda::refuse();
     }
     let result = match cli.command {
-        Command::Diagnose(args) => diagnose::run(args),
+        Command::Diagnose(args) => diagnose::run(args, cli.verbose),
         Command::Run(args) => run::run(*args),
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
