@@ -435,6 +435,16 @@ impl BottomLine {
     }
 }
 
+/// `text` cut to `width` characters, with an ellipsis where it was cut.
+fn clip(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// A remedy's first sentence, without its full stop: what fits in the bottom line.
 fn first_sentence(text: &str) -> &str {
     let end = text.find(". ").unwrap_or(text.len());
@@ -858,16 +868,17 @@ impl HumanReport {
             writeln!(out)?;
             writeln!(out, "Fixes, ranked by the GPU time they would recover:")?;
             for (rank, fix) in fixes.iter().enumerate() {
-                writeln!(
-                    out,
-                    "  {}. {:<15}{:>12} ({:>3.0}%)  {:<12} remedy [{}]",
+                let line = format!(
+                    "  {}. {:<15}{:>11} ({:>2.0}%)  {:<9} [{}] {}",
                     rank + 1,
                     fix.class.as_str(),
                     duration(fix.seconds),
                     100.0 * fix.seconds / bottom.seconds.max(1e-9),
                     gpu_list(&fix.gpus),
-                    fix.id
-                )?;
+                    fix.id,
+                    first_sentence(fix.text)
+                );
+                writeln!(out, "{}", clip(&line, 100))?;
             }
         }
         let timelines: BTreeMap<u32, Timeline> = if options.colour_strip {
