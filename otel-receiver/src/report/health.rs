@@ -146,7 +146,7 @@ impl Health {
                 Metric::EccVolatileCorrected | Metric::RemapCorrected | Metric::PcieReplays
             );
             if rise > 0.0 {
-                let mut text = format!("{rise:.0} {words}");
+                let mut text = format!("{words}: {rise:.0}");
                 if metric == Metric::XidEvents {
                     if let Some(code) = self.xid_last {
                         text += &format!(" (last: Xid {code:.0})");
@@ -169,7 +169,7 @@ impl Health {
                     Metric::RemapPending | Metric::RemapFailed | Metric::RetiredPending => {
                         words.to_string()
                     }
-                    _ => format!("{:.0} {words}", c.last),
+                    _ => format!("{words}: {:.0}", c.last),
                 };
                 out.push(Finding {
                     signal: metric.column().to_string(),
