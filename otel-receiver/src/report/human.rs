@@ -1500,7 +1500,8 @@ mod tests {
         assert_eq!(duration(200.0), "3 min 20 s");
         assert_eq!(duration(7500.0), "2 h 05 min");
         assert_eq!(energy(300.0), "300 J");
-        assert_eq!(energy(50_000.0), "0.0139 kWh");
+        assert_eq!(energy(50_000.0), "0.014 kWh");
+        assert_eq!(energy(5_000.0), "0.0014 kWh");
         assert_eq!(energy(8.28e6), "2.30 kWh");
         assert_eq!(energy(3.6e7), "10.0 kWh");
         assert_eq!(gpu_hours(0.0123), "0.012");
