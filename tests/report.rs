@@ -239,7 +239,33 @@ fn the_report_says_whose_job_it_was() {
     let json = json_of(&trace);
     let owner = &json["gpus"][0]["owners"][0];
     assert_eq!(owner["owner"], "pid 717 python3 (user root, pgid 715)");
+    assert_eq!(owner["process"]["pid"], 717);
+    assert_eq!(owner["process"]["user"], "root");
     assert_eq!(json["gpus"][0]["phases"][0]["owners"][0], owner["owner"]);
+    // A Slurm job's process in a container, on a GPU the kubelet gave to a pod.
+    let dir = temp_dir("owners");
+    let path = dir.join("samples.csv");
+    let mut text = String::from("t,util_gpu,power_mw,nprocs,processes,pods\n");
+    let procs = r#""[{""pid"":42,""name"":""train.py"",""user"":""alice"",""slurm_job"":""981"",""container_id"":""0123456789abcdef""}]""#;
+    let pods = r#""[{""pod"":""trainer-0"",""namespace"":""ml"",""container"":""main""}]""#;
+    for i in 0..40 {
+        text += &format!("{}.0,100,300000,1,{procs},{pods}\n", 1000 + i);
+    }
+    std::fs::write(&path, text).expect("write");
+    let report = one_line(&diagnose(&[
+        "diagnose",
+        "--trace",
+        &path.display().to_string(),
+    ]));
+    assert!(
+        report.contains("pid 42 train.py (user alice, Slurm job 981, container 0123456789ab)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("pod ml/trainer-0, container main"),
+        "{report}"
+    );
+    assert!(report.contains("job slurm:981"), "{report}");
     // A trace without a process list says so rather than "nobody".
     let none = diagnose(&["diagnose", "--trace", &fixture("h200-reference")]);
     assert!(none.contains("not recorded (no process list"), "{none}");

@@ -141,21 +141,26 @@ struct ClassTotals {
     sm_pct: Mean,
 }
 
+/// Seconds an owner was seen, the verdicts it was seen in, its identity as recorded.
+type Owned = (f64, BTreeSet<Class>, serde_json::Value);
+
 /// Who held a GPU, and in which verdicts.
 #[derive(Debug, Clone, Default)]
 struct Owners {
-    seen: BTreeMap<String, (f64, BTreeSet<Class>)>,
+    /// Label → seconds seen, verdicts seen in, and the identity as recorded (for the JSON).
+    seen: BTreeMap<String, Owned>,
     /// More owners than were remembered.
     more: usize,
 }
 
 impl Owners {
-    fn add(&mut self, label: String, seconds: f64, class: Class) {
+    fn add(&mut self, label: String, seconds: f64, class: Class, identity: serde_json::Value) {
         if let Some(e) = self.seen.get_mut(&label) {
             e.0 += seconds;
             e.1.insert(class);
         } else if self.seen.len() < MAX_OWNERS {
-            self.seen.insert(label, (seconds, BTreeSet::from([class])));
+            self.seen
+                .insert(label, (seconds, BTreeSet::from([class]), identity));
         } else {
             self.more += 1;
         }
@@ -164,15 +169,17 @@ impl Owners {
     fn add_window(&mut self, w: &WindowReport) {
         let seconds = w.stats.duration_s();
         for p in w.stats.processes.iter().flat_map(|p| p.iter()) {
-            self.add(process_label(p), seconds, w.class);
+            let identity = serde_json::json!({ "process": p });
+            self.add(process_label(p), seconds, w.class, identity);
         }
         for p in w.stats.pods.iter().flat_map(|p| p.iter()) {
-            self.add(pod_label(p), seconds, w.class);
+            let identity = serde_json::json!({ "pod": p });
+            self.add(pod_label(p), seconds, w.class, identity);
         }
     }
 
     /// Longest held first.
-    fn ranked(&self) -> Vec<(&String, &(f64, BTreeSet<Class>))> {
+    fn ranked(&self) -> Vec<(&String, &Owned)> {
         let mut v: Vec<_> = self.seen.iter().collect();
         v.sort_by(|a, b| (b.1).0.total_cmp(&(a.1).0));
         v
@@ -761,12 +768,18 @@ impl HumanReport {
                     .owners
                     .ranked()
                     .iter()
-                    .map(|(o, (s, classes))| {
-                        json!({
+                    .map(|(o, (s, classes, identity))| {
+                        let mut owner = json!({
                             "owner": o,
                             "seconds": s,
                             "classes": classes.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
-                        })
+                        });
+                        if let (Some(owner), Some(identity)) =
+                            (owner.as_object_mut(), identity.as_object())
+                        {
+                            owner.extend(identity.clone());
+                        }
+                        owner
                     })
                     .collect();
                 json!({
@@ -952,7 +965,7 @@ impl HumanReport {
             let mut parts: Vec<String> = ranked
                 .iter()
                 .take(3)
-                .map(|(o, (_, classes))| {
+                .map(|(o, (_, classes, _))| {
                     let classes: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
                     format!("{o} during {}", classes.join(", "))
                 })
@@ -1093,7 +1106,7 @@ impl HumanReport {
                 .owners
                 .ranked()
                 .iter()
-                .map(|(o, (s, _))| format!("{o} ({})", duration(*s)))
+                .map(|(o, (s, _, _))| format!("{o} ({})", duration(*s)))
                 .collect();
             page.paragraph(
                 "note",
