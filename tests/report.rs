@@ -536,3 +536,30 @@ fn screenshot() {
         .expect("chromium runs");
     assert!(shot.status.success(), "{}", stderr(&shot));
 }
+
+#[test]
+fn a_terminal_gets_a_coloured_strip_and_a_pipe_plain_text() {
+    let trace = fixture("h200x2-scenarios");
+    let piped = diagnose(&["diagnose", "--trace", &trace]);
+    assert!(!piped.contains('\u{1b}'), "no escape codes off a terminal");
+    assert!(!piped.contains("    timeline       "));
+    // `script` gives the command a pseudo-terminal for stdout.
+    let command = format!(
+        "'{}' diagnose --trace '{trace}'",
+        env!("CARGO_BIN_EXE_gpuslack")
+    );
+    let tty = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs");
+    assert!(tty.status.success(), "{}", stderr(&tty));
+    let shown = stdout(&tty);
+    let strips: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("    timeline       "))
+        .collect();
+    assert_eq!(strips.len(), 2, "one strip per GPU:\n{shown}");
+    assert!(strips
+        .iter()
+        .all(|s| s.contains("\u{1b}[38;5;") && s.contains('█')));
+}

@@ -901,11 +901,15 @@ impl HumanReport {
         };
         for (gpu, report) in &self.gpus {
             let f = facts(*gpu);
-            self.render_gpu(out, *gpu, report, &f, options, &remedies)?;
-            if let Some(t) = timelines.get(gpu) {
-                writeln!(out, "    {:<LABEL$}{}", "timeline", t.strip(72, true))?;
-                writeln!(out, "    {:<LABEL$}{}", "", t.strip_legend(true))?;
-            }
+            self.render_gpu(
+                out,
+                *gpu,
+                report,
+                &f,
+                options,
+                &remedies,
+                timelines.get(gpu),
+            )?;
             if options.detail {
                 render_detail(out, report, &f, options, &|text| {
                     self.remedy_id(&remedies, text)
@@ -927,6 +931,7 @@ impl HumanReport {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn render_gpu(
         &self,
         out: &mut impl Write,
@@ -935,6 +940,7 @@ impl HumanReport {
         facts: &DeviceFacts,
         options: &RenderOptions,
         remedies: &[Remedy],
+        strip: Option<&Timeline>,
     ) -> io::Result<()> {
         writeln!(out)?;
         let name = facts.name.as_deref().unwrap_or("unknown model");
@@ -987,6 +993,15 @@ impl HumanReport {
             "health",
             wrap(&report.health.summary(), 100, LABEL + 4)
         )?;
+        if let Some(t) = strip {
+            writeln!(out, "    {:<LABEL$}{}", "timeline", t.strip(72, true))?;
+            writeln!(
+                out,
+                "    {:<LABEL$}{}",
+                "",
+                wrap(&t.strip_legend(true), 160, LABEL + 4)
+            )?;
+        }
         // One row per verdict: every phase of it merged.
         let total = report.seconds();
         writeln!(

@@ -250,7 +250,8 @@ impl Timeline {
     }
 
     /// A strip of `width` cells for a terminal, each cell the verdict that held most of its
-    /// slice of time, drawn in that verdict's colour; with `colour` off, the first letter of
+    /// slice of time, drawn as a block in that verdict's colour (a foreground colour, so that
+    /// the strip has no spaces a wrapping pager could break at); with `colour` off, the first letter of
     /// the class instead (for tests and dumb terminals).
     pub fn strip(&self, width: usize, colour: bool) -> String {
         let Some((start, end)) = self.span() else {
@@ -278,10 +279,10 @@ impl Timeline {
                 }
                 (Some(c), true) => {
                     if last != Some(c) {
-                        let _ = write!(out, "\x1b[48;5;{}m", class_ansi(c));
+                        let _ = write!(out, "\x1b[38;5;{}m", class_ansi(c));
                     }
                     last = Some(c);
-                    out.push(' ');
+                    out.push('█');
                 }
                 (Some(c), false) => out.push(letter(c)),
             }
@@ -298,7 +299,7 @@ impl Timeline {
             .into_iter()
             .map(|c| {
                 if colour {
-                    format!("\x1b[48;5;{}m  \x1b[0m {c}", class_ansi(c))
+                    format!("\x1b[38;5;{}m██\x1b[0m {c}", class_ansi(c))
                 } else {
                     format!("{} {c}", letter(c))
                 }
@@ -371,6 +372,6 @@ mod tests {
     fn strip_gives_each_cell_the_verdict_that_held_most_of_it() {
         assert_eq!(timeline().strip(6, false), "..CCCC");
         let coloured = timeline().strip(6, true);
-        assert!(coloured.starts_with("\x1b[48;5;250m") && coloured.ends_with("\x1b[0m"));
+        assert!(coloured.starts_with("\x1b[38;5;250m██") && coloured.ends_with("\x1b[0m"));
     }
 }

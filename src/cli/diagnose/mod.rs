@@ -67,7 +67,7 @@ pub enum Format {
 }
 
 impl Args {
-    fn prices(&self) -> Result<Prices> {
+    pub(crate) fn prices(&self) -> Result<Prices> {
         for (flag, price) in [
             ("--price-gpu-hour", self.price_gpu_hour),
             ("--price-kwh", self.price_kwh),
