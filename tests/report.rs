@@ -47,7 +47,8 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// The fixtures every report test reads: one GPU and two, with and without processes.
-const FIXTURES: [&str; 4] = [
+const FIXTURES: [&str; 5] = [
+    "h200-diagnose-job",
     "h200-reference",
     "h200x2-scenarios",
     "h200-health",

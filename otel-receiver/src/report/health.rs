@@ -123,6 +123,11 @@ impl Health {
                 .unwrap_or(reason)
                 .trim()
                 .to_string();
+            // Whether a capped limit may be raised annotates `sw_power_cap`; it is no
+            // throttling of its own.
+            if matches!(key.as_str(), "power_limit_raisable" | "power_limit_at_max") {
+                continue;
+            }
             *self.throttle_s.entry(key.clone()).or_default() += seconds;
             self.throttle_first_t.entry(key).or_insert(w.stats.start);
         }
@@ -183,7 +188,7 @@ impl Health {
             out.push(Finding {
                 signal: format!("throttle:{reason}"),
                 text: format!(
-                    "throttled ({reason}) {:.0}% of the time, first at {} UTC",
+                    "throttled by {reason} {:.0}% of the time, first at {} UTC",
                     100.0 * seconds / self.seconds.max(1e-9),
                     self.throttle_first_t
                         .get(reason)

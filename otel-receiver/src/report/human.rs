@@ -651,11 +651,16 @@ impl HumanReport {
                 }
             }
         }
+        let first_fix = self.remedies().into_iter().find(|r| r.is_fix);
+        // On a tie the first fix's class is the top cause: the paragraph names one story.
+        let fix_class = first_fix.as_ref().map(|r| r.class);
         let top_cause = by_class
             .into_iter()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .max_by(|a, b| {
+                a.1.total_cmp(&b.1)
+                    .then((Some(a.0) == fix_class).cmp(&(Some(b.0) == fix_class)))
+            })
             .filter(|(_, s)| *s > 0.0);
-        let first_fix = self.remedies().into_iter().find(|r| r.is_fix);
         BottomLine {
             gpus: self.gpus.len(),
             seconds,
