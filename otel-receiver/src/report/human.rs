@@ -102,6 +102,36 @@ const MAX_PHASES: usize = 200;
 /// Points of the timeline's curves kept per GPU, evenly thinned.
 const KEPT_POINTS: usize = 1200;
 
+/// Bands of the timeline kept per GPU: past this, neighbours are merged in pairs, so that the
+/// picture covers the whole run at a coarser grain rather than its first phases only.
+const MAX_BANDS: usize = 2000;
+
+/// Merges neighbouring bands in pairs, each pair taking the class that held longer, then joins
+/// neighbours of one class: half the bands, the same span.
+fn coarsen(bands: &mut Vec<Band>) {
+    let mut merged: Vec<Band> = Vec::with_capacity(bands.len() / 2 + 1);
+    for pair in bands.chunks(2) {
+        let band = match pair {
+            [a, b] => Band {
+                start: a.start,
+                end: b.end,
+                class: if a.end - a.start >= b.end - b.start {
+                    a.class
+                } else {
+                    b.class
+                },
+            },
+            [a] => *a,
+            _ => continue,
+        };
+        match merged.last_mut() {
+            Some(last) if last.class == band.class => last.end = band.end,
+            _ => merged.push(band),
+        }
+    }
+    *bands = merged;
+}
+
 /// Owners remembered per GPU and per phase: a churn of short processes cannot grow memory.
 const MAX_OWNERS: usize = 16;
 
@@ -290,6 +320,8 @@ struct GpuReport {
     by_class: BTreeMap<Class, ClassTotals>,
     health: Health,
     points: Thinned<Point>,
+    /// The timeline's bands: one per phase until [`MAX_BANDS`], coarser past it.
+    bands: Vec<Band>,
     owners: Owners,
     /// Whether any window said who held the GPU (a `processes` column, a live source).
     processes_sampled: bool,
@@ -308,6 +340,7 @@ impl Default for GpuReport {
             by_class: BTreeMap::new(),
             health: Health::default(),
             points: Thinned::new(KEPT_POINTS),
+            bands: Vec::new(),
             owners: Owners::default(),
             processes_sampled: false,
             jobs: BTreeSet::new(),
@@ -544,6 +577,19 @@ impl HumanReport {
             power_w: report.signals.power_w,
             activity_pct: report.signals.sm_pct.or(report.signals.util_pct),
         });
+        match gpu.bands.last_mut() {
+            Some(band) if same => band.end = report.stats.end,
+            _ => {
+                gpu.bands.push(Band {
+                    start: report.stats.start,
+                    end: report.stats.end,
+                    class: report.class,
+                });
+                if gpu.bands.len() > MAX_BANDS {
+                    coarsen(&mut gpu.bands);
+                }
+            }
+        }
         gpu.last_class = Some(report.class);
         let full = gpu.phases.len() >= MAX_PHASES;
         match gpu.phases.last_mut() {
@@ -673,21 +719,14 @@ impl HumanReport {
         }
     }
 
-    /// Each GPU's timeline: one band per phase kept, its power and activity beneath.
+    /// Each GPU's timeline: one band per phase (coarser past [`MAX_BANDS`] phases), its power
+    /// and activity beneath.
     pub fn timelines(&self, facts: impl Fn(u32) -> DeviceFacts) -> Vec<(u32, Timeline)> {
         self.gpus
             .iter()
             .map(|(gpu, r)| {
                 let f = facts(*gpu);
-                let bands = r
-                    .phases
-                    .iter()
-                    .map(|p| Band {
-                        start: p.start,
-                        end: p.end,
-                        class: p.class,
-                    })
-                    .collect();
+                let bands = r.bands.clone();
                 (
                     *gpu,
                     Timeline {
@@ -1081,7 +1120,7 @@ impl HumanReport {
         if report.more_phases > 0 {
             writeln!(
                 out,
-                "    ({} later phases are counted in the rows above but not kept for --detail or the timeline)",
+                "    ({} later phases are counted in the rows above but not kept for --detail)",
                 report.more_phases
             )?;
         }
@@ -1548,6 +1587,31 @@ mod tests {
             per_kwh: Some(0.2),
         };
         assert_eq!(prices.cost(2.0, 3.0), Some(5.6));
+    }
+
+    #[test]
+    fn coarsening_halves_the_bands_and_keeps_the_span() {
+        let class = |i: usize| {
+            if i % 3 == 0 {
+                Class::Idle
+            } else {
+                Class::ComputeBound
+            }
+        };
+        let mut bands: Vec<Band> = (0..10)
+            .map(|i| Band {
+                start: i as f64,
+                end: i as f64 + 1.0,
+                class: class(i),
+            })
+            .collect();
+        coarsen(&mut bands);
+        assert!(bands.len() <= 5);
+        assert_eq!(bands.first().map(|b| b.start), Some(0.0));
+        assert_eq!(bands.last().map(|b| b.end), Some(10.0));
+        assert!(bands
+            .windows(2)
+            .all(|w| w[0].end == w[1].start && w[0].class != w[1].class));
     }
 
     #[test]
