@@ -65,11 +65,13 @@ fn level_matters(metric: Metric) -> bool {
 /// One GPU's health, accumulated window by window.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
+    /// Each counter sampled, by its trace column.
     pub counters: BTreeMap<&'static str, CounterCourse>,
     /// The last Xid code read that was not 0.
     pub xid_last: Option<f64>,
     /// Seconds with each throttle reason (the part before `:`), and the first time seen.
     pub throttle_s: BTreeMap<String, f64>,
+    /// When each throttle reason was first seen (unix s).
     pub throttle_first_t: BTreeMap<String, f64>,
     /// Seconds covered by windows.
     pub seconds: f64,
@@ -80,6 +82,7 @@ pub struct Health {
 pub struct Finding {
     /// `xid_events`, `pcie_replays`, `throttle:sw_power_cap`, …
     pub signal: String,
+    /// What a person reads.
     pub text: String,
     /// When it first showed (unix s).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,6 +92,7 @@ pub struct Finding {
 }
 
 impl Health {
+    /// Adds one window's counters and throttling.
     pub fn add(&mut self, w: &WindowReport) {
         let seconds = w.stats.duration_s();
         self.seconds += seconds;

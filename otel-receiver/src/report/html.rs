@@ -21,6 +21,7 @@ td,th{padding:3px 9px;border-bottom:1px solid #eee;text-align:left}\
 td.n{text-align:right}p.note{color:#666;font-size:13px}pre{font-size:12px;background:#f6f6f6;padding:8px}";
 
 impl HtmlPage {
+    /// An empty page with its title (also its first heading).
     pub fn new(title: &str) -> Self {
         HtmlPage {
             title: title.to_string(),
@@ -28,6 +29,7 @@ impl HtmlPage {
         }
     }
 
+    /// A section heading.
     pub fn heading(&mut self, text: &str) -> &mut Self {
         let _ = write!(self.body, "<h2>{}</h2>", escape(text));
         self
@@ -44,6 +46,7 @@ impl HtmlPage {
         self
     }
 
+    /// A timeline, drawn inline as SVG.
     pub fn timeline(&mut self, timeline: &Timeline) -> &mut Self {
         self.body.push_str(r#"<div class="figure">"#);
         self.body.push_str(&timeline.svg());
@@ -84,6 +87,7 @@ impl HtmlPage {
         self
     }
 
+    /// The whole page.
     pub fn finish(&self) -> String {
         format!(
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{}</body></html>\n",

@@ -31,9 +31,25 @@ pub const REPORT_SCHEMA: &str = "gpuslack.diagnose.v1";
 /// bundled, so that no script takes it for this host's GPUs.
 #[derive(Debug, Clone)]
 pub enum SourceLabel {
-    Live { host: String },
-    Trace { name: String, note: String },
-    Bundled { name: String, reason: String },
+    /// This host's GPUs, sampled now.
+    Live {
+        /// The host, or the job watched on it.
+        host: String,
+    },
+    /// A trace file given with `--trace`.
+    Trace {
+        /// Its path.
+        name: String,
+        /// What the reader should keep in mind about it.
+        note: String,
+    },
+    /// The recording shipped in the binary, shown when the host has no GPU.
+    Bundled {
+        /// What it recorded.
+        name: String,
+        /// Why it is shown instead of this host's GPUs.
+        reason: String,
+    },
 }
 
 impl SourceLabel {
@@ -66,7 +82,9 @@ impl SourceLabel {
 /// Prices for the cost of slack, in the user's currency.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Prices {
+    /// Price of one GPU-hour (`--price-gpu-hour`).
     pub per_gpu_hour: Option<f64>,
+    /// Price of one kWh (`--price-kwh`).
     pub per_kwh: Option<f64>,
 }
 
@@ -89,6 +107,7 @@ pub struct RenderOptions {
     pub verbose: bool,
     /// A coloured strip per GPU (stdout is a terminal).
     pub colour_strip: bool,
+    /// Prices for the cost of slack in the bottom line.
     pub prices: Prices,
 }
 
@@ -383,11 +402,15 @@ impl RemedyUse {
 pub struct Remedy {
     /// 1-based: "[1]" in the text, `remedy_id` in the JSON.
     pub id: usize,
+    /// The verdict it is the remedy of (the one it applied to longest).
     pub class: Class,
+    /// What to do.
     pub text: &'static str,
     /// GPU time it applied to, over every GPU.
     pub seconds: f64,
+    /// Energy of the windows it applied to (J).
     pub energy_j: f64,
+    /// The GPUs it applied to.
     pub gpus: BTreeSet<u32>,
     /// Whether it addresses slack: a fix, ranked by the time it would recover.
     pub is_fix: bool,
@@ -396,28 +419,38 @@ pub struct Remedy {
 /// The opening paragraph's numbers, over every GPU reported.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BottomLine {
+    /// GPUs reported on.
     pub gpus: usize,
+    /// GPU time covered, summed over GPUs (s).
     pub seconds: f64,
+    /// Of which slack (s).
     pub slack_seconds: f64,
+    /// Energy used, summed over GPUs (J).
     pub energy_j: f64,
+    /// Of which in slack windows (J).
     pub slack_energy_j: f64,
     /// The slack class with the most GPU time.
     pub top_cause: Option<(Class, f64)>,
     /// The fix to try first: the remedy that would recover the most GPU time.
     pub first_fix: Option<Remedy>,
+    /// The slack's cost at the prices given; none without a price.
     pub cost: Option<f64>,
 }
 
 impl BottomLine {
+    /// Slack's share of the GPU time, 0–1.
     pub fn slack_share(&self) -> f64 {
         self.slack_seconds / self.seconds.max(1e-9)
     }
+    /// Slack's share of the energy, 0–1.
     pub fn slack_energy_share(&self) -> f64 {
         self.slack_energy_j / self.energy_j.max(1e-9)
     }
+    /// Slack in GPU-hours.
     pub fn slack_gpu_hours(&self) -> f64 {
         self.slack_seconds / 3600.0
     }
+    /// Slack windows' energy in kWh.
     pub fn slack_kwh(&self) -> f64 {
         self.slack_energy_j / 3.6e6
     }
@@ -541,6 +574,8 @@ fn gpu_list(gpus: &BTreeSet<u32>) -> String {
 }
 
 impl HumanReport {
+    /// Adds one window: to its verdict's totals, its phase, the GPU's health, owners and
+    /// timeline, and its remedy's use.
     pub fn add(&mut self, report: WindowReport) {
         let gpu_index = report.stats.gpu;
         let gpu = self.gpus.entry(gpu_index).or_default();
@@ -1592,7 +1627,7 @@ mod tests {
     #[test]
     fn coarsening_halves_the_bands_and_keeps_the_span() {
         let class = |i: usize| {
-            if i % 3 == 0 {
+            if i.is_multiple_of(3) {
                 Class::Idle
             } else {
                 Class::ComputeBound

@@ -13,7 +13,9 @@ use crate::diagnosis::Class;
 pub struct Band {
     /// Unix seconds.
     pub start: f64,
+    /// Unix seconds.
     pub end: f64,
+    /// The verdict over the stretch.
     pub class: Class,
 }
 
@@ -22,6 +24,7 @@ pub struct Band {
 pub struct Point {
     /// Unix seconds.
     pub t: f64,
+    /// Mean power (W).
     pub power_w: Option<f64>,
     /// SM activity (GPM), 0–100; GPU-Util where the GPU has no GPM.
     pub activity_pct: Option<f64>,
@@ -32,7 +35,9 @@ pub struct Point {
 pub struct Timeline {
     /// "GPU 0 · NVIDIA H200".
     pub title: String,
+    /// The verdicts along time, in order.
     pub bands: Vec<Band>,
+    /// The curves' points, in time order.
     pub points: Vec<Point>,
     /// The power axis' top; the highest power drawn when unknown.
     pub power_max_w: Option<f64>,
