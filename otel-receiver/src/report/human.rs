@@ -400,7 +400,7 @@ impl RemedyUse {
 /// A remedy as the report numbers it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Remedy {
-    /// 1-based: "[1]" in the text, `remedy_id` in the JSON.
+    /// 1-based: `[1]` in the text, `remedy_id` in the JSON.
     pub id: usize,
     /// The verdict it is the remedy of (the one it applied to longest).
     pub class: Class,
@@ -526,7 +526,7 @@ fn first_sentence(text: &str) -> &str {
 
 /// Collects reports as they stream, then renders them. Memory is bounded by the number of
 /// GPUs, not the length of the run: each phase keeps a thinned handful of windows, at most
-/// [`MAX_PHASES`] phases are kept per GPU, and the curves are thinned.
+/// 200 phases are kept per GPU, and the curves are thinned.
 #[derive(Debug, Default)]
 pub struct HumanReport {
     gpus: BTreeMap<u32, GpuReport>,
@@ -754,7 +754,7 @@ impl HumanReport {
         }
     }
 
-    /// Each GPU's timeline: one band per phase (coarser past [`MAX_BANDS`] phases), its power
+    /// Each GPU's timeline: one band per phase (coarser past 2000 phases), its power
     /// and activity beneath.
     pub fn timelines(&self, facts: impl Fn(u32) -> DeviceFacts) -> Vec<(u32, Timeline)> {
         self.gpus
