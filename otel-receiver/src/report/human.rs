@@ -698,7 +698,18 @@ impl HumanReport {
             })
             .collect();
         for (r, (_, u)) in all.iter_mut().zip(self.remedies.iter()) {
-            if !r.is_fix {
+            if r.is_fix {
+                // A fix is named after the slack it recovers, even where the same advice also
+                // fits healthy time.
+                if let Some((class, _)) = u
+                    .seconds
+                    .iter()
+                    .filter(|(c, _)| is_slack(**c))
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                {
+                    r.class = *class;
+                }
+            } else {
                 r.seconds = u.seconds();
             }
         }
