@@ -62,6 +62,9 @@ fn level_matters(metric: Metric) -> bool {
     )
 }
 
+/// What the summary says when the source carried none of the counters.
+const NOT_RECORDED: &str = "Xid, ECC, remap and PCIe replay counters not recorded";
+
 /// One GPU's health, accumulated window by window.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
@@ -224,13 +227,16 @@ impl Health {
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
-                if self.sampled() && !findings.iter().any(|f| !f.signal.starts_with("throttle:")) {
+                let counters_clean = !findings.iter().any(|f| !f.signal.starts_with("throttle:"));
+                if self.sampled() && counters_clean {
                     text = format!("{clean}; {text}");
+                } else if !self.sampled() {
+                    text = format!("{text}; {NOT_RECORDED}");
                 }
                 text
             }
             (true, true) => clean.to_string(),
-            (true, false) => "not recorded (no Xid, ECC, remap or PCIe replay columns)".into(),
+            (true, false) => NOT_RECORDED.into(),
         }
     }
 }
