@@ -1703,6 +1703,7 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
     assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
     assert!(!seen_requests(&before).is_empty() && !seen_requests(&after).is_empty());
     assert!(stderr.contains("connect×"), "the outage was seen: {stderr}");
+}
 
 /// /healthz's status and the count of failed exports in a row it reports, and its HTTP code.
 fn health_of(port: u16, path: &str) -> Option<(u16, serde_json::Value)> {

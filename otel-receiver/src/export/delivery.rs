@@ -390,6 +390,7 @@ impl Delivery {
             c.windows_delivered += windows;
             i.last_success = Some(Instant::now());
             i.failing_since = None;
+            i.metrics_failed_in_a_row = 0;
         });
     }
 
@@ -404,6 +405,11 @@ impl Delivery {
                 .entry((Signal::Metrics, reason))
                 .or_default() += 1;
             i.failing_since.get_or_insert_with(Instant::now);
+            // As for an export (above): a throttled attempt neither counts nor resets.
+            if reason != reason::THROTTLED {
+                i.metrics_failed_in_a_row += 1;
+                i.last_metrics_failure = Some(reason);
+            }
         });
     }
 
@@ -443,9 +449,10 @@ impl Delivery {
         self.with(|i| i.last_success.is_some())
     }
 
-    /// Metrics exports that failed since the last success (0 once one succeeds), and the
-    /// reason of the latest of them. The metrics reader exports once per interval, so this
-    /// counts export intervals; log exports do not count (they run only when a verdict changes).
+    /// Metrics exports (attempts of the sending queue's) that failed since the last success (0
+    /// once one succeeds), and the reason of the latest of them. The sender tries at least once
+    /// an interval and backs off from there, so N of them span at least N intervals; log exports
+    /// do not count (they run only when a verdict changes).
     pub fn metrics_failing(&self) -> (u64, Option<&'static str>) {
         self.with(|i| {
             let reason = if i.metrics_failed_in_a_row > 0 {

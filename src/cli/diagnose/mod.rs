@@ -1,20 +1,23 @@
+mod watch;
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
-use gpuslack_receiver::report::{HumanReport, SourceLabel};
+use anyhow::{Context, Result};
+use gpuslack_receiver::report::{HumanReport, Prices, RenderOptions, SourceLabel};
 use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 
 use gpuslack_receiver::source::live::nvml::NvmlDevice;
 use gpuslack_receiver::source::live::LiveSource;
 
-use super::bundled;
-use super::flags;
-use super::input::{facts_beside, PipelineArgs};
-use super::live::{self, SamplingArgs};
-use super::shutdown::Shutdown;
+use crate::cli::bundled;
+use crate::cli::flags;
+use crate::cli::input::{facts_beside, PipelineArgs};
+use crate::cli::live::{self, SamplingArgs};
+use crate::cli::shutdown::Shutdown;
+use crate::cli::EXIT_NO_GPU;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -31,10 +34,30 @@ pub struct Args {
     /// Diagnose a recorded trace instead of the live GPUs.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page: a timeline per GPU (verdicts as
+    /// coloured bands, power and SM activity beneath), the bottom line and the tables.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// A block per phase with every figure, after each GPU's summary.
+    #[arg(long)]
+    pub detail: bool,
+    /// Price of one GPU-hour, to put a cost on the slack (any currency).
+    #[arg(long, value_name = "PRICE", value_parser = flags::finite)]
+    pub price_gpu_hour: Option<f64>,
+    /// Price of one kWh, to put a cost on the slack's energy (any currency).
+    #[arg(long, value_name = "PRICE", value_parser = flags::finite)]
+    pub price_kwh: Option<f64>,
+    /// Exit 69 (no GPU) instead of showing the bundled recording when this machine has no GPU:
+    /// for scripts that must never take a recording for this host's GPUs.
+    #[arg(long)]
+    pub require_gpu: bool,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
+    /// The global `-v` count: rule ids beside the verdicts.
+    #[arg(skip)]
+    pub verbose: u8,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,16 +66,37 @@ pub enum Format {
     Json,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+impl Args {
+    pub(crate) fn prices(&self) -> Result<Prices> {
+        for (flag, price) in [
+            ("--price-gpu-hour", self.price_gpu_hour),
+            ("--price-kwh", self.price_kwh),
+        ] {
+            if let Some(p) = price {
+                if !(p.is_finite() && p >= 0.0) {
+                    anyhow::bail!("{flag} must be a price of 0 or more, got {p}");
+                }
+            }
+        }
+        Ok(Prices {
+            per_gpu_hour: self.price_gpu_hour,
+            per_kwh: self.price_kwh,
+        })
+    }
+}
+
+pub fn run(mut args: Args, verbose: u8) -> Result<ExitCode> {
     args.pipeline.validate()?;
+    args.prices()?;
+    args.verbose = verbose;
     if !args.command.is_empty() {
-        return super::watch::run(&args);
+        return watch::run(&args);
     }
     match &args.trace {
         Some(path) => {
             let facts = facts_beside(path)?;
             let reader = TraceReader::open(path)?;
-            let label = SourceLabel::Recorded {
+            let label = SourceLabel::Trace {
                 name: path.display().to_string(),
                 note: "recorded earlier; the verdicts describe the GPUs of that recording".into(),
             };
@@ -60,15 +104,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None => match live::open(args.sampling.sampling()?) {
             Ok(source) => report_live(&args, source),
+            Err(e) if args.require_gpu => {
+                errln!("gpuslack: no NVIDIA GPU or driver was found on this machine: {e}");
+                Ok(ExitCode::from(EXIT_NO_GPU))
+            }
             Err(e) => {
                 let why = format!("no NVIDIA GPU or driver was found on this machine: {e}");
-                errln!("gpuslack: {why}; showing the bundled recorded trace instead.");
+                errln!("gpuslack: {why}; showing the bundled recorded trace instead (--require-gpu: exit {EXIT_NO_GPU}).");
                 let facts = TraceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
                 let reader =
                     TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
-                let label = SourceLabel::Recorded {
+                let label = SourceLabel::Bundled {
                     name: bundled::NAME.into(),
-                    note: format!("{why}. This is a recording from a real H200, shipped inside gpuslack, so you can see what a report looks like."),
+                    reason: format!("{why}. This is a recording from a real H200, shipped inside gpuslack, so you can see what a report looks like."),
                 };
                 report_trace(&args, reader, facts, label)
             }
@@ -124,11 +172,28 @@ pub fn show(
     label: &SourceLabel,
     facts: impl Fn(u32) -> gpuslack_receiver::device::DeviceFacts,
 ) -> Result<()> {
-    let mut out = io::stdout().lock();
+    use std::io::IsTerminal;
+    let prices = args.prices()?;
+    if let Some(path) = &args.html {
+        let page = report.html(label, &prices, &facts);
+        std::fs::write(path, page)
+            .with_context(|| format!("writing the HTML report to {}", path.display()))?;
+    }
+    let stdout = io::stdout();
+    let colour_strip = stdout.is_terminal();
+    let mut out = stdout.lock();
     match args.format {
-        Format::Human => report.render(&mut out, label, facts)?,
+        Format::Human => {
+            let options = RenderOptions {
+                detail: args.detail,
+                verbose: args.verbose > 0,
+                colour_strip,
+                prices,
+            };
+            report.render(&mut out, label, &options, &facts)?
+        }
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &report.json(facts))?;
+            serde_json::to_writer_pretty(&mut out, &report.json(label, &prices, &facts))?;
             out.write_all(b"\n")?;
         }
     }

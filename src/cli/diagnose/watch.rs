@@ -19,12 +19,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use gpuslack_receiver::attribution::descendants;
 use gpuslack_receiver::attribution::procfs::Procfs;
-use gpuslack_receiver::report::{duration, energy, HumanReport, SourceLabel};
-use gpuslack_receiver::Class;
+use gpuslack_receiver::report::{duration, HumanReport, SourceLabel};
 
-use super::diagnose::{show, Args};
-use super::live;
-use super::shutdown::Shutdown;
+use super::{show, Args};
+use crate::cli::live;
+use crate::cli::shutdown::Shutdown;
 
 /// The command's exit code as gpuslack's: its own, or 128 + the signal that ended it.
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
@@ -178,7 +177,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         show(args, &report, &label, |gpu| {
             pipeline.diagnoser().facts(gpu).clone()
         })?;
-        if let Some(line) = slack_line(&report) {
+        if let Some(line) = slack_line(args, &report) {
             errln!("gpuslack: {line}");
         }
     }
@@ -192,25 +191,11 @@ fn list(gpus: &BTreeSet<u32>) -> String {
         .join(", ")
 }
 
-/// "41% of the job's GPU time (2 min 10 s, 2.30 kWh) was input_starved": its costliest slack.
-fn slack_line(report: &HumanReport) -> Option<String> {
-    let mut by_class = std::collections::BTreeMap::new();
-    for spent in report.spent().values() {
-        for (class, s) in spent {
-            let e = by_class.entry(*class).or_insert((0.0, 0.0));
-            e.0 += s.seconds;
-            e.1 += s.energy_j;
-        }
-    }
-    let total: f64 = by_class.values().map(|(s, _)| s).sum();
-    let (class, (seconds, joules)) = by_class
-        .iter()
-        .filter(|(c, _)| !c.is_healthy() && **c != Class::Idle)
-        .max_by(|a, b| (a.1).0.total_cmp(&(b.1).0))?;
-    Some(format!(
-        "{:.0}% of the job's GPU time ({}, {}) was {class}",
-        100.0 * seconds / total.max(1e-9),
-        duration(*seconds),
-        energy(*joules)
-    ))
+/// The bottom line on stderr too, where a report written as JSON to a file leaves the
+/// terminal empty: how much of the job's GPU time was slack and what to try first.
+fn slack_line(args: &Args, report: &HumanReport) -> Option<String> {
+    let prices = args.prices().ok()?;
+    let bottom = report.bottom_line(&prices);
+    bottom.top_cause?;
+    Some(bottom.text(&prices))
 }
