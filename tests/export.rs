@@ -1199,7 +1199,10 @@ fn per_signal_endpoints_are_used_and_ints_arrive_as_ints() {
         pids.iter().all(Value::is_i64),
         "process.pid as an int: {pids:?}"
     );
-    let first = &records[0];
+    let first = records
+        .iter()
+        .find(|r| r["signal"] == "metric")
+        .expect("a metric");
     assert_eq!(first["scope"]["name"], "gpuslack", "{first}");
     assert_eq!(first["scope"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(

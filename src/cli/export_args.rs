@@ -60,6 +60,10 @@ pub struct ExportArgs {
     /// Per-process series kept per GPU: its N processes with the largest SM share (0 for none).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub process_series: usize,
+    /// Owners (processes, containers, pods, jobs) with counters of their own per GPU, by GPU
+    /// time; former ones fold into one `other` owner (docs/EXPORT.md, "Series budget").
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub owner_series: u16,
 }
 
 /// `GPUSLACK_PRESET`, where `--preset` is not given: the way a DaemonSet or a systemd

@@ -226,7 +226,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
     }
     let state = Arc::new(RwLock::new(
-        ExportState::with_delivery(delivery.clone()).with_top_processes(args.export.process_series),
+        ExportState::with_delivery(delivery.clone())
+            .with_top_processes(args.export.process_series)
+            .with_owner_series(usize::from(args.export.owner_series)),
     ));
     if let Some(addr) = config.prometheus {
         let listener = prometheus::bind(addr)

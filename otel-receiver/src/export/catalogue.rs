@@ -438,8 +438,8 @@ fn identity_attributes(view: &GpuView) -> Attributes {
         ("hw.vendor", "NVIDIA".to_string()),
         ("gpuslack.gpu.index", view.gpu.to_string()),
     ];
+    // The model only: `hw.name` would repeat it, one label of the 20 a series may carry.
     if let Some(name) = &f.name {
-        attrs.push(("hw.name", name.clone()));
         attrs.push(("hw.model", name.clone()));
     }
     if let Some(driver) = &f.driver {
@@ -953,6 +953,77 @@ mod tests {
         assert!((before - 1000.0).abs() < 15.0, "{before}");
         assert!((during - 990.0).abs() < 15.0, "{during}");
         assert!((before + during - view.energy_j()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn churned_owners_fold_into_other_their_series_end_and_the_sums_still_add_up() {
+        // 28 jobs, one after another, each holding the GPU for 4 s (two windows) at 100 W.
+        let jobs: Vec<std::sync::Arc<Vec<GpuProcess>>> = (0..28)
+            .map(|k| {
+                std::sync::Arc::new(vec![GpuProcess {
+                    pid: 5000 + k,
+                    name: Some("train".into()),
+                    ..GpuProcess::default()
+                }])
+            })
+            .collect();
+        let reports = reports(28 * 4, |t, s| {
+            let k = ((t - 100.0) / 4.0).floor() as usize;
+            let mut s = s.with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0);
+            s.processes = Some(jobs[k.min(27)].clone());
+            s.with(Metric::Nprocs, 1.0)
+        });
+        let mut state = ExportState::default().with_owner_series(4);
+        let mut series_seen = Vec::new();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+            let view = state.get(0).expect("gpu 0");
+            let energy = points(view, 5)
+                .into_iter()
+                .filter(|p| p.def == HW_ENERGY)
+                .count();
+            series_seen.push(energy);
+        }
+        let view = state.get(0).expect("gpu 0");
+        let all = points(view, 5);
+        let energy: Vec<&Point> = all.iter().filter(|p| p.def == HW_ENERGY).collect();
+        // Four owners of their own and `other`, whatever the churn; never more along the way.
+        assert_eq!(energy.len(), 5, "{energy:?}");
+        assert!(series_seen.iter().all(|n| *n <= 5), "{series_seen:?}");
+        let pid_of = |p: &Point| {
+            p.attributes
+                .iter()
+                .find(|(k, _)| *k == "process.pid")
+                .map(|(_, v)| v.clone())
+        };
+        let pids: Vec<Option<String>> = energy.iter().map(|p| pid_of(p)).collect();
+        // The current job (pid 5027) keeps its series; the first job's ended long ago.
+        assert!(pids.contains(&Some("5027".into())), "{pids:?}");
+        assert!(!pids.contains(&Some("5000".into())), "{pids:?}");
+        let other: Vec<&&Point> = energy
+            .iter()
+            .filter(|p| {
+                p.attributes
+                    .iter()
+                    .any(|(k, v)| *k == "gpuslack.owner" && v == "other")
+            })
+            .collect();
+        assert_eq!(other.len(), 1);
+        let sum: f64 = energy.iter().map(|p| p.value).sum();
+        assert!(
+            (sum - view.energy_j()).abs() < 1e-6,
+            "{sum} vs {}",
+            view.energy_j()
+        );
+        // The cost of slack adds up the same way: GPU time per verdict over the owners is the
+        // GPU's time.
+        let time: f64 = all
+            .iter()
+            .filter(|p| p.def == DIAGNOSIS_TIME)
+            .map(|p| p.value)
+            .sum();
+        let windows: f64 = reports.iter().map(|r| r.stats.duration_s()).sum();
+        assert!((time - windows).abs() < 1e-6, "{time} vs {windows}");
     }
 
     #[test]

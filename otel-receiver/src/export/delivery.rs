@@ -162,6 +162,8 @@ pub struct Counts {
     pub log_records_dropped: u64,
     /// Of the log records dropped, those a collector answered as rejected.
     pub log_records_rejected: u64,
+    /// Points the SDK folded into an overflow series past an instrument's cardinality limit.
+    pub points_overflowed: u64,
     pub scrapes_served: u64,
 }
 
@@ -213,7 +215,14 @@ impl Counts {
             self.log_records_delivered,
             self.log_records_dropped,
             rejected(self.log_records_rejected),
-        )
+        ) + &if self.points_overflowed > 0 {
+            format!(
+                "; {} points folded into the SDK's overflow series",
+                self.points_overflowed
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -360,6 +369,11 @@ impl Delivery {
                 }
             }
         });
+    }
+
+    /// The SDK folded `points` into an overflow series (an instrument past its limit).
+    pub fn cardinality_exceeded(&self, points: u64) {
+        self.with(|i| i.counts.points_overflowed += points);
     }
 
     /// A collection became a batch of `points` in the sending queue: it carries the windows

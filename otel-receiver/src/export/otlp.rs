@@ -401,9 +401,24 @@ struct QueuedMetrics {
     temporality: opentelemetry_sdk::metrics::Temporality,
     /// When a full queue was last reported.
     overflow_logged: std::sync::Mutex<Option<std::time::Instant>>,
+    cardinality_logged: std::sync::atomic::AtomicBool,
 }
 
 impl QueuedMetrics {
+    /// The SDK folded points into an overflow series: logged once, with the count.
+    fn cardinality_exceeded(&self, points: u64) {
+        if !self
+            .cardinality_logged
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            tracing::warn!(
+                points,
+                "an instrument passed the SDK's cardinality limit: points were folded into one otel.metric.overflow series (a bug: the series budget should prevent it)"
+            );
+        }
+        self.delivery.cardinality_exceeded(points);
+    }
+
     fn overflowed(&self, batches: usize) {
         let now = std::time::Instant::now();
         let due = match self.overflow_logged.lock() {
@@ -431,6 +446,10 @@ impl QueuedMetrics {
 impl PushMetricExporter for QueuedMetrics {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
         let request = ExportMetricsServiceRequest::from(metrics);
+        let folded = split::overflowed(&request);
+        if folded > 0 {
+            self.cardinality_exceeded(folded);
+        }
         let parts = split::to_fit(request, self.max_request_bytes);
         let total: u64 = parts.iter().map(split::points).sum();
         // The windows since the last collection ride with its first part.
@@ -511,6 +530,28 @@ fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
             }
         })
         .collect()
+}
+
+/// Raises every instrument's cardinality limit (the SDK's default is 2,000 series) to what the
+/// series budget can reach: 1,024 GPUs (the pipeline's bound) times the most series one GPU
+/// gives one instrument (its owners' verdict times, its pod assignments). Past the SDK's limit
+/// points would be folded silently into one overflow series; 64 GPUs with 16 owners each
+/// reached it.
+pub fn cardinality_view(
+    owner_series: usize,
+) -> impl Fn(&opentelemetry_sdk::metrics::Instrument) -> Option<opentelemetry_sdk::metrics::Stream>
+       + Send
+       + Sync
+       + 'static {
+    let per_gpu = ((owner_series + 2) * crate::diagnosis::Class::ALL.len())
+        .max(catalogue::MAX_ASSIGNMENT_SERIES);
+    let limit = crate::pipeline::MAX_GPUS * per_gpu;
+    move |_| {
+        opentelemetry_sdk::metrics::Stream::builder()
+            .with_cardinality_limit(limit)
+            .build()
+            .ok()
+    }
 }
 
 /// What `start` registers, for the export benchmark's own meter provider.
@@ -618,7 +659,7 @@ impl OtlpExport {
             delivery: delivery.clone(),
             control: sending.clone(),
             transport: metrics_transport(&cfg.metrics, &delivery, &runtime)?,
-            backoff: Backoff::default(),
+            backoff: Backoff::for_interval(cfg.interval),
         };
         std::thread::Builder::new()
             .name("gpuslack-otlp-send".into())
@@ -633,13 +674,16 @@ impl OtlpExport {
             max_request_bytes: cfg.max_request_bytes,
             temporality: sdk_temporality(cfg.temporality),
             overflow_logged: std::sync::Mutex::new(None),
+            cardinality_logged: std::sync::atomic::AtomicBool::new(false),
         };
         let reader = PeriodicReader::builder(metrics)
             .with_interval(cfg.interval)
             .build();
+        let owner_series = state.read().map(|s| s.owner_series()).unwrap_or(1);
         let meters = SdkMeterProvider::builder()
             .with_resource(resource.clone())
             .with_reader(reader)
+            .with_view(cardinality_view(owner_series))
             .build();
         register(&meters.meter_with_scope(scope()), &state);
         let logs = if let Some(logs_cfg) = &cfg.logs {
@@ -759,6 +803,110 @@ impl OtlpExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ManualReader the test keeps a handle on while the provider holds it too.
+    #[derive(Debug, Clone)]
+    struct Shared(Arc<opentelemetry_sdk::metrics::ManualReader>);
+
+    impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
+        fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+            self.0.register_pipeline(p)
+        }
+        fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
+            self.0.collect(rm)
+        }
+        fn force_flush(&self) -> OTelSdkResult {
+            self.0.force_flush()
+        }
+        fn shutdown_with_timeout(&self, t: Duration) -> OTelSdkResult {
+            self.0.shutdown_with_timeout(t)
+        }
+        fn temporality(
+            &self,
+            kind: opentelemetry_sdk::metrics::InstrumentKind,
+        ) -> opentelemetry_sdk::metrics::Temporality {
+            self.0.temporality(kind)
+        }
+    }
+
+    #[test]
+    fn sixty_four_gpus_of_sixteen_owners_each_lose_no_point_to_the_cardinality_limit() {
+        use crate::attribution::GpuProcess;
+        use crate::device::DeviceFacts;
+        use crate::diagnosis::{Diagnoser, Thresholds};
+        use crate::pipeline::Pipeline;
+        use crate::sample::{Metric, Sample};
+        // 64 GPUs, each held by 16 jobs in turn (2 s each), with the counters read.
+        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        let mut pipeline = Pipeline::new(2.0, diagnoser);
+        let mut state = ExportState::default().with_owner_series(16);
+        let facts = DeviceFacts::default();
+        let jobs: Vec<Arc<Vec<GpuProcess>>> = (0..16)
+            .map(|k| {
+                Arc::new(vec![GpuProcess {
+                    pid: 7000 + k,
+                    ..GpuProcess::default()
+                }])
+            })
+            .collect();
+        for tick in 0..16u32 * 20 {
+            let t = 100.0 + f64::from(tick) / 10.0;
+            for gpu in 0..64 {
+                let mut s = Sample::new(t, gpu)
+                    .with(Metric::PowerMw, 300_000.0)
+                    .with(Metric::EnergyMj, 1e9 + t * 300_000.0)
+                    .with(Metric::UtilGpu, 100.0)
+                    .with(Metric::Nprocs, 1.0);
+                s.processes = Some(jobs[(tick / 20) as usize].clone());
+                for r in pipeline.push(&s).expect("in order") {
+                    state.update(&r, &facts);
+                }
+            }
+        }
+        for r in pipeline.finish() {
+            state.update(&r, &facts);
+        }
+        let state = Arc::new(RwLock::new(state));
+        let reader = Shared(Arc::new(
+            opentelemetry_sdk::metrics::ManualReader::builder().build(),
+        ));
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .with_view(cardinality_view(16))
+            .build();
+        register(&provider.meter_with_scope(scope()), &state);
+        let mut rm = ResourceMetrics::default();
+        use opentelemetry_sdk::metrics::reader::MetricReader as _;
+        reader.collect(&mut rm).expect("collect");
+        let request = ExportMetricsServiceRequest::from(&rm);
+        let otlp_points = split::points(&request);
+        let text = super::super::prometheus::render(
+            &state.read().expect("state"),
+            &super::super::config::resolve(vec![], &|_| None).expect("config"),
+            super::super::prometheus::Format::Text,
+        );
+        // Every sample but target_info is a point, and none is folded into an overflow series.
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("target_info"))
+            .count() as u64;
+        assert!(otlp_points > 20_000, "{otlp_points} points");
+        assert_eq!(otlp_points, samples);
+        assert_eq!(split::overflowed(&request), 0);
+        // Without the view the SDK's default of 2,000 folds the excess.
+        let reader = Shared(Arc::new(
+            opentelemetry_sdk::metrics::ManualReader::builder().build(),
+        ));
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .build();
+        register(&provider.meter_with_scope(scope()), &state);
+        let mut rm = ResourceMetrics::default();
+        reader.collect(&mut rm).expect("collect");
+        let folded = ExportMetricsServiceRequest::from(&rm);
+        assert!(split::points(&folded) < samples);
+        assert!(split::overflowed(&folded) > 0);
+    }
 
     #[test]
     fn the_instance_id_is_a_stable_uuid_that_hides_the_machine_id() {

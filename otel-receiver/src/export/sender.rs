@@ -1,6 +1,6 @@
 //! The metrics sender: one thread that takes batches from the [`SendQueue`] in order and sends
-//! each until it is delivered, retrying with exponential backoff (500 ms doubling to 30 s, reset
-//! by a success) and never before a collector's `Retry-After` has passed. A batch the intake
+//! each until it is delivered, retrying with exponential backoff (500 ms doubling to three export
+//! intervals, 30 s at most; reset by a success) and never before a collector's `Retry-After` has passed. A batch the intake
 //! refuses as too large (HTTP 413, gRPC `ResourceExhausted` on the message size) is halved and
 //! both halves sent; one it refuses for good (a redirect, 401/403, another 4xx, gRPC
 //! `InvalidArgument`/`Unauthenticated`) is dropped, counted, as the OpenTelemetry Collector's
@@ -55,6 +55,18 @@ impl Default for Backoff {
         Backoff {
             initial: Duration::from_millis(500),
             max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    /// For exports every `interval`: waits up to three intervals between attempts (30 s at
+    /// the default 10 s, the Collector's own maximum), at least 1 s; from 500 ms, or the
+    /// interval if that is shorter.
+    pub fn for_interval(interval: Duration) -> Backoff {
+        Backoff {
+            initial: interval.min(Duration::from_millis(500)),
+            max: (interval * 3).clamp(Duration::from_secs(1), Duration::from_secs(30)),
         }
     }
 }

@@ -19,6 +19,40 @@ pub fn points(request: &ExportMetricsServiceRequest) -> u64 {
         .sum::<usize>() as u64
 }
 
+/// Points the SDK folded into its overflow series (`otel.metric.overflow = true`) because an
+/// instrument passed its cardinality limit: should never happen within the series budget.
+pub fn overflowed(request: &ExportMetricsServiceRequest) -> u64 {
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, KeyValue};
+    let is_overflow = |attrs: &[KeyValue]| {
+        attrs.iter().any(|kv| {
+            kv.key == "otel.metric.overflow"
+                && matches!(
+                    kv.value.as_ref().and_then(|v| v.value.as_ref()),
+                    Some(Value::BoolValue(true))
+                )
+        })
+    };
+    request
+        .resource_metrics
+        .iter()
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .map(|m| match &m.data {
+            Some(Data::Gauge(g)) => g
+                .data_points
+                .iter()
+                .filter(|p| is_overflow(&p.attributes))
+                .count(),
+            Some(Data::Sum(s)) => s
+                .data_points
+                .iter()
+                .filter(|p| is_overflow(&p.attributes))
+                .count(),
+            _ => 0,
+        })
+        .sum::<usize>() as u64
+}
+
 /// The request's size as protobuf, before compression.
 pub fn encoded_len(request: &ExportMetricsServiceRequest) -> usize {
     request.encoded_len()
