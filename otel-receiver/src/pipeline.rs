@@ -5,8 +5,11 @@
 
 use std::collections::BTreeMap;
 
+use std::io::Read;
+
 use crate::diagnosis::{Diagnoser, WindowReport};
 use crate::sample::Sample;
+use crate::trace::{TraceError, TraceReader};
 use crate::window::{GpuWindower, WindowStats};
 
 /// A frame is released once the newest GPU is this many windows past it, even if another GPU
@@ -84,6 +87,11 @@ impl Pipeline {
     pub fn tolerating_clock_steps(mut self) -> Self {
         self.clock_steps = true;
         self
+    }
+
+    /// The window length, in seconds.
+    pub fn window_s(&self) -> f64 {
+        self.window_s
     }
 
     /// Windows closed but not yet diagnosed (waiting for the other GPUs of their time slot).
@@ -285,4 +293,52 @@ mod tests {
             "{err}"
         );
     }
+}
+
+/// Why a whole-trace replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A row of the trace cannot be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The pipeline refused a row (out of time order).
+    #[error("{path}:{line}: {source}")]
+    Refused {
+        /// The trace.
+        path: String,
+        /// The refused row's line.
+        line: u64,
+        /// Why it was refused.
+        source: PushError,
+    },
+    /// The sink could not write a report.
+    #[error("writing the output")]
+    Output(#[source] std::io::Error),
+}
+
+/// Feeds every sample of `reader` through `pipeline` and hands each report to `sink` as soon
+/// as its time slot is complete. Memory stays flat whatever the trace's length. The pipeline
+/// drives here, not the source: a trace reader only reads.
+pub fn replay<R: Read>(
+    mut reader: TraceReader<R>,
+    pipeline: &mut Pipeline,
+    mut sink: impl FnMut(WindowReport) -> std::io::Result<()>,
+) -> Result<PipelineCounts, ReplayError> {
+    while let Some(sample) = reader.next() {
+        let sample = sample?;
+        let reports = pipeline
+            .push(&sample)
+            .map_err(|source| ReplayError::Refused {
+                path: reader.path().to_string(),
+                line: reader.line(),
+                source,
+            })?;
+        for report in reports {
+            sink(report).map_err(ReplayError::Output)?;
+        }
+    }
+    for report in pipeline.finish() {
+        sink(report).map_err(ReplayError::Output)?;
+    }
+    Ok(pipeline.counts())
 }

@@ -10,7 +10,9 @@
 //! MIG instance) is never read and never reported.
 
 mod backend;
+pub mod background;
 pub mod nvml;
+pub mod ticks;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Samples every GPU on a background thread while a workload runs, so its figures can be shown
+//! `bench` and `calibrate`'s sampler: samples every GPU on a background thread while a workload runs, so its figures can be shown
 //! beside what the live source saw: GPU-Util, power, SM activity, clocks, throttling.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,14 +6,16 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuslack_receiver::device::DeviceFacts;
-use gpuslack_receiver::source::live::Cadence;
-use gpuslack_receiver::window::ClockReasonCounts;
-use gpuslack_receiver::{Metric, Sample};
 use serde::Serialize;
 
-use super::live;
+use super::ticks::open_nvml;
+use super::Cadence;
+use crate::device::DeviceFacts;
+use crate::usage::unix_now;
+use crate::window::ClockReasonCounts;
+use crate::{Metric, Sample};
 
+/// A live source sampling on a thread of its own; stops when dropped.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<Sample>>>,
@@ -41,11 +43,7 @@ impl Sampler {
     /// Starts sampling at 100 ms, GPM left out if `no_gpm`; `None` (with the reason logged)
     /// where NVML is not available.
     pub fn start(no_gpm: bool) -> Option<Sampler> {
-        let sampling = live::Sampling {
-            cadence: Cadence::every(Duration::from_millis(100)),
-            no_gpm,
-        };
-        let mut source = match live::open(sampling) {
+        let mut source = match open_nvml(Cadence::every(Duration::from_millis(100)), no_gpm) {
             Ok(source) => source,
             Err(e) => {
                 tracing::warn!(error = %e, "no live readings beside the benchmark figures");
@@ -60,7 +58,7 @@ impl Sampler {
             std::thread::spawn(move || {
                 let tick = Duration::from_millis(100);
                 while !stop.load(Ordering::Relaxed) {
-                    let batch = source.sample(live::unix_now);
+                    let batch = source.sample(unix_now);
                     if let Ok(mut all) = samples.lock() {
                         all.extend(batch);
                     }

@@ -1,0 +1,400 @@
+//! The agent: one [`Source`] driven through window → diagnosis → export state → exporters,
+//! with a graceful stop and delivery accounting. The `gpuslack run` command is flag parsing
+//! and one call of [`Agent::run_input`]; a program that embeds the agent (a collector, a
+//! scheduler's node daemon) calls [`Agent::run`] with a source of its own or a built-in one,
+//! and adds exporters of its own through the [`Exporter`] seam (see `examples/embed.rs`).
+//!
+//! The run ends on a stop request as it ends at its deadline or the end of a replay: the
+//! window in progress is diagnosed, the exporters flush within
+//! [`AgentOptions::shutdown_timeout`], one line says what was delivered and dropped, and the
+//! outcome is [`Exit::Success`] — or [`Exit::NothingDelivered`] when OTLP was configured and
+//! nothing it produced ever reached the collector. A second stop request during the flush
+//! ends it at once: what it carried is counted as dropped, the line is still said.
+
+mod publish;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::device::DeviceFacts;
+use crate::export::config::ExportConfig;
+use crate::export::delivery::{Counts, Delivery};
+use crate::export::otlp::{OtlpError, OtlpExport};
+use crate::export::prometheus::{self, Limits};
+use crate::export::{ClassChange, ExportState};
+use crate::pipeline::{Pipeline, PushError};
+use crate::source::live::ticks::{LiveOptions, LiveTicks};
+use crate::source::replay::PacedReplay;
+use crate::source::{Next, Source, SourceError};
+use crate::stop::Stop;
+use crate::trace::TraceFacts;
+use crate::WindowReport;
+
+use publish::{destinations, final_export, FailureWarning, Publisher};
+
+/// An exporter of the embedding program's own: it sees every window the agent diagnoses, after
+/// the agent's export state took it.
+pub trait Exporter {
+    /// One diagnosed window of one GPU. `change` is set when the GPU's announced verdict
+    /// changed with it (a verdict is announced once it has held 3 windows); `state` is the
+    /// export state the built-in exporters read, with this window in it.
+    fn window(
+        &mut self,
+        report: &WindowReport,
+        facts: &DeviceFacts,
+        change: Option<&ClassChange>,
+        state: &ExportState,
+    );
+
+    /// The run is over: the last window has been handed over. Flush within `timeout`.
+    fn finish(&mut self, timeout: Duration) {
+        let _ = timeout;
+    }
+}
+
+/// What the agent exports to and how long it runs.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// OTLP and Prometheus, resolved (file < environment < flags).
+    pub export: ExportConfig,
+    /// Per-process series per GPU (the current top owners), at most 64.
+    pub process_series: usize,
+    /// Stop after this long; runs until stopped (or the replay ends) when `None`.
+    pub run_for: Option<Duration>,
+    /// After a replay ends, keep serving Prometheus this long.
+    pub linger: Duration,
+    /// The final export's bound, on a stop or at the end.
+    pub shutdown_timeout: Duration,
+    /// Whether [`Outcome::usage`] is filled with the source's own cost.
+    pub usage: bool,
+    /// Where the lines a person reads at the end go (the summary, the signal notices);
+    /// `gpuslack` writes them to stderr.
+    pub say: fn(&str),
+}
+
+/// The built-in sources, as a command line names them.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// Every GPU through NVML (+GPM).
+    Live(LiveOptions),
+    /// A recorded trace, paced at `speed` (1 real time, 0 as fast as read).
+    Replay {
+        /// The trace.
+        path: PathBuf,
+        /// The pace.
+        speed: f64,
+    },
+}
+
+impl Input {
+    /// Opens the source: NVML and every GPU, or the trace and its facts.
+    pub fn open(&self) -> Result<Box<dyn Source>, SourceError> {
+        Ok(match self {
+            Input::Live(options) => Box::new(LiveTicks::open(options)?),
+            Input::Replay { path, speed } => Box::new(PacedReplay::open(path, *speed)?),
+        })
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Ran and delivered (or had nothing to deliver to).
+    Success,
+    /// OTLP was configured and nothing produced ever reached the collector.
+    NothingDelivered,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// How it ended.
+    pub exit: Exit,
+    /// Every window, point and log record delivered or dropped, by reason.
+    pub counts: Counts,
+    /// The source's own cost, when [`AgentOptions::usage`] asked for it.
+    pub usage: Vec<String>,
+}
+
+/// An error boxed from the embedding program (building its pipeline), kept with its chain.
+#[derive(Debug)]
+pub struct Cause(Box<dyn std::error::Error + Send + Sync>);
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// Why the agent could not run, or stopped on an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The source could not be opened or failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The pipeline could not be built for the source's GPUs.
+    #[error(transparent)]
+    Pipeline(Cause),
+    /// The pipeline refused a sample (out of time order).
+    #[error("{at}{source}")]
+    Refused {
+        /// `trace.csv:12: ` where the source knows, else empty.
+        at: String,
+        /// Why.
+        source: PushError,
+    },
+    /// The tokio runtime the exporters run on could not start.
+    #[error("starting the export runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The Prometheus endpoint cannot listen on its address.
+    #[error("--prometheus {addr}: cannot listen")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The OTLP exporter could not start.
+    #[error(transparent)]
+    Otlp(#[from] OtlpError),
+}
+
+/// The agent, configured; [`Agent::run`] runs it.
+pub struct Agent {
+    options: AgentOptions,
+    exporters: Vec<Box<dyn Exporter>>,
+}
+
+impl Agent {
+    /// An agent with the built-in exporters that `options.export` configures.
+    pub fn new(options: AgentOptions) -> Agent {
+        Agent {
+            options,
+            exporters: Vec::new(),
+        }
+    }
+
+    /// Adds an exporter of the embedding program's own.
+    pub fn with_exporter(mut self, exporter: Box<dyn Exporter>) -> Agent {
+        self.exporters.push(exporter);
+        self
+    }
+
+    /// Opens a built-in source and runs it ([`Agent::run`]).
+    pub fn run_input<E>(
+        self,
+        input: &Input,
+        pipeline_for: impl FnOnce(&TraceFacts) -> Result<Pipeline, E>,
+        stop: &mut Stop,
+    ) -> Result<Outcome, AgentError>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut source = input.open()?;
+        self.run(source.as_mut(), pipeline_for, stop)
+    }
+
+    /// Runs `source` through the pipeline that `pipeline_for` builds from its facts, until it
+    /// ends, the deadline passes or `stop` asks; then flushes the exporters. The summary line
+    /// is said even when the run failed.
+    pub fn run<S, E>(
+        self,
+        source: &mut S,
+        pipeline_for: impl FnOnce(&TraceFacts) -> Result<Pipeline, E>,
+        stop: &mut Stop,
+    ) -> Result<Outcome, AgentError>
+    where
+        S: Source + ?Sized,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let Agent { options, exporters } = self;
+        let mut pipeline =
+            pipeline_for(&source.facts()).map_err(|e| AgentError::Pipeline(Cause(e.into())))?;
+        if source.live_clock() {
+            pipeline = pipeline.tolerating_clock_steps();
+        }
+        let config = &options.export;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("gpuslack-export")
+            .enable_all()
+            .build()
+            .map_err(AgentError::Runtime)?;
+        let delivery = Arc::new(Delivery::default());
+        let state = Arc::new(RwLock::new(
+            ExportState::with_delivery(delivery.clone()).with_top_processes(options.process_series),
+        ));
+        if let Some(addr) = config.prometheus {
+            let listener =
+                prometheus::bind(addr).map_err(|source| AgentError::Listen { addr, source })?;
+            let (state, config) = (state.clone(), config.clone());
+            runtime.spawn(async move {
+                if let Err(e) = prometheus::serve(listener, state, config, Limits::default()).await
+                {
+                    tracing::error!(error = %e, "Prometheus endpoint stopped");
+                }
+            });
+        }
+        let otlp = match &config.otlp {
+            Some(cfg) => {
+                let _inside = runtime.enter();
+                Some(OtlpExport::start(
+                    config,
+                    cfg,
+                    state.clone(),
+                    delivery.clone(),
+                )?)
+            }
+            None => None,
+        };
+        let mut warning = config
+            .otlp
+            .as_ref()
+            .map(|cfg| FailureWarning::new(cfg.metrics.endpoint.to_string()));
+        let mut publisher = Publisher {
+            state,
+            otlp,
+            exporters,
+        };
+        source.announce(pipeline.window_s(), &destinations(config));
+        let result = drive(
+            source,
+            &mut pipeline,
+            &mut publisher,
+            stop,
+            options.run_for,
+            &mut || {
+                if let Some(w) = warning.as_mut() {
+                    w.poll(&delivery);
+                }
+            },
+        );
+        // Measured before lingering and flushing: the cost of sampling, not of waiting.
+        let usage = if options.usage && result.is_ok() {
+            source.usage()
+        } else {
+            Vec::new()
+        };
+        if source.finite() && config.prometheus.is_some() && !stop.requested() {
+            stop.wait(options.linger);
+        }
+        let say = options.say;
+        if let Some(signal) = stop.cause_name() {
+            say(&format!(
+                "gpuslack: {signal} received; flushing (another signal stops at once)"
+            ));
+        }
+        for exporter in &mut publisher.exporters {
+            exporter.finish(options.shutdown_timeout);
+        }
+        let exported = config.otlp.is_some();
+        let abandoned = match publisher.otlp.take() {
+            Some(otlp) => final_export(
+                otlp,
+                options.shutdown_timeout,
+                runtime.handle().clone(),
+                stop,
+                say,
+            ),
+            None => false,
+        };
+        if abandoned {
+            // What the export carried is dropped; the request still in flight is not waited for.
+            delivery.close();
+            runtime.shutdown_background();
+        } else {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        let counts = delivery.counts();
+        if exported {
+            say(&format!("gpuslack: {}", counts.summary()));
+        } else {
+            say(&format!(
+                "gpuslack: {} windows produced; {} Prometheus scrapes served",
+                counts.windows_produced, counts.scrapes_served
+            ));
+        }
+        result?;
+        let exit = if exported && counts.windows_produced > 0 && !delivery.ever_delivered() {
+            say("gpuslack: nothing was delivered to the OTLP collector");
+            Exit::NothingDelivered
+        } else {
+            Exit::Success
+        };
+        Ok(Outcome {
+            exit,
+            counts,
+            usage,
+        })
+    }
+}
+
+/// The loop: each batch of the source through the pipeline to the publisher, until the source
+/// ends; then the windows in progress.
+fn drive<S: Source + ?Sized>(
+    source: &mut S,
+    pipeline: &mut Pipeline,
+    publisher: &mut Publisher,
+    stop: &mut Stop,
+    run_for: Option<Duration>,
+    watch: &mut dyn FnMut(),
+) -> Result<(), AgentError> {
+    let deadline = run_for.map(|d| Instant::now() + d);
+    loop {
+        let samples = match source.next(stop, deadline)? {
+            Next::Samples(samples) => samples,
+            Next::End => break,
+        };
+        for sample in &samples {
+            let reports = pipeline
+                .push(sample)
+                .map_err(|source_error| AgentError::Refused {
+                    at: source
+                        .position()
+                        .map(|p| format!("{p}: "))
+                        .unwrap_or_default(),
+                    source: source_error,
+                })?;
+            for r in reports {
+                publisher.publish(&r, pipeline.diagnoser().facts(r.stats.gpu));
+            }
+        }
+        watch();
+    }
+    for r in pipeline.finish() {
+        publisher.publish(&r, pipeline.diagnoser().facts(r.stats.gpu));
+    }
+    Ok(())
+}
+
+impl<S: Source + ?Sized> Source for Box<S> {
+    fn facts(&self) -> TraceFacts {
+        (**self).facts()
+    }
+    fn next(&mut self, stop: &mut Stop, deadline: Option<Instant>) -> Result<Next, SourceError> {
+        (**self).next(stop, deadline)
+    }
+    fn announce(&self, window_s: f64, destinations: &str) {
+        (**self).announce(window_s, destinations)
+    }
+    fn position(&self) -> Option<String> {
+        (**self).position()
+    }
+    fn live_clock(&self) -> bool {
+        (**self).live_clock()
+    }
+    fn finite(&self) -> bool {
+        (**self).finite()
+    }
+    fn usage(&self) -> Vec<String> {
+        (**self).usage()
+    }
+}
