@@ -1,12 +1,11 @@
 //! What we know about a GPU beyond its samples: its model, its limits and its power baselines.
 //! The diagnosis reads power against these; a GPU's own calibrated profile beats the model's
-//! built-in one, which beats fractions of the TDP.
+//! built-in one, which beats fractions of the TDP. What each class should draw is the
+//! diagnosis's to say (`diagnosis::expected_power_w`): this module knows no class.
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-
-use crate::diagnosis::Class;
 
 /// Static facts about a GPU, from the live device, a trace's `facts.json`, or flags.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,20 +80,6 @@ impl PowerProfile {
     pub fn calibrated_efficiency(&self, power_w: f64) -> Option<f64> {
         let span = self.peak_w() - self.idle_w;
         (span > 0.0).then(|| ((power_w - self.idle_w) / span).clamp(0.0, 1.1))
-    }
-
-    /// What this GPU draws when it does what the class says.
-    pub fn expected_w(&self, class: Class) -> f64 {
-        match class {
-            Class::Idle => self.idle_w,
-            Class::IdleHeld | Class::Hung => self.held_idle_w,
-            Class::LaunchBound => self.tiny_w,
-            Class::TransferBound => self.pcie_w,
-            Class::MemoryBound => self.memory_w,
-            Class::ComputeBound => self.compute_tensor_w.max(self.compute_fp32_w),
-            // Waiting and starved GPUs sit between held idle and real work; no single level.
-            Class::InputStarved | Class::SyncWait => self.held_idle_w,
-        }
     }
 }
 
