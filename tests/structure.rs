@@ -193,7 +193,7 @@ fn import_graph(src: &Path) -> Graph {
             continue;
         };
         for path in paths_in(&code_of(&text)) {
-            if path.len() >= 2 && modules.contains(&path[..1].to_vec()) {
+            if path.len() >= 2 && modules.contains(&path[..1]) {
                 if let Some(name) = path.last() {
                     root_names.insert(name.clone(), path[..path.len() - 1].to_vec());
                 }

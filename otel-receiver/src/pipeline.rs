@@ -16,22 +16,28 @@ use crate::window::{GpuWindower, WindowStats};
 /// has gone silent (fell off the bus, or its process stopped): one lost GPU never stalls the rest.
 const MAX_LAG_WINDOWS: i64 = 2;
 
+/// A sample older than its GPU's window in progress.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("GPU {gpu}: sample at t={t:.4} is older than the window in progress (from t={window_start:.4}); samples must be in time order per GPU")]
 pub struct OutOfOrder {
+    /// The GPU.
     pub gpu: u32,
+    /// The refused sample's time (unix s).
     pub t: f64,
+    /// Where its window in progress began (unix s).
     pub window_start: f64,
 }
 
 /// Counts of what the pipeline saw, for the end-of-run summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PipelineCounts {
+    /// Samples pushed.
     pub samples: u64,
     /// Rows repeating the previous row's time for the same GPU; the first one is kept.
     pub duplicates: u64,
     /// Rows with a time but no metric at all.
     pub empty: u64,
+    /// Windows closed and diagnosed.
     pub windows: u64,
     /// Times the clock stepped back (live sources only): windowing restarted from the new time.
     pub clock_steps_back: u64,
@@ -42,21 +48,26 @@ pub struct PipelineCounts {
 /// of work and gigabytes; no machine has more than 1,024 GPUs and MIG instances.
 pub const MAX_GPUS: usize = 1024;
 
+/// A GPU index beyond the most one pipeline follows.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("GPU {gpu}: more than {MAX_GPUS} distinct GPU indices; gpuslack follows at most {MAX_GPUS} GPUs and MIG instances")]
 pub struct TooManyGpus {
+    /// The index one too many.
     pub gpu: u32,
 }
 
 /// Why a sample was refused.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 pub enum PushError {
+    /// Older than its GPU's window in progress.
     #[error(transparent)]
     OutOfOrder(#[from] OutOfOrder),
+    /// A GPU index beyond [`MAX_GPUS`] distinct ones.
     #[error(transparent)]
     TooManyGpus(#[from] TooManyGpus),
 }
 
+/// Samples in, diagnosed windows out, one time slot (all GPUs) at a time.
 pub struct Pipeline {
     window_s: f64,
     /// A live clock may step back (NTP): restart the windows instead of refusing samples.
@@ -69,6 +80,8 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// Windows of `window_s` seconds, aligned to multiples of it in unix time, diagnosed by
+    /// `diagnoser`.
     pub fn new(window_s: f64, diagnoser: Diagnoser) -> Self {
         Pipeline {
             window_s,
@@ -100,14 +113,17 @@ impl Pipeline {
         self.pending.values().map(Vec::len).sum()
     }
 
+    /// What it has seen so far.
     pub fn counts(&self) -> PipelineCounts {
         self.counts
     }
 
+    /// The diagnosis, with each GPU's facts and profile.
     pub fn diagnoser(&self) -> &Diagnoser {
         &self.diagnoser
     }
 
+    /// The diagnosis, to set a GPU's facts or profile.
     pub fn diagnoser_mut(&mut self) -> &mut Diagnoser {
         &mut self.diagnoser
     }

@@ -348,11 +348,7 @@ fn drive<S: Source + ?Sized>(
     watch: &mut dyn FnMut(),
 ) -> Result<(), AgentError> {
     let deadline = run_for.map(|d| Instant::now() + d);
-    loop {
-        let samples = match source.next(stop, deadline)? {
-            Next::Samples(samples) => samples,
-            Next::End => break,
-        };
+    while let Next::Samples(samples) = source.next(stop, deadline)? {
         for sample in &samples {
             let reports = pipeline
                 .push(sample)

@@ -97,7 +97,7 @@ struct GpuReport {
 
 /// Collects reports as they stream, then renders them. Memory is bounded by the number of
 /// GPUs, not the length of the run: each phase keeps a thinned handful of windows, and at most
-/// [`MAX_PHASES`] phases are kept per GPU.
+/// `MAX_PHASES` phases are kept per GPU.
 #[derive(Debug, Default)]
 pub struct HumanReport {
     gpus: BTreeMap<u32, GpuReport>,

@@ -1,6 +1,8 @@
 //! `bench` and `calibrate`'s sampler: samples every GPU on a background thread while a workload runs, so its figures can be shown
 //! beside what the live source saw: GPU-Util, power, SM activity, clocks, throttling.
 
+#![warn(missing_docs)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -26,14 +28,23 @@ pub struct Sampler {
 /// Means of what the live source saw over a span of one GPU.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LiveSummary {
+    /// Samples in the span.
     pub samples: usize,
+    /// Mean GPU-Util (%).
     pub util_gpu_pct: Option<f64>,
+    /// Mean power (W).
     pub power_w: Option<f64>,
+    /// Mean SM activity (%, GPM).
     pub sm_active_pct: Option<f64>,
+    /// Mean tensor-pipe activity (%, GPM).
     pub tensor_pct: Option<f64>,
+    /// Mean DRAM bandwidth use (%, GPM).
     pub dram_pct: Option<f64>,
+    /// Mean PCIe receive rate (MiB/s, GPM).
     pub pcie_rx_mib_s: Option<f64>,
+    /// Mean SM clock (MHz).
     pub sm_mhz: Option<f64>,
+    /// Highest temperature (°C).
     pub temp_c_max: Option<f64>,
     /// Clock-event reasons seen in at least a quarter of the samples (GPU idle left out).
     pub throttle: Vec<&'static str>,

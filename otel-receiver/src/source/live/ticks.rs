@@ -2,6 +2,8 @@
 //! GPU added from the host, and the drift-free tick loop. Ticks are scheduled on an absolute
 //! grid so they do not drift; a tick that falls behind is skipped, never run in a burst.
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::path::PathBuf;

@@ -6,8 +6,10 @@
 //! through the parent's `nvmlGpmMigSampleGet`), which get indices after the physical GPUs.
 //!
 //! Here: opening NVML and its GPUs, and the device type. The rest by what it is about:
-//! [`ffi`] the calls made directly and GPM, [`mig`] MIG instances, [`events`] the Xid thread,
-//! [`fields`] how each field is read.
+//! `ffi` the calls made directly and GPM, `mig` MIG instances, `events` the Xid thread,
+//! `fields` how each field is read.
+
+#![warn(missing_docs)]
 
 mod events;
 mod ffi;
@@ -45,14 +47,19 @@ use crate::sample::{Metric, Sample};
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("the NVIDIA driver's NVML library (libnvidia-ml.so.1) could not be loaded: {0}; is the NVIDIA driver installed?")]
+    /// libnvidia-ml.so.1 cannot be loaded.
     NoLibrary(String),
     #[error("the NVIDIA driver is not loaded (NVML: {0}); check `nvidia-smi`")]
+    /// The kernel driver is not loaded.
     NoDriver(String),
     #[error("no permission to talk to the NVIDIA driver (NVML: {0}); run as a user with access to /dev/nvidia*")]
+    /// The user may not open /dev/nvidia*.
     NoPermission(String),
     #[error("NVML failed to start: {0}")]
+    /// Any other failure of nvmlInit.
     Other(String),
     #[error("NVML found no GPU on this machine")]
+    /// NVML started and found no GPU.
     NoGpu,
 }
 
@@ -64,6 +71,7 @@ pub struct NvmlBackend {
 }
 
 impl NvmlBackend {
+    /// Loads and starts NVML, with the calls made directly.
     pub fn open() -> Result<NvmlBackend, OpenError> {
         let nvml = Nvml::init().map_err(|e| match e {
             NvmlError::LibloadingError(inner) => OpenError::NoLibrary(inner.to_string()),
@@ -78,6 +86,7 @@ impl NvmlBackend {
         })
     }
 
+    /// The driver's version string.
     pub fn driver_version(&self) -> Option<String> {
         self.nvml.sys_driver_version().ok()
     }
@@ -139,6 +148,7 @@ enum Scope {
     },
 }
 
+/// One GPU or MIG instance as NVML reads it, for the live source.
 pub struct NvmlDevice {
     nvml: &'static Nvml,
     hot: HotCalls,
