@@ -5,7 +5,7 @@ use super::*;
 
 /// GPM metrics we read, and the trace metric each becomes. Graphics-engine activity is left out
 /// on purpose: computing it costs 1.4 ms of CPU on an H200, the other eleven together ~30 µs
-/// (scripts/device/gpm_cost.py), and SM activity says more.
+/// (measured once by scripts/device/gpm_cost.py, in git history), and SM activity says more.
 const GPM_METRICS: [(GpmMetricId, Metric); 11] = [
     (GpmMetricId::SmUtil, Metric::GpmSm),
     (GpmMetricId::SmOccupancy, Metric::GpmOcc),
