@@ -394,3 +394,154 @@ impl<S: Source + ?Sized> Source for Box<S> {
         (**self).usage()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::diagnosis::{Diagnoser, Thresholds};
+    use crate::stop::{channel_pair, StopCause};
+    use crate::{Metric, Sample};
+
+    /// A source of the test's own: an idle GPU at 10 Hz from t = 1000 s, `rows` rows (forever
+    /// when `None`), each row due at once.
+    struct Idle {
+        next_t: f64,
+        rows: Option<u32>,
+        out_of_order_at: Option<u32>,
+    }
+
+    impl Source for Idle {
+        fn facts(&self) -> TraceFacts {
+            TraceFacts::default()
+        }
+        fn next(
+            &mut self,
+            stop: &mut Stop,
+            deadline: Option<Instant>,
+        ) -> Result<Next, SourceError> {
+            if stop.requested() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(Next::End);
+            }
+            if let Some(n) = self.rows.as_mut() {
+                if *n == 0 {
+                    return Ok(Next::End);
+                }
+                *n -= 1;
+                if self.out_of_order_at == Some(*n) {
+                    self.next_t -= 10.0;
+                }
+            }
+            let t = self.next_t;
+            self.next_t += 0.1;
+            Ok(Next::Samples(vec![Sample::new(t, 0)
+                .with(Metric::PowerMw, 80_000.0)
+                .with(Metric::UtilGpu, 0.0)]))
+        }
+        fn announce(&self, _window_s: f64, _destinations: &str) {}
+        fn position(&self) -> Option<String> {
+            Some("idle:1".into())
+        }
+    }
+
+    /// Counts what the exporter seam hands over.
+    struct Count(Rc<RefCell<(u64, u64, bool)>>);
+
+    impl Exporter for Count {
+        fn window(
+            &mut self,
+            report: &WindowReport,
+            _facts: &DeviceFacts,
+            change: Option<&ClassChange>,
+            state: &ExportState,
+        ) {
+            let mut c = self.0.borrow_mut();
+            c.0 += 1;
+            c.1 += u64::from(change.is_some());
+            assert!(
+                state.get(report.stats.gpu).is_some(),
+                "the state has the window"
+            );
+        }
+        fn finish(&mut self, _timeout: Duration) {
+            self.0.borrow_mut().2 = true;
+        }
+    }
+
+    fn options(run_for: Option<Duration>) -> AgentOptions {
+        AgentOptions {
+            export: ExportConfig {
+                otlp: None,
+                otlp_disabled: false,
+                prometheus: None,
+                service_name: "test".into(),
+                resource_attributes: Vec::new(),
+            },
+            process_series: 1,
+            run_for,
+            linger: Duration::ZERO,
+            shutdown_timeout: Duration::from_secs(1),
+            usage: false,
+            say: |_| {},
+        }
+    }
+
+    fn pipeline(_: &TraceFacts) -> Result<Pipeline, std::convert::Infallible> {
+        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        Ok(Pipeline::new(2.0, diagnoser))
+    }
+
+    #[test]
+    fn every_window_reaches_an_exporter_and_the_delivery_counts() {
+        let counted = Rc::new(RefCell::new((0, 0, false)));
+        let agent = Agent::new(options(None)).with_exporter(Box::new(Count(counted.clone())));
+        let mut source = Idle {
+            next_t: 1000.0,
+            rows: Some(100),
+            out_of_order_at: None,
+        };
+        let outcome = agent
+            .run(&mut source, pipeline, &mut Stop::never())
+            .expect("runs");
+        let (windows, changes, finished) = *counted.borrow();
+        // 10 s of samples in 2 s windows, the last one finished at the end.
+        assert_eq!(windows, 5);
+        assert_eq!(outcome.counts.windows_produced, windows);
+        assert_eq!(changes, 1, "idle is announced once it has held");
+        assert!(finished);
+        assert_eq!(outcome.exit, Exit::Success);
+    }
+
+    #[test]
+    fn an_endless_source_ends_at_the_deadline_or_a_stop() {
+        let run = |run_for, stop: &mut Stop| {
+            let mut source = Idle {
+                next_t: 1000.0,
+                rows: None,
+                out_of_order_at: None,
+            };
+            Agent::new(options(run_for)).run(&mut source, pipeline, stop)
+        };
+        let outcome = run(Some(Duration::from_millis(50)), &mut Stop::never()).expect("ends");
+        assert_eq!(outcome.exit, Exit::Success);
+        let (handle, mut stop) = channel_pair();
+        handle.stop(StopCause::REQUESTED);
+        let outcome = run(None, &mut stop).expect("ends");
+        assert_eq!(outcome.counts.windows_produced, 0);
+    }
+
+    #[test]
+    fn a_refused_sample_is_an_error_naming_where_it_came_from() {
+        let mut source = Idle {
+            next_t: 1000.0,
+            rows: Some(50),
+            out_of_order_at: Some(10),
+        };
+        let e = Agent::new(options(None))
+            .run(&mut source, pipeline, &mut Stop::never())
+            .expect_err("refused");
+        assert!(e.to_string().starts_with("idle:1: GPU 0: sample at"), "{e}");
+    }
+}
