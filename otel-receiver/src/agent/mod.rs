@@ -188,7 +188,9 @@ impl Agent {
         self
     }
 
-    /// Opens a built-in source and runs it ([`Agent::run`]).
+    /// Opens a built-in source and runs it ([`Agent::run`]). The exporters start first, as
+    /// the agent's memory marks expect (NVML's share is measured from after them); a source
+    /// that cannot be opened is an error after the summary line.
     pub fn run_input<E>(
         self,
         input: &Input,
@@ -198,8 +200,7 @@ impl Agent {
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let mut source = input.open()?;
-        self.run(source.as_mut(), pipeline_for, stop)
+        self.run_opening(|| input.open(), pipeline_for, stop)
     }
 
     /// Runs `source` through the pipeline that `pipeline_for` builds from its facts, until it
@@ -215,12 +216,22 @@ impl Agent {
         S: Source + ?Sized,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        self.run_opening(|| Ok(source), pipeline_for, stop)
+    }
+
+    /// The run: exporters started, then the source opened and driven, then the flush.
+    fn run_opening<S, E>(
+        self,
+        open: impl FnOnce() -> Result<S, SourceError>,
+        pipeline_for: impl FnOnce(&TraceFacts) -> Result<Pipeline, E>,
+        stop: &mut Stop,
+    ) -> Result<Outcome, AgentError>
+    where
+        S: std::ops::DerefMut,
+        S::Target: Source,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let Agent { options, exporters } = self;
-        let mut pipeline =
-            pipeline_for(&source.facts()).map_err(|e| AgentError::Pipeline(Cause(e.into())))?;
-        if source.live_clock() {
-            pipeline = pipeline.tolerating_clock_steps();
-        }
         let config = &options.export;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -264,26 +275,35 @@ impl Agent {
             otlp,
             exporters,
         };
-        source.announce(pipeline.window_s(), &destinations(config));
-        let result = drive(
-            source,
-            &mut pipeline,
-            &mut publisher,
-            stop,
-            options.run_for,
-            &mut || {
-                if let Some(w) = warning.as_mut() {
-                    w.poll(&delivery);
-                }
-            },
-        );
+        let mut source = None;
+        let result = open().map_err(AgentError::from).and_then(|opened| {
+            let source = source.insert(opened);
+            let mut pipeline =
+                pipeline_for(&source.facts()).map_err(|e| AgentError::Pipeline(Cause(e.into())))?;
+            if source.live_clock() {
+                pipeline = pipeline.tolerating_clock_steps();
+            }
+            source.announce(pipeline.window_s(), &destinations(config));
+            drive(
+                &mut **source,
+                &mut pipeline,
+                &mut publisher,
+                stop,
+                options.run_for,
+                &mut || {
+                    if let Some(w) = warning.as_mut() {
+                        w.poll(&delivery);
+                    }
+                },
+            )
+        });
         // Measured before lingering and flushing: the cost of sampling, not of waiting.
-        let usage = if options.usage && result.is_ok() {
-            source.usage()
-        } else {
-            Vec::new()
+        let usage = match &source {
+            Some(source) if options.usage && result.is_ok() => source.usage(),
+            _ => Vec::new(),
         };
-        if source.finite() && config.prometheus.is_some() && !stop.requested() {
+        let finite = source.as_ref().is_some_and(|s| s.finite());
+        if finite && config.prometheus.is_some() && !stop.requested() {
             stop.wait(options.linger);
         }
         let say = options.say;
