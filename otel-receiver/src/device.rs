@@ -1,7 +1,7 @@
 //! What we know about a GPU beyond its samples: its model, its limits and its power baselines.
 //! The diagnosis reads power against these; a GPU's own calibrated profile beats the model's
 //! built-in one, which beats fractions of the TDP. What each class should draw is the
-//! diagnosis's to say (`diagnosis::expected_power_w`): this module knows no class.
+//! diagnosis's to say (`Class::expected_power_w`): this module knows no class.
 
 // Public items here are not all documented yet: the crate's `missing_docs` rule
 // (Cargo.toml's [workspace.lints]) is waived for this module until they are.

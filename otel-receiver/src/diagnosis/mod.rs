@@ -27,21 +27,6 @@ pub use thresholds::Thresholds;
 
 use crate::device::{DeviceFacts, PowerBaselines, PowerProfile};
 
-/// What a GPU with `profile` draws when it does what `class` says: the power a report sets
-/// beside the measured one. Here, not in `device`, because classes are the diagnosis's
-/// vocabulary; the profile only holds measured levels.
-pub fn expected_power_w(profile: &PowerProfile, class: Class) -> f64 {
-    match class {
-        Class::Idle => profile.idle_w,
-        Class::IdleHeld | Class::Hung => profile.held_idle_w,
-        Class::LaunchBound => profile.tiny_w,
-        Class::TransferBound => profile.pcie_w,
-        Class::MemoryBound => profile.memory_w,
-        Class::ComputeBound => profile.compute_tensor_w.max(profile.compute_fp32_w),
-        // Waiting and starved GPUs sit between held idle and real work; no single level.
-        Class::InputStarved | Class::SyncWait => profile.held_idle_w,
-    }
-}
 use crate::efficiency::effective_efficiency;
 use crate::sample::Metric;
 use crate::window::WindowStats;
@@ -280,7 +265,7 @@ impl Diagnoser {
         WindowReport {
             efficiency: effective_efficiency(signals.power_w, tdp_w, signals.sm_pct),
             calibrated_efficiency,
-            expected_power_w: profile.as_ref().map(|p| expected_power_w(p, class)),
+            expected_power_w: profile.as_ref().map(|p| class.expected_power_w(p)),
             profile_origin: profile.map(|p| p.origin),
             stats,
             signals,
