@@ -2,33 +2,12 @@
 //! errors for bad traces, and `diagnose` on a machine without a GPU.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn gpuslack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(args)
-        .output()
-        .expect("gpuslack runs")
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .join("samples.csv")
-        .display()
-        .to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{command as gpuslack, fixture_samples as fixture, stderr, stdout};
 
 /// Writes `text` into a fresh temporary file and returns its path.
 fn temp_trace(name: &str, text: &str) -> PathBuf {

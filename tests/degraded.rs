@@ -198,10 +198,12 @@ fn a_ten_minute_hang_with_outliers_reads_hung_on_both_ranks_to_its_end() {
     }
 }
 
-/// `gpuslack score --json`'s right windows per confidence, over every segment:
-/// (confidence, (right, windows)), and the share right counting a `low` verdict whose
-/// alternatives hold the truth.
-fn by_confidence(trace: &Path, labels: &Path) -> (Vec<(String, (u64, u64))>, f64) {
+/// Per confidence: (confidence, (right, windows)).
+type PerConfidence = Vec<(String, (u64, u64))>;
+
+/// `gpuslack score --json`'s right windows per confidence, over every segment, and the share
+/// right counting a `low` verdict whose alternatives hold the truth.
+fn by_confidence(trace: &Path, labels: &Path) -> (PerConfidence, f64) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
         .arg("score")
         .arg(trace)

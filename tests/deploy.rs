@@ -16,15 +16,10 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{free_port, prometheus_query, repo, serve_replay, start_prometheus, temp_dir, tool};
+use common::{
+    free_port, prometheus_query, promtool, repo, serve_replay, start_prometheus, temp_dir, tool,
+};
 use serde_json::Value;
-
-fn promtool() -> String {
-    std::path::Path::new(&tool("GPUSLACK_PROMETHEUS"))
-        .with_file_name("promtool")
-        .display()
-        .to_string()
-}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

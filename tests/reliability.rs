@@ -453,7 +453,8 @@ fn endpoints_and_durations_are_checked_from_every_origin() {
     // naming the variable, with the default used (the OpenTelemetry specification's rule): the
     // run goes on and ends (3: the closed port took nothing), where a timeout of u64::MAX ms
     // used to let a hung collector silence it. The file's and the flags' are errors.
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str, i32)> = vec![
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str, i32);
+    let cases: Vec<Case> = vec![
         (
             replay.clone(),
             vec![

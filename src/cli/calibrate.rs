@@ -19,8 +19,8 @@ use gpuslack_calibration::{report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
 use super::files;
-use super::sampler::Sampler;
 use super::EXIT_NO_GPU;
+use gpuslack_receiver::source::live::background::Sampler;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

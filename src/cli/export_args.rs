@@ -31,6 +31,7 @@ pub struct ExportArgs {
     /// gzip or none.
     #[arg(long, value_name = "C")]
     pub otlp_compression: Option<String>,
+    /// How long one export may take before it counts as failed.
     #[arg(long, value_name = "MS")]
     pub otlp_timeout_ms: Option<u64>,
     /// How often metrics are exported.
@@ -55,6 +56,7 @@ pub struct ExportArgs {
     /// Serve Prometheus text at ADDR/metrics (e.g. 127.0.0.1:9464; a bare port means loopback).
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<String>,
+    /// The `service.name` resource attribute on everything exported [default: gpuslack].
     #[arg(long)]
     pub service_name: Option<String>,
     /// Per-process series kept per GPU: its N processes with the largest SM share (0 for none).

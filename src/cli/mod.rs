@@ -49,7 +49,6 @@ mod live;
 mod record;
 mod replay;
 mod run;
-mod sampler;
 mod score;
 mod shutdown;
 

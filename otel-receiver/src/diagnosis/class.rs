@@ -2,6 +2,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::device::PowerProfile;
+
 /// The fixed vocabulary of verdicts (the README's table; docs/DIAGNOSIS.md). Output, tests and
 /// exporters use these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -61,6 +63,22 @@ impl Class {
     /// Whether this class means the GPU does useful work at its hardware's pace.
     pub fn is_healthy(self) -> bool {
         matches!(self, Class::ComputeBound | Class::MemoryBound | Class::Idle)
+    }
+
+    /// What a GPU with `profile` draws when it does what this class says: the power a report
+    /// sets beside the measured one. Here, not in `device`, because classes are the
+    /// diagnosis's vocabulary; the profile only holds measured levels.
+    pub fn expected_power_w(self, profile: &PowerProfile) -> f64 {
+        match self {
+            Class::Idle => profile.idle_w,
+            Class::IdleHeld | Class::Hung => profile.held_idle_w,
+            Class::LaunchBound => profile.tiny_w,
+            Class::TransferBound => profile.pcie_w,
+            Class::MemoryBound => profile.memory_w,
+            Class::ComputeBound => profile.compute_tensor_w.max(profile.compute_fp32_w),
+            // Waiting and starved GPUs sit between held idle and real work; no single level.
+            Class::InputStarved | Class::SyncWait => profile.held_idle_w,
+        }
     }
 
     /// What to do about it, in the article's terms.

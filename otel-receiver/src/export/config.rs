@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use super::delivery::Signal;
 pub use super::endpoint::Endpoint;
+pub use super::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -38,25 +39,6 @@ pub enum Preset {
     DatadogAgent,
     /// Honeycomb over gRPC with `x-honeycomb-team` and `x-honeycomb-dataset`.
     Honeycomb,
-}
-
-/// A value that must not be shown: `Debug` and `Display` print `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

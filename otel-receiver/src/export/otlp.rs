@@ -19,10 +19,11 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
-use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
+use super::catalogue::{self, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, SignalConfig, Temporality};
 use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
 use super::http_client::{no_redirects, OtlpHttpClient};
+use super::points::{agent_points, gpu_attributes};
 use super::queue::{Batch, SendQueue};
 use super::sender::{Backoff, Control, GrpcTransport, HttpTransport, Outcome, Sender, Transport};
 use super::split;
@@ -569,7 +570,7 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
         let observe = move |def: MetricDef, record: &dyn Fn(f64, &[KeyValue])| {
             let Ok(state) = state.read() else { return };
             if agent {
-                for p in catalogue::agent_points(&state.delivery().counts()) {
+                for p in agent_points(&state.delivery().counts()) {
                     if p.def == def {
                         record(p.value, &key_values(&p.attributes));
                     }

@@ -44,6 +44,7 @@ use tokio::net::TcpListener;
 use super::catalogue::{self, Kind, MetricDef};
 use super::config::ExportConfig;
 use super::connections::Connections;
+use super::points::agent_points;
 use super::prometheus_labels::label_set;
 use super::state::ExportState;
 
@@ -204,7 +205,7 @@ pub fn render(state: &ExportState, config: &ExportConfig, format: Format) -> Str
         "target_info{} 1",
         label_set(resource.iter().map(|(k, v)| (k.as_str(), v.as_str())), &[])
     );
-    let agent = catalogue::agent_points(&state.delivery().counts());
+    let agent = agent_points(&state.delivery().counts());
     let points = state.points();
     for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
         let name = prometheus_name(&def);

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::catalogue::{self, owner_attributes, Attributes, Point};
 use super::delivery::Delivery;
+use super::point::{owner_attributes, Attributes, Point};
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, Spent, WindowReport};
 use crate::sample::Metric;
@@ -371,20 +371,9 @@ impl ExportState {
         self.gpus.values()
     }
 
-    /// Every point of every GPU (`catalogue::points`), made once per window.
-    pub fn points(&self) -> Arc<Vec<Point>> {
-        let make = || -> Arc<Vec<Point>> {
-            Arc::new(
-                self.gpus()
-                    .flat_map(|view| catalogue::points(view, self.top_processes))
-                    .collect(),
-            )
-        };
-        // A poisoned cache only means a panic elsewhere mid-fill: make the points afresh.
-        let Ok(mut cached) = self.points.lock() else {
-            return make();
-        };
-        cached.get_or_insert_with(make).clone()
+    /// The cache of [`ExportState::points`] (`export/points.rs`), emptied by each window.
+    pub(super) fn points_cache(&self) -> &std::sync::Mutex<Option<Arc<Vec<Point>>>> {
+        &self.points
     }
 
     pub fn get(&self, gpu: u32) -> Option<&GpuView> {

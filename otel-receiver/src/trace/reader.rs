@@ -66,7 +66,7 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 const KNOWN_EXTRAS: [&str; 1] = ["call_us"];
 
 /// Streams [`Sample`]s out of a trace, one row at a time: memory stays flat however long the
-/// trace, and however long a line (at most [`MAX_LINE_BYTES`]). Unknown columns are ignored, as
+/// trace, and however long a line (at most `MAX_LINE_BYTES`). Unknown columns are ignored, as
 /// the format says, with one warning naming them: a typo (`powr_mw`) must not pass for a
 /// column that was never sampled.
 pub struct TraceReader<R: Read> {

@@ -1,19 +1,23 @@
-//! Samples every GPU on a background thread while a workload runs, so its figures can be shown
+//! `bench` and `calibrate`'s sampler: samples every GPU on a background thread while a workload runs, so its figures can be shown
 //! beside what the live source saw: GPU-Util, power, SM activity, clocks, throttling.
+
+#![warn(missing_docs)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpuslack_receiver::device::DeviceFacts;
-use gpuslack_receiver::source::live::Cadence;
-use gpuslack_receiver::window::ClockReasonCounts;
-use gpuslack_receiver::{Metric, Sample};
 use serde::Serialize;
 
-use super::live;
+use super::ticks::open_nvml;
+use super::Cadence;
+use crate::device::DeviceFacts;
+use crate::usage::unix_now;
+use crate::window::ClockReasonCounts;
+use crate::{Metric, Sample};
 
+/// A live source sampling on a thread of its own; stops when dropped.
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Vec<Sample>>>,
@@ -24,14 +28,23 @@ pub struct Sampler {
 /// Means of what the live source saw over a span of one GPU.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LiveSummary {
+    /// Samples in the span.
     pub samples: usize,
+    /// Mean GPU-Util (%).
     pub util_gpu_pct: Option<f64>,
+    /// Mean power (W).
     pub power_w: Option<f64>,
+    /// Mean SM activity (%, GPM).
     pub sm_active_pct: Option<f64>,
+    /// Mean tensor-pipe activity (%, GPM).
     pub tensor_pct: Option<f64>,
+    /// Mean DRAM bandwidth use (%, GPM).
     pub dram_pct: Option<f64>,
+    /// Mean PCIe receive rate (MiB/s, GPM).
     pub pcie_rx_mib_s: Option<f64>,
+    /// Mean SM clock (MHz).
     pub sm_mhz: Option<f64>,
+    /// Highest temperature (°C).
     pub temp_c_max: Option<f64>,
     /// Clock-event reasons seen in at least a quarter of the samples (GPU idle left out).
     pub throttle: Vec<&'static str>,
@@ -41,11 +54,7 @@ impl Sampler {
     /// Starts sampling at 100 ms, GPM left out if `no_gpm`; `None` (with the reason logged)
     /// where NVML is not available.
     pub fn start(no_gpm: bool) -> Option<Sampler> {
-        let sampling = live::Sampling {
-            cadence: Cadence::every(Duration::from_millis(100)),
-            no_gpm,
-        };
-        let mut source = match live::open(sampling) {
+        let mut source = match open_nvml(Cadence::every(Duration::from_millis(100)), no_gpm) {
             Ok(source) => source,
             Err(e) => {
                 tracing::warn!(error = %e, "no live readings beside the benchmark figures");
@@ -60,7 +69,7 @@ impl Sampler {
             std::thread::spawn(move || {
                 let tick = Duration::from_millis(100);
                 while !stop.load(Ordering::Relaxed) {
-                    let batch = source.sample(live::unix_now);
+                    let batch = source.sample(unix_now);
                     if let Ok(mut all) = samples.lock() {
                         all.extend(batch);
                     }

@@ -1,19 +1,14 @@
 //! The diagnosis on recorded real traces (tests/fixtures, recorded on H200s with NVML + GPM):
 //! the labelled score, and each class on the fixture windows that show it.
 
-use std::path::{Path, PathBuf};
-
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::score::{Labels, Score, Scorer};
-use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 use gpuslack_receiver::{Class, Diagnoser, Pipeline, Thresholds, WindowReport};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+mod common;
+use common::fixture_dir as fixture;
 
 fn run(name: &str, window_s: f64) -> (Vec<WindowReport>, Labels) {
     run_with_facts(name, window_s, |_| {})
