@@ -44,7 +44,7 @@ pub struct ExportArgs {
     /// What the sending queue keeps while the collector is away, in MiB (default 64).
     #[arg(long, value_name = "MIB")]
     pub otlp_queue_mib: Option<usize>,
-    /// cumulative or delta (Datadog wants delta).
+    /// cumulative, delta (Datadog wants delta) or lowmemory.
     #[arg(long)]
     pub temporality: Option<String>,
     /// datadog, datadog-agent or honeycomb.
@@ -162,7 +162,8 @@ impl ExportArgs {
         }
         if let Some(t) = &self.temporality {
             layer.temporality = Some(
-                parse_temporality(t).ok_or_else(|| bad("temporality", t, "cumulative or delta"))?,
+                parse_temporality(t)
+                    .ok_or_else(|| bad("temporality", t, "cumulative, delta or lowmemory"))?,
             );
         }
         if let Some(p) = &self.preset {

@@ -624,10 +624,14 @@ fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
             layer.interval = Some(millis(ORIGIN, "otlp.interval_ms", &ms.to_string())?);
         }
         if let Some(t) = o.temporality {
-            layer.temporality =
-                Some(parse_temporality(&t).ok_or_else(|| {
-                    invalid(ORIGIN, "otlp.temporality", &t, "cumulative or delta")
-                })?);
+            layer.temporality = Some(parse_temporality(&t).ok_or_else(|| {
+                invalid(
+                    ORIGIN,
+                    "otlp.temporality",
+                    &t,
+                    "cumulative, delta or lowmemory",
+                )
+            })?);
         }
         layer.logs = o.logs;
         if let Some(bytes) = o.max_request_bytes {
