@@ -290,7 +290,10 @@ impl Accumulator {
 
     fn add(&mut self, s: &Sample) {
         let cleaned;
-        let s = if s.has_stale_gpm() {
+        // A stale pair reads SM activity 0 without DRAM: most samples are told apart by that
+        // before the whole GPM set is looked at.
+        let maybe_stale = s.get(Metric::GpmSm) == Some(0.0) && s.get(Metric::GpmDram).is_none();
+        let s = if maybe_stale && s.has_stale_gpm() {
             self.stale_gpm += 1;
             let mut copy = s.clone();
             copy.clear_gpm();
@@ -302,10 +305,9 @@ impl Accumulator {
         self.samples += 1;
         self.first_t = self.first_t.min(s.t);
         self.last_t = self.last_t.max(s.t);
-        for metric in Metric::ALL {
-            if let Some(v) = s.get(metric) {
-                self.metrics[metric as usize].add(v);
-            }
+        // Only the metrics the sample has: a trace's 20 columns, not all 52.
+        for (metric, v) in s.metrics() {
+            self.metrics[metric as usize].add(v);
         }
         for (thinned, metric) in self.thinned.iter_mut().zip(ROBUST_METRICS) {
             if let Some(v) = s.get(metric) {
