@@ -135,6 +135,11 @@ impl Pipeline {
                 windower: GpuWindower::new(sample.gpu, window_s),
                 last_t: None,
             });
+        if state.windower.add_to_current(sample) {
+            self.counts.samples += 1;
+            state.last_t = Some(sample.t);
+            return Ok(Vec::new());
+        }
         let was = state.windower.current_index();
         let closed = match state.windower.push(sample) {
             Ok(closed) => closed,

@@ -81,7 +81,8 @@ enum Column {
     ClkReasons,
     Processes,
     Pods,
-    Metric(Metric),
+    /// A metric, and whether it is a percentage (bounded): looked up once, not per cell.
+    Metric(Metric, bool),
     Ignored,
 }
 
@@ -96,13 +97,13 @@ const KNOWN_EXTRAS: [&str; 1] = ["call_us"];
 
 /// Bytes of whole records per chunk: large enough that the per-chunk costs (a channel send, an
 /// allocation) vanish per row, small enough that the chunks in flight stay a few MiB.
-const CHUNK_BYTES: usize = 256 * 1024;
+const CHUNK_BYTES: usize = 128 * 1024;
 
 /// Bytes asked of the input per read.
-const READ_BYTES: usize = 256 * 1024;
+const READ_BYTES: usize = 128 * 1024;
 
 /// Chunks parsed or being parsed ahead of the pipeline, whatever the number of threads: this
-/// bounds the reader's memory (about 2 MiB of text and 1.5 MiB of parsed rows).
+/// bounds the reader's memory (about 1 MiB of text and 3 MiB of parsed rows).
 const CHUNKS_IN_FLIGHT: usize = 8;
 
 /// A regular file smaller than this is parsed on the caller's thread: the threads would cost
@@ -247,7 +248,8 @@ impl<R: Read> TraceReader<R> {
                 "clk_reasons" => Column::ClkReasons,
                 "processes" => Column::Processes,
                 "pods" => Column::Pods,
-                other => Metric::from_column(other).map_or(Column::Ignored, Column::Metric),
+                other => Metric::from_column(other)
+                    .map_or(Column::Ignored, |m| Column::Metric(m, m.is_percent())),
             });
         }
         if !columns.iter().any(|c| matches!(c, Column::Time)) {
@@ -968,7 +970,7 @@ fn parse_row(
                 })?;
                 row.pods = Some(Arc::new(list));
             }
-            Column::Metric(metric) => {
+            Column::Metric(metric, percent) => {
                 let v = parse_number(cell)
                     .ok_or_else(|| bad(layout, line, metric.column(), cell, "not a number"))?;
                 if v < 0.0 {
@@ -980,7 +982,7 @@ fn parse_row(
                         "must not be negative",
                     ));
                 }
-                if metric.is_percent() && v > 100.5 {
+                if percent && v > 100.5 {
                     return Err(bad(
                         layout,
                         line,
@@ -1027,8 +1029,9 @@ const POW10: [f64; 23] = [
 /// the quotient is the correctly rounded value, bit for bit what `str::parse` gives (Clinger's
 /// fast path). Anything else (exponents, signs, 17 digits) goes to `str::parse`.
 fn parse_number(cell: &[u8]) -> Option<f64> {
-    // 19 digits and a point at most: the mantissa cannot overflow.
-    if cell.len() > 20 {
+    // At most 19 digits after the leading zeros (`0.000…`): the mantissa cannot overflow.
+    let leading = cell.iter().take_while(|&&c| c == b'0' || c == b'.').count();
+    if cell.len() - leading > 19 {
         return parse_number_slow(cell);
     }
     let mut mantissa: u64 = 0;
