@@ -281,7 +281,7 @@ impl Accumulator {
             last_mem,
             mem_swing: None,
             clock_reasons: ClockReasonCounts::default(),
-            thinned: std::array::from_fn(|_| Thinned::new(ROBUST_CAPACITY)),
+            thinned: std::array::from_fn(|_| Thinned::preallocated(ROBUST_CAPACITY)),
             stale_gpm: 0,
             processes: None,
             pods: None,
