@@ -134,7 +134,8 @@ struct Row {
 /// A chunk's rows (or the errors in their place), in order.
 #[derive(Debug, Default)]
 struct Batch {
-    rows: Vec<Result<Row, Box<TraceError>>>,
+    /// Each error with the line it names (what [`TraceReader::line`] says after it).
+    rows: Vec<Result<Row, (u64, Box<TraceError>)>>,
     values: Vec<(Metric, f64)>,
     /// The input failed after these rows (a read error, an over-long line): nothing follows.
     fatal: bool,
@@ -160,7 +161,7 @@ pub struct TraceReader<R: Read> {
     ignored: Vec<String>,
     source: Source<R>,
     /// The rows of the batch being handed out, and their metrics.
-    rows: std::vec::IntoIter<Result<Row, Box<TraceError>>>,
+    rows: std::vec::IntoIter<Result<Row, (u64, Box<TraceError>)>>,
     values: Vec<(Metric, f64)>,
     /// Nothing follows the batch being handed out (the input failed).
     fatal: bool,
@@ -315,7 +316,7 @@ impl<R: Read> TraceReader<R> {
                 Ok(Some(chunk)) => Some(parse_chunk(&self.layout, &chunk.bytes, chunk.first_line)),
                 Ok(None) => None,
                 Err(e) => Some(Batch {
-                    rows: vec![Err(Box::new(e))],
+                    rows: vec![Err((error_line(&e), Box::new(e)))],
                     values: Vec::new(),
                     fatal: true,
                 }),
@@ -359,7 +360,10 @@ impl<R: Read> Iterator for TraceReader<R> {
                     }
                     return out;
                 }
-                Some(Err(e)) => return Some(Err(*e)),
+                Some(Err((line, e))) => {
+                    self.line = line;
+                    return Some(Err(*e));
+                }
                 None => {}
             }
             if self.fatal {
@@ -747,6 +751,21 @@ fn scan_quoted(b: &[u8], pos: usize, eof: bool, cells: &mut Cells, collect: bool
     }
 }
 
+/// The line an error names (0 for those about the whole file).
+fn error_line(e: &TraceError) -> u64 {
+    match e {
+        TraceError::Csv { line, .. }
+        | TraceError::Read { line, .. }
+        | TraceError::Ragged { line, .. }
+        | TraceError::LineTooLong { line, .. }
+        | TraceError::BadValue { line, .. } => *line,
+        TraceError::Open { .. }
+        | TraceError::Empty { .. }
+        | TraceError::NoTimeColumn { .. }
+        | TraceError::DuplicateColumn { .. } => 0,
+    }
+}
+
 /// Trims ASCII whitespace, as every cell and header name is.
 fn trim(cell: &[u8]) -> &[u8] {
     cell.trim_ascii()
@@ -830,12 +849,16 @@ fn parse_chunk(layout: &Layout, b: &[u8], first_line: u64) -> Batch {
         };
         if ranges.len() != layout.columns.len() {
             // Named by the row's last line, as a ragged row always was.
-            batch.rows.push(Err(Box::new(TraceError::Ragged {
-                path: layout.path.clone(),
-                line: line - u64::from(lines > 0),
-                found: ranges.len(),
-                expected: layout.columns.len(),
-            })));
+            let last = line - u64::from(lines > 0);
+            batch.rows.push(Err((
+                last,
+                Box::new(TraceError::Ragged {
+                    path: layout.path.clone(),
+                    line: last,
+                    found: ranges.len(),
+                    expected: layout.columns.len(),
+                }),
+            )));
             continue;
         }
         let first_value = batch.values.len();
@@ -846,7 +869,7 @@ fn parse_chunk(layout: &Layout, b: &[u8], first_line: u64) -> Batch {
             }
             Err(e) => {
                 batch.values.truncate(first_value);
-                batch.rows.push(Err(Box::new(e)));
+                batch.rows.push(Err((row_line, Box::new(e))));
             }
         }
     }
@@ -1119,7 +1142,7 @@ impl Parallel {
                 let batch = match chunk {
                     Ok(chunk) => parse_chunk(&layout, &chunk.bytes, chunk.first_line),
                     Err(e) => Batch {
-                        rows: vec![Err(Box::new(e))],
+                        rows: vec![Err((error_line(&e), Box::new(e)))],
                         values: Vec::new(),
                         fatal: true,
                     },
@@ -1367,5 +1390,136 @@ mod tests {
         let known =
             TraceReader::new("t.csv".into(), "t,call_us\n1.0,3\n".as_bytes()).expect("header");
         assert!(known.ignored_columns().is_empty());
+    }
+
+    #[test]
+    fn the_fast_number_path_is_bit_for_bit_str_parse() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..200_000 {
+            let v = f64::from_bits(next() % 0x4340_0000_0000_0000);
+            let text = match i % 4 {
+                0 => format!("{v}"),
+                1 => format!("{:.*}", (next() % 12) as usize, v.min(1e12)),
+                2 => format!(
+                    "0.{:0>width$}",
+                    next() % 10_000_000_000_000_000,
+                    width = (next() % 22) as usize
+                ),
+                _ => format!("{}", next() % (1 << 60)),
+            };
+            let want = text.parse::<f64>().ok().filter(|v| v.is_finite());
+            let got = parse_number(text.as_bytes());
+            assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{text}");
+        }
+        for odd in [
+            "5.",
+            ".5",
+            ".",
+            "",
+            "+1",
+            "-0",
+            "1e5",
+            "1.2.3",
+            "00012.5000",
+            "inf",
+            "NaN",
+        ] {
+            let want = odd.parse::<f64>().ok().filter(|v| v.is_finite());
+            assert_eq!(
+                parse_number(odd.as_bytes()).map(f64::to_bits),
+                want.map(f64::to_bits),
+                "{odd}"
+            );
+        }
+    }
+
+    /// A trace of several chunks: quoted JSON cells across lines and chunk ends, CRLF and CR
+    /// line ends, comments, a bad cell near the end.
+    fn long_trace() -> String {
+        let mut text = String::from("t,gpu,power_mw,processes,gpm_sm\r\n# recorded by a test\r\n");
+        for i in 0..30_000u32 {
+            let t = 1_796_025_905.0 + f64::from(i) * 0.1;
+            let end = if i % 7 == 0 { "\r" } else { "\r\n" };
+            if i % 50 == 0 {
+                text.push_str(&format!(
+                    "{t:.4},{},{},\"[{{\"\"pid\"\":\r\n{i}}}]\",{}.25{end}",
+                    i % 8,
+                    80_000 + i,
+                    i % 100
+                ));
+            } else {
+                text.push_str(&format!(
+                    "{t:.4},{},{},,0.{:0>16}{end}",
+                    i % 8,
+                    80_000 + i,
+                    i
+                ));
+            }
+            if i % 1000 == 999 {
+                text.push_str("# a comment line\n\n");
+            }
+        }
+        text.push_str("1796030000.0,0,x,,\n1796030000.1,0,5,,\n");
+        text
+    }
+
+    fn outcomes<R: Read>(reader: TraceReader<R>) -> Vec<(u64, Result<Sample, String>)> {
+        let mut reader = reader;
+        let mut out = Vec::new();
+        while let Some(row) = reader.next() {
+            out.push((reader.line(), row.map_err(|e| e.to_string())));
+        }
+        out
+    }
+
+    #[test]
+    fn a_trace_parsed_on_threads_reads_as_on_one() {
+        let text = long_trace();
+        assert!(
+            text.len() > 3 * CHUNK_BYTES,
+            "{} bytes: several chunks",
+            text.len()
+        );
+        let one = outcomes(TraceReader::new("t.csv".into(), text.as_bytes()).expect("header"));
+        let dir = std::env::temp_dir().join(format!("gpuslack-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("long.csv");
+        std::fs::write(&path, &text).expect("write");
+        for threads in [2, 3, 5] {
+            let file = File::open(&path).expect("open");
+            let reader = TraceReader::new("t.csv".into(), BufReader::new(file))
+                .expect("header")
+                .parallel(threads);
+            assert!(matches!(reader.source, Source::Parallel(_)));
+            assert_eq!(outcomes(reader), one, "{threads} threads");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        // What was read: every row, the quoted cells whole, the bad cell by its line.
+        assert_eq!(one.len(), 30_002);
+        let with_list = one[50].1.as_ref().expect("row 50");
+        assert_eq!(with_list.processes.as_ref().map(|p| p[0].pid), Some(50));
+        assert_eq!(with_list.get(Metric::GpmSm), Some(50.25));
+        assert_eq!(
+            one[1].1.as_ref().expect("row 1").get(Metric::GpmSm),
+            Some(1e-16)
+        );
+        // Header, comment, 30,000 rows of which 600 span two lines, 30 comments and 30 blanks.
+        let bad_line = 2 + 30_000 + 600 + 60 + 1;
+        assert_eq!(one[30_000].0, bad_line as u64, "the line an error names");
+        assert_eq!(
+            one[30_000].1.as_ref().err().map(String::as_str),
+            Some(format!("t.csv:{bad_line}: column `power_mw`: not a number: \"x\"").as_str())
+        );
+        assert_eq!(
+            one[30_001].0,
+            bad_line as u64 + 1,
+            "rows after an error still come"
+        );
     }
 }
