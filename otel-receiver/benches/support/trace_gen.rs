@@ -32,7 +32,7 @@ pub fn write_trace(out: &mut impl Write, gpus: u32, seconds: u32) -> io::Result<
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     writeln!(out, "{HEADER}")?;
     let mut energy: Vec<f64> = (0..gpus).map(|g| 1.0e8 + f64::from(g) * 1.0e6).collect();
-    let start = 1_796_025_905.0759_f64;
+    let start = 1_796_025_905.075_9_f64;
     let mut rows = 0;
     let mut line = String::with_capacity(256);
     for tick in 0..seconds * 10 {
@@ -100,7 +100,8 @@ pub fn write_trace(out: &mut impl Write, gpus: u32, seconds: u32) -> io::Result<
     Ok(rows)
 }
 
-/// The trace in memory.
+/// The trace in memory (the example writes to a file instead).
+#[allow(dead_code)]
 pub fn trace_bytes(gpus: u32, seconds: u32) -> (Vec<u8>, u64) {
     let mut bytes = Vec::new();
     // Writing to a Vec cannot fail.
