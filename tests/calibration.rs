@@ -2,11 +2,13 @@
 //! runs after its workloads), the profile file, the report, and the command line.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use gpuslack_calibration::session::from_recording;
 use gpuslack_calibration::{report, ProfileFile};
 use gpuslack_receiver::Class;
+
+mod common;
+use common::command as gpuslack;
 
 fn reference() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-reference")
@@ -172,13 +174,6 @@ fn the_report_plots_power_util_and_sm_with_the_workload_bands() {
         c.nvml_validations.get(&0),
     );
     assert!(text.contains("memory-bound") && text.contains("0.6 rule"));
-}
-
-fn gpuslack(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(args)
-        .output()
-        .expect("runs")
 }
 
 #[test]

@@ -2,33 +2,12 @@
 //! errors for bad traces, and `diagnose` on a machine without a GPU.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn gpuslack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(args)
-        .output()
-        .expect("gpuslack runs")
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .join("samples.csv")
-        .display()
-        .to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{command as gpuslack, fixture_samples as fixture, stderr, stdout};
 
 /// Writes `text` into a fresh temporary file and returns its path.
 fn temp_trace(name: &str, text: &str) -> PathBuf {
@@ -463,12 +442,13 @@ fn every_numeric_flag_refuses_nan_and_infinity_as_a_usage_error() {
 
 #[test]
 fn diagnose_without_a_gpu_says_so_and_shows_the_bundled_recording() {
-    let out = gpuslack(&["diagnose", "--seconds", "1"]);
+    let out = gpuslack(&["diagnose", "--seconds", "1", "--detail"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("no NVIDIA GPU or driver was found"), "{err}");
     let report = stdout(&out);
-    assert!(report.starts_with("gpuslack diagnose — RECORDED TRACE, not this machine's GPUs"));
+    assert!(report.starts_with("gpuslack diagnose — BUNDLED RECORDING, not this machine's GPUs"));
+    assert!(report.contains("\nBottom line: "), "{report}");
     assert!(report.contains("GPU 0 · NVIDIA H200 · TDP 700 W"));
     for verdict in [
         "LAUNCH_BOUND",
@@ -491,6 +471,7 @@ fn diagnose_a_two_gpu_trace() {
         &fixture("h200x2-scenarios"),
         "--tdp-w",
         "700",
+        "--detail",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report = stdout(&out);
@@ -584,7 +565,12 @@ fn a_mig_instance_is_diagnosed_from_its_own_evidence_and_named_as_such() {
                      "1": {"name": "NVIDIA H200 MIG 7g.141gb", "mig_parent_gpu": 0}}}"#,
     )
     .expect("facts");
-    let out = gpuslack(&["diagnose", "--trace", &path.display().to_string()]);
+    let out = gpuslack(&[
+        "diagnose",
+        "--trace",
+        &path.display().to_string(),
+        "--detail",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report = stdout(&out);
     let instance = report

@@ -3,7 +3,10 @@
 //! what `gpuslack run --replay` serves on /metrics and against a real Prometheus, which must
 //! accept it; the Datadog dashboard and monitors against the OTLP catalogue; the systemd unit
 //! with `systemd-analyze verify`; the Kubernetes manifests parsed and checked for what a
-//! DaemonSet needs (tests/support/check_manifests.py); the container build file.
+//! DaemonSet needs (tests/support/check_manifests.py), and the agent run as the shipped
+//! DaemonSet would run it; the container build file, its `.dockerignore` and build script; the
+//! collector config. Every Grafana panel must return data from a real Prometheus scraping
+//! `gpuslack run --replay`.
 //!
 //! `scripts/test.sh` installs Prometheus (with promtool), systemd-analyze and PyYAML.
 
@@ -13,15 +16,10 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{free_port, prometheus_query, repo, serve_replay, start_prometheus, temp_dir, tool};
+use common::{
+    free_port, prometheus_query, promtool, repo, serve_replay, start_prometheus, temp_dir, tool,
+};
 use serde_json::Value;
-
-fn promtool() -> String {
-    std::path::Path::new(&tool("GPUSLACK_PROMETHEUS"))
-        .with_file_name("promtool")
-        .display()
-        .to_string()
-}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -42,13 +40,55 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
             .args(["check", "rules", "gpuslack-rules.yml"])
             .current_dir(&dir),
     );
-    assert!(check.contains("SUCCESS: 12 rules found"), "{check}");
+    assert!(check.contains("SUCCESS: 14 rules found"), "{check}");
     let test = run_ok(
         Command::new(promtool())
             .args(["test", "rules", "gpuslack-rules.test.yml"])
             .current_dir(&dir),
     );
     assert!(test.contains("SUCCESS"), "{test}");
+}
+
+/// The example scrape job is named as the agent alerts select it (`up{job="gpuslack"}`),
+/// keeps the DaemonSet's pods on their `metrics` port, and passes `promtool check config`
+/// (with static targets in place of the Kubernetes discovery, which Debian's promtool lacks).
+#[test]
+fn the_example_scrape_job_is_the_job_the_agent_alerts_select() {
+    let text = std::fs::read_to_string(repo("deploy/prometheus/prometheus.yml")).expect("config");
+    let jobs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- job_name: "))
+        .collect();
+    assert_eq!(jobs, ["gpuslack"], "{text}");
+    let rules =
+        std::fs::read_to_string(repo("deploy/prometheus/gpuslack-rules.yml")).expect("rules");
+    assert!(
+        rules.contains("up{job=\"gpuslack\"} == 0")
+            && rules.contains("absent(up{job=\"gpuslack\"})")
+    );
+    assert!(text.contains("regex: gpuslack") && text.contains("regex: metrics"));
+    let sd = "    kubernetes_sd_configs:\n      - role: pod\n        namespaces: { names: [gpuslack] }\n";
+    assert!(text.contains(sd), "the pod discovery");
+    let dir = temp_dir("scrape-config");
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        text.replace(
+            sd,
+            "    static_configs: [{ targets: ['127.0.0.1:9464'] }]\n",
+        ),
+    )
+    .expect("config");
+    std::fs::copy(
+        repo("deploy/prometheus/gpuslack-rules.yml"),
+        dir.join("gpuslack-rules.yml"),
+    )
+    .expect("rules");
+    let out = run_ok(
+        Command::new(promtool())
+            .args(["check", "config", "prometheus.yml"])
+            .current_dir(&dir),
+    );
+    assert!(out.contains("SUCCESS"), "{out}");
 }
 
 /// The metric names a PromQL expression reads: identifiers outside label matchers and outside
@@ -149,18 +189,72 @@ fn rule_queries() -> Vec<(String, String)> {
             out.push((name.clone(), expr.to_string()));
         }
     }
-    assert_eq!(out.len(), 12, "{out:?}");
+    assert_eq!(out.len(), 14, "{out:?}");
     out
 }
 
+/// The GPU-health recording as a pod on a GPU with a troubled history would give it: the
+/// kubelet's pod on every row (the `pods` column `record` writes from PodResources), and over
+/// its second half an Xid 79, a row remap pending and the software power cap among the clock
+/// reasons. The recording itself has none of these (the H200 it was taken on is healthy, and
+/// the agent ran outside Kubernetes); without them the pod, Xid, remap and throttle panels have
+/// no series to show. Written to `dir`; the path.
+fn troubled_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(repo("tests/fixtures/h200-health/samples.csv"))
+        .expect("the health fixture");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("no {name} column"))
+    };
+    let (clk, xid_events, xid_last, remap_pending) = (
+        col("clk_reasons"),
+        col("xid_events"),
+        col("xid_last"),
+        col("remap_pending"),
+    );
+    assert_eq!(
+        header.last(),
+        Some(&"processes"),
+        "processes is the last column"
+    );
+    let rows: Vec<&str> = lines.collect();
+    let pod = r#""[{""pod"":""trainer-0"",""namespace"":""ml"",""container"":""trainer""}]""#;
+    let mut out = format!("{},pods\n", header.join(","));
+    for (i, row) in rows.iter().enumerate() {
+        // Every column but the last (processes, quoted JSON with commas) is a plain cell.
+        let mut cells: Vec<String> = row.splitn(header.len(), ',').map(String::from).collect();
+        if i >= rows.len() / 2 {
+            cells[clk] = "0x4".into(); // SW power cap
+            for (c, v) in [(xid_events, "1"), (xid_last, "79"), (remap_pending, "1")] {
+                if !cells[c].is_empty() {
+                    cells[c] = v.into();
+                }
+            }
+        }
+        out.push_str(&cells.join(","));
+        out.push(',');
+        out.push_str(pod);
+        out.push('\n');
+    }
+    let path = dir.join("troubled.csv");
+    std::fs::write(&path, out).expect("trace");
+    let facts = repo("tests/fixtures/h200-health/samples.facts.json");
+    std::fs::copy(facts, dir.join("troubled.facts.json")).expect("facts");
+    path
+}
+
 #[test]
-fn every_dashboard_and_alert_query_reads_served_metrics_and_prometheus_accepts_it() {
+fn every_dashboard_and_alert_query_reads_served_metrics_and_every_panel_returns_data() {
     // A real H200 recording with the health columns, served as the agent serves it.
     let dir = temp_dir("deploy-queries");
     let agent_port = free_port();
     let (_prometheus, prom_port) = start_prometheus(&dir, agent_port);
-    let fixture = repo("tests/fixtures/h200-health/samples.csv");
-    let _agent = serve_replay(&fixture.display().to_string(), agent_port, 30, &[]);
+    let fixture = troubled_trace(&dir);
+    let _agent = serve_replay(&fixture.display().to_string(), agent_port, 60, &[]);
     let scrape = |path: &str| -> String {
         let out = Command::new("curl")
             .args(["-s", &format!("http://127.0.0.1:{agent_port}{path}")])
@@ -195,9 +289,10 @@ fn every_dashboard_and_alert_query_reads_served_metrics_and_prometheus_accepts_i
         .collect();
     for (what, expr) in &queries {
         let names = metric_names(expr);
-        // An alert over recording rules only (`gpuslack:…`) reads their metrics through them.
+        // An alert over recording rules only (`gpuslack:…`) reads their metrics through them;
+        // one over `up` reads Prometheus' own.
         assert!(
-            !names.is_empty() || expr.contains("gpuslack:"),
+            !names.is_empty() || expr.contains("gpuslack:") || expr.contains("up{job="),
             "{what}: no metric in {expr}"
         );
         for name in &names {
@@ -207,12 +302,16 @@ fn every_dashboard_and_alert_query_reads_served_metrics_and_prometheus_accepts_i
             );
         }
     }
-    // Let Prometheus scrape twice, then ask it every query.
+    // Let Prometheus scrape a few times (rate() and increase() need two samples), then ask it
+    // every query.
     let started = Instant::now();
-    while prometheus_query(prom_port, "count(gpuslack_diagnosis_ratio)")["data"]["result"]
+    while prometheus_query(
+        prom_port,
+        "count_over_time(gpuslack_diagnosis_ratio[1m]) > 3",
+    )["data"]["result"]
         .as_array()
         .is_none_or(|r| r.is_empty())
-        && started.elapsed() < Duration::from_secs(15)
+        && started.elapsed() < Duration::from_secs(20)
     {
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -220,6 +319,23 @@ fn every_dashboard_and_alert_query_reads_served_metrics_and_prometheus_accepts_i
         let answer = prometheus_query(prom_port, &fill_in(expr));
         assert_eq!(answer["status"], "success", "{what}: {expr}\n{answer}");
     }
+    // Every query of every panel returns data: a panel that shows "No data" on a live agent is
+    // a broken panel. No exception is needed with the trace above.
+    let mut empty = Vec::new();
+    for (panel, expr) in grafana_queries() {
+        let answer = prometheus_query(prom_port, &fill_in(&expr));
+        if answer["data"]["result"]
+            .as_array()
+            .is_none_or(|r| r.is_empty())
+        {
+            empty.push(format!("{panel}: {expr}"));
+        }
+    }
+    assert!(
+        empty.is_empty(),
+        "panels without data:\n{}",
+        empty.join("\n")
+    );
     // The panel that shows the lie has data: GPU-Util and SM activity side by side.
     let lie = prometheus_query(
         prom_port,
@@ -231,6 +347,108 @@ fn every_dashboard_and_alert_query_reads_served_metrics_and_prometheus_accepts_i
             .is_some_and(|r| !r.is_empty()),
         "{lie}"
     );
+}
+
+/// Table and bar-chart panels show one value per series: Grafana renders them from an instant
+/// query in table format, and shows nothing useful from a range query.
+#[test]
+fn table_and_bar_panels_use_instant_queries() {
+    let text = std::fs::read_to_string(repo("deploy/grafana/gpuslack.json")).expect("dashboard");
+    let dash: Value = serde_json::from_str(&text).expect("JSON");
+    let mut checked = 0;
+    for p in dash["panels"].as_array().expect("panels") {
+        if !["table", "barchart"].contains(&p["type"].as_str().unwrap_or_default()) {
+            continue;
+        }
+        for t in p["targets"].as_array().expect("targets") {
+            assert_eq!(
+                (&t["instant"], &t["range"], &t["format"]),
+                (
+                    &Value::Bool(true),
+                    &Value::Bool(false),
+                    &Value::from("table")
+                ),
+                "{}: {t}",
+                p["title"]
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} table and bar targets");
+}
+
+/// Per-owner counters (docs/DEPLOY.md): every query takes increase()/rate() of the bare series
+/// and aggregates after, never the other way round; an alert over a counter aggregates to one
+/// series per GPU (or fewer), so an owner change neither resets it nor fires it twice.
+#[test]
+fn counter_queries_take_increase_per_series_and_then_sum_over_owners() {
+    let queries: Vec<(String, String)> = grafana_queries()
+        .into_iter()
+        .chain(rule_queries())
+        .collect();
+    let aggregations = ["sum", "max", "min", "avg", "count"];
+    for (what, expr) in &queries {
+        let compact: String = expr.chars().filter(|c| !c.is_whitespace()).collect();
+        for f in ["increase(", "rate(", "irate(", "delta("] {
+            for agg in aggregations {
+                assert!(
+                    !compact.contains(&format!("{f}{agg}("))
+                        && !compact.contains(&format!("{f}{agg}by")),
+                    "{what}: {f} over an aggregation: {expr}"
+                );
+            }
+        }
+        if compact.contains("increase(") || compact.contains("rate(") {
+            assert!(
+                compact.contains("sumby(") || compact.contains("sumwithout("),
+                "{what}: a counter query that does not sum over owners: {expr}"
+            );
+        }
+    }
+}
+
+/// The Xid alert pages only on the codes NVIDIA's catalog gives an action on the GPU or the
+/// node (the rule's comment cites it): never on the application errors, and on the ones an SRE
+/// must act on. The promtool tests check the behaviour on 79 and 13.
+#[test]
+fn the_xid_alert_names_only_actionable_codes() {
+    let (_, expr) = rule_queries()
+        .into_iter()
+        .find(|(name, _)| name == "GpuXidError")
+        .expect("GpuXidError");
+    let codes: BTreeSet<u32> = expr
+        .split("gpuslack_xid_last == ")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    for actionable in [48, 62, 64, 74, 79, 95, 119, 120, 140, 154] {
+        assert!(
+            codes.contains(&actionable),
+            "Xid {actionable} missing: {codes:?}"
+        );
+    }
+    // RESTART_APP (the job's bug) and IGNORE in the catalog.
+    for application in [13, 31, 43, 45, 63, 68, 69, 92, 94] {
+        assert!(
+            !codes.contains(&application),
+            "Xid {application} pages: {codes:?}"
+        );
+    }
+    let rules =
+        std::fs::read_to_string(repo("deploy/prometheus/gpuslack-rules.yml")).expect("rules");
+    assert!(rules.contains("https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"));
+    let doc = std::fs::read_to_string(repo("docs/DEPLOY.md")).expect("DEPLOY.md");
+    for code in &codes {
+        assert!(
+            doc.contains(&format!("| {code} |")),
+            "Xid {code} not in docs/DEPLOY.md's table"
+        );
+    }
 }
 
 #[test]
@@ -298,18 +516,502 @@ fn the_systemd_unit_verifies() {
         !unit.contains("0.0.0.0"),
         "the unit listens on every interface"
     );
+    // The preset and the health threshold come from the environment file.
+    assert!(unit
+        .contains("--unhealthy-after-failed-exports ${GPUSLACK_UNHEALTHY_AFTER_FAILED_EXPORTS}"));
+    let env_file = std::fs::read_to_string(repo("deploy/systemd/gpuslack.env")).expect("env");
+    assert!(env_file.contains("# GPUSLACK_PRESET=datadog"), "{env_file}");
+    // systemd has no HTTP probe: the health-check timer asks /healthz and restarts on a 503.
+    let check = std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.service"))
+        .expect("health check");
+    assert!(
+        check.contains("/healthz")
+            && check.contains("systemctl --no-block restart gpuslack.service")
+    );
+    assert!(check.contains("Requisite=gpuslack.service"));
+    let timer =
+        std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.timer")).expect("timer");
+    assert!(
+        timer.contains("PartOf=gpuslack.service") && timer.contains("WantedBy=gpuslack.service")
+    );
     // verify checks that ExecStart's binary exists: point it at the one just built.
     let local = unit.replace("/usr/local/bin/gpuslack", env!("CARGO_BIN_EXE_gpuslack"));
     let path = dir.join("gpuslack.service");
     std::fs::write(&path, local).expect("unit");
+    let mut paths = vec![path];
+    for name in ["gpuslack-healthcheck.service", "gpuslack-healthcheck.timer"] {
+        let p = dir.join(name);
+        std::fs::copy(repo(&format!("deploy/systemd/{name}")), &p).expect("copy");
+        paths.push(p);
+    }
     let out = Command::new(tool("GPUSLACK_SYSTEMD_ANALYZE"))
         .arg("verify")
-        .arg(&path)
+        .args(&paths)
         .output()
         .expect("systemd-analyze runs");
     let text = String::from_utf8_lossy(&out.stderr);
     let ours: Vec<&str> = text.lines().filter(|l| l.contains("gpuslack")).collect();
     assert!(out.status.success() && ours.is_empty(), "{text}");
+}
+
+/// The health check's shell line, as systemd would run it (`$$` → `$`, `%%` → `%`), against
+/// an agent whose /healthz is healthy: it must not restart anything. `systemctl` is a stub
+/// that records its call; a 503 must call it.
+#[test]
+fn the_systemd_health_check_restarts_only_on_an_unhealthy_answer() {
+    let dir = temp_dir("healthcheck");
+    let unit = std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.service"))
+        .expect("health check");
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart=/bin/sh -c '"))
+        .and_then(|l| l.strip_suffix('\''))
+        .expect("ExecStart=/bin/sh -c '…'")
+        .replace("$$", "$")
+        .replace("%%", "%");
+    let stub = dir.join("systemctl");
+    std::fs::write(
+        &stub,
+        format!("#!/bin/sh\necho \"$@\" >> {}/calls\n", dir.display()),
+    )
+    .expect("stub");
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&stub)
+        .status()
+        .expect("chmod");
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run_check = |listen: &str| {
+        let out = Command::new("/bin/sh")
+            .args(["-c", &line])
+            .env("PATH", &path)
+            .env("GPUSLACK_PROMETHEUS_LISTEN", listen)
+            .output()
+            .expect("sh");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Healthy: a replay lingering on its endpoint.
+    let port = free_port();
+    let fixture = repo("tests/fixtures/h200-health/samples.csv");
+    let agent = serve_replay(&fixture.display().to_string(), port, 30, &[]);
+    let said = run_check(&format!("127.0.0.1:{port}"));
+    assert!(
+        !dir.join("calls").exists(),
+        "restarted a healthy agent: {said}"
+    );
+    drop(agent);
+    // Unhealthy: the same agent told that one failed export is too many, against a collector
+    // that refuses every export.
+    let (_collector, collector_port) = {
+        let port = free_port();
+        let out = dir.join("faulty.jsonl");
+        let child = Command::new(tool("GPUSLACK_PYTHON"))
+            .arg(repo("tests/support/faulty_collector.py"))
+            .args(["status:503", &out.display().to_string(), &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the faulty collector starts");
+        let server = common::Server(child);
+        common::wait_for_port(port, "the faulty collector");
+        (server, port)
+    };
+    let port = free_port();
+    let endpoint = format!("http://127.0.0.1:{collector_port}");
+    let _agent = serve_replay(
+        &fixture.display().to_string(),
+        port,
+        30,
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--export-interval-ms",
+            "100",
+            "--unhealthy-after-failed-exports",
+            "1",
+        ],
+    );
+    let started = Instant::now();
+    let mut said = String::new();
+    while !dir.join("calls").exists() && started.elapsed() < Duration::from_secs(15) {
+        said = run_check(&format!("127.0.0.1:{port}"));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let calls = std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    assert_eq!(
+        calls.trim(),
+        "--no-block restart gpuslack.service",
+        "{said}"
+    );
+    assert!(said.contains("gpuslack /healthz: 503"), "{said}");
+}
+
+/// The agent as the shipped DaemonSet runs it, before anyone opts into OTLP: the ConfigMap's
+/// config file and the environment the manifest sets. It must export no OTLP (on a
+/// Prometheus-only cluster every export would fail, /healthz would restart it, and
+/// GpuslackDroppingWindows would fire), serve /metrics, and stay healthy.
+#[test]
+fn the_daemonset_as_shipped_exports_no_otlp_and_stays_healthy() {
+    let dir = temp_dir("daemonset-as-shipped");
+    let out = Command::new(tool("GPUSLACK_PYTHON"))
+        .arg(repo("tests/support/check_manifests.py"))
+        .arg("--print-config")
+        .arg(repo("deploy/kubernetes/gpuslack.yaml"))
+        .arg(repo("deploy/kubernetes/secret.example.yaml"))
+        .output()
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (toml, env) = text.split_once("# env\n").expect("config, then env");
+    let config = dir.join("gpuslack.toml");
+    std::fs::write(&config, toml).expect("config");
+    let env: Vec<(&str, &str)> = env.lines().filter_map(|l| l.split_once('=')).collect();
+    assert!(
+        env.iter().all(|(k, _)| !k.starts_with("OTEL_EXPORTER")),
+        "{env:?}"
+    );
+    let port = free_port();
+    let fixture = repo("tests/fixtures/h200-health/samples.csv");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuslack"));
+    cmd.args([
+        "run",
+        "--replay",
+        &fixture.display().to_string(),
+        "--speed",
+        "0",
+    ])
+    .args(["--config", &config.display().to_string()])
+    .args(["--prometheus", &format!("127.0.0.1:{port}")])
+    .args(["--linger-s", "30"])
+    .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+    .env_remove("GPUSLACK_PRESET")
+    .envs(env.iter().copied())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped());
+    let mut child = common::Server(cmd.spawn().expect("gpuslack starts"));
+    common::wait_for_port(port, "the agent");
+    let get = |path: &str| -> String {
+        let out = Command::new("curl")
+            .args(["-s", "-i", &format!("http://127.0.0.1:{port}{path}")])
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let started = Instant::now();
+    while !get("/readyz").starts_with("HTTP/1.1 200") && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let health = get("/healthz");
+    assert!(
+        health.starts_with("HTTP/1.1 200") && health.contains("\"exports_failed\":0"),
+        "{health}"
+    );
+    assert!(get("/metrics").contains("gpuslack_diagnosis_ratio"));
+    let _ = child.0.kill();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.0.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let start = stderr
+        .lines()
+        .find(|l| l.contains("exporting to"))
+        .unwrap_or_else(|| panic!("no start line:\n{stderr}"));
+    assert!(!start.contains("OTLP"), "OTLP on by default: {start}");
+}
+
+/// GPUSLACK_PRESET picks the preset where --preset is not given (the systemd environment file,
+/// a DaemonSet env): its keys are then read, a missing key is an error that names it, and an
+/// unknown preset is an error that names the variable.
+#[test]
+fn gpuslack_preset_in_the_environment_selects_the_preset() {
+    let fixture = repo("tests/fixtures/h200-health/samples.csv")
+        .display()
+        .to_string();
+    let run = |env: &[(&str, &str)]| {
+        let out = common::gpuslack(
+            &[
+                "run",
+                "--replay",
+                &fixture,
+                "--speed",
+                "0",
+                "--shutdown-timeout-s",
+                "1",
+                "--otlp-timeout-ms",
+                "300",
+            ],
+            env,
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[("GPUSLACK_PRESET", "bogus")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("GPUSLACK_PRESET=\"bogus\" is not datadog, datadog-agent or honeycomb"),
+        "{err}"
+    );
+    let (code, err) = run(&[("GPUSLACK_PRESET", "honeycomb"), ("HONEYCOMB_API_KEY", "")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("HONEYCOMB_API_KEY"), "{err}");
+    // With the key, the preset's endpoint is used (nothing answers there: exit 3).
+    let (_, err) = run(&[
+        ("GPUSLACK_PRESET", "Datadog"),
+        ("DD_API_KEY", "k"),
+        ("DD_SITE", "localhost:9"),
+    ]);
+    let start = err
+        .lines()
+        .find(|l| l.contains("exporting to"))
+        .unwrap_or_default();
+    assert!(start.contains("https://otlp.localhost:9"), "{err}");
+    assert!(
+        !err.contains("DD_API_KEY=k") && !err.contains("\"k\""),
+        "the key in the log: {err}"
+    );
+    // An empty variable is no preset.
+    let (code, err) = run(&[("GPUSLACK_PRESET", "")]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn the_image_the_daemonset_names_is_the_one_the_build_script_builds() {
+    let out = Command::new("sh")
+        .arg(repo("deploy/container/build.sh"))
+        .arg("--print")
+        .env_remove("GPUSLACK_IMAGE")
+        .env_remove("GPUSLACK_TAG")
+        .output()
+        .expect("sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(
+        built,
+        format!("ghcr.io/gpuslack/gpuslack:{}", env!("CARGO_PKG_VERSION"))
+    );
+    let manifest = std::fs::read_to_string(repo("deploy/kubernetes/gpuslack.yaml")).expect("yaml");
+    let images: Vec<&str> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("image: "))
+        .collect();
+    assert_eq!(images, [built.as_str()], "the DaemonSet's image");
+    let dockerfile =
+        std::fs::read_to_string(repo("deploy/container/Dockerfile")).expect("Dockerfile");
+    assert!(dockerfile.contains(&built) && dockerfile.contains("build.sh"));
+    let doc = std::fs::read_to_string(repo("docs/DEPLOY.md")).expect("DEPLOY.md");
+    assert!(
+        doc.contains("deploy/container/build.sh"),
+        "docs/DEPLOY.md does not say how to build the image"
+    );
+}
+
+/// Whether Docker's `.dockerignore` rules leave `path` out of the build context: patterns are
+/// matched component by component (`*` within one, `**` across any number), a pattern that
+/// matches a directory leaves out everything under it, `!` brings a path back, and the last
+/// matching rule wins.
+fn docker_ignores(rules: &str, path: &str) -> bool {
+    fn glob(pattern: &str, name: &str) -> bool {
+        match pattern.split_once('*') {
+            None => pattern == name,
+            Some((head, tail)) => {
+                name.starts_with(head)
+                    && (0..=name.len() - head.len()).any(|i| glob(tail, &name[head.len() + i..]))
+            }
+        }
+    }
+    fn matches(pattern: &[&str], path: &[&str]) -> bool {
+        match (pattern.first(), path.first()) {
+            (None, _) => true, // a directory matched: everything under it goes with it
+            (Some(&"**"), _) => (0..=path.len()).any(|i| matches(&pattern[1..], &path[i..])),
+            (Some(_), None) => false,
+            (Some(p), Some(n)) => glob(p, n) && matches(&pattern[1..], &path[1..]),
+        }
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let mut ignored = false;
+    for rule in rules.lines().map(str::trim) {
+        if rule.is_empty() || rule.starts_with('#') {
+            continue;
+        }
+        let (keep, pattern) = match rule.strip_prefix('!') {
+            Some(p) => (true, p),
+            None => (false, rule),
+        };
+        let pattern: Vec<&str> = pattern.trim_matches('/').split('/').collect();
+        if matches(&pattern, &parts) {
+            ignored = !keep;
+        }
+    }
+    ignored
+}
+
+#[test]
+fn the_docker_build_context_leaves_out_target_and_git_and_keeps_what_the_build_reads() {
+    let rules = std::fs::read_to_string(repo(".dockerignore")).expect(".dockerignore");
+    for gone in [
+        "target",
+        "target/debug/gpuslack",
+        "target/release/build/x/out",
+        "otel-receiver/target/debug/x",
+        ".git",
+        ".git/HEAD",
+        "tests/fixtures/h200x2-scenarios/samples.csv",
+    ] {
+        assert!(
+            docker_ignores(&rules, gone),
+            "{gone} is sent to the Docker engine"
+        );
+    }
+    // What `cargo build --release --locked --bin gpuslack` reads: the manifests, the lock file,
+    // every crate's sources, build.rs and its link files, and every file a source includes.
+    let mut kept = vec![
+        "Cargo.toml".to_string(),
+        "Cargo.lock".into(),
+        "build.rs".into(),
+        "link/symbol-order.txt".into(),
+        "src/main.rs".into(),
+        "otel-receiver/Cargo.toml".into(),
+        "otel-receiver/src/lib.rs".into(),
+        "calibration/profiles/h200.toml".into(),
+        "bench-kernels/src/kernels.cu".into(),
+        "deploy/container/Dockerfile".into(),
+    ];
+    for dir in [
+        "src",
+        "otel-receiver/src",
+        "calibration/src",
+        "bench-kernels/src",
+    ] {
+        for file in rust_files(&repo(dir)) {
+            let text = std::fs::read_to_string(&file).expect("source");
+            for include in text.split("include_").skip(1) {
+                let Some(arg) = include
+                    .strip_prefix("str!(\"")
+                    .or(include.strip_prefix("bytes!(\""))
+                    .and_then(|a| a.split('"').next())
+                else {
+                    continue;
+                };
+                let resolved = file.parent().expect("dir").join(arg);
+                let resolved = resolved.canonicalize().unwrap_or(resolved);
+                let root = repo("").canonicalize().expect("repo");
+                if let Ok(rel) = resolved.strip_prefix(&root) {
+                    kept.push(rel.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        kept.iter()
+            .any(|k| k.starts_with("tests/fixtures/h200-reference")),
+        "{kept:?}"
+    );
+    for path in &kept {
+        assert!(
+            !docker_ignores(&rules, path),
+            "{path} is left out of the build context"
+        );
+        assert!(
+            repo(path).exists() || path == "src/main.rs",
+            "{path} does not exist"
+        );
+    }
+}
+
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "cu") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_docker_ignore_matcher_follows_dockers_rules() {
+    let rules = "target/\n**/*.pyc\ntests/fixtures/\n!tests/fixtures/keep/\n";
+    assert!(docker_ignores(rules, "target/a/b"));
+    assert!(!docker_ignores(rules, "targets"));
+    assert!(docker_ignores(rules, "x/y/z.pyc"));
+    assert!(docker_ignores(rules, "tests/fixtures/other/a.csv"));
+    assert!(!docker_ignores(rules, "tests/fixtures/keep/a.csv"));
+    assert!(!docker_ignores(rules, "tests/deploy.rs"));
+}
+
+/// Prometheus remote write takes cumulative counters only and drops delta sums: every pipeline
+/// that ends in `prometheusremotewrite` converts them first.
+#[test]
+fn the_collector_turns_delta_into_cumulative_before_remote_write() {
+    let script = r#"
+import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+assert "deltatocumulative" in c["processors"], "no deltatocumulative processor"
+n = 0
+for name, p in c["service"]["pipelines"].items():
+    if "prometheusremotewrite" in p.get("exporters", []):
+        n += 1
+        procs = p.get("processors", [])
+        assert "deltatocumulative" in procs, f"{name}: delta sums reach remote write"
+        assert procs.index("deltatocumulative") < procs.index("batch"), f"{name}: convert before batching"
+    for proc in p.get("processors", []):
+        assert proc in c["processors"], f"{name}: {proc} is not configured"
+    for exp in p.get("exporters", []):
+        assert exp in c["exporters"], f"{name}: {exp} is not configured"
+assert n >= 1, "no remote-write pipeline"
+"#;
+    let out = Command::new(tool("GPUSLACK_PYTHON"))
+        .args(["-c", script])
+        .arg(repo("deploy/otel-collector/config.yaml"))
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every Prometheus alert has its Datadog monitor, GpuFailed among them.
+#[test]
+fn the_datadog_monitors_include_gpu_failed() {
+    let text = std::fs::read_to_string(repo("deploy/datadog/monitors.json")).expect("monitors");
+    let monitors: Value = serde_json::from_str(&text).expect("JSON");
+    let failed: Vec<&Value> = monitors
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|m| {
+            m["query"]
+                .as_str()
+                .is_some_and(|q| q.contains("hw.status{hw.state:failed}"))
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{text}");
+    assert!(failed[0]["query"]
+        .as_str()
+        .is_some_and(|q| q.ends_with(">= 1")));
 }
 
 #[test]

@@ -12,7 +12,7 @@ use common::{requests, start_podresources, temp_dir};
 use gpuslack_receiver::attribution::kubelet::{self, GpuIds, PodWatcher};
 use gpuslack_receiver::attribution::procfs::Procfs;
 use gpuslack_receiver::attribution::{Attributor, PodContainer};
-use gpuslack_receiver::export::catalogue::owner_attributes;
+use gpuslack_receiver::export::point::owner_attributes;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 use serde_json::json;

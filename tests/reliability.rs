@@ -453,7 +453,8 @@ fn endpoints_and_durations_are_checked_from_every_origin() {
     // naming the variable, with the default used (the OpenTelemetry specification's rule): the
     // run goes on and ends (3: the closed port took nothing), where a timeout of u64::MAX ms
     // used to let a hung collector silence it. The file's and the flags' are errors.
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str, i32)> = vec![
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str, i32);
+    let cases: Vec<Case> = vec![
         (
             replay.clone(),
             vec![
@@ -942,7 +943,10 @@ fn the_prometheus_endpoint_survives_idle_connections_and_no_file_descriptors_lef
         "the resource in target_info"
     );
     assert!(metrics.contains("service_version=\""));
-    assert!(metrics.contains("gpuslack_agent_windows_total{outcome=\"produced\"}"));
+    assert!(metrics
+        .lines()
+        .any(|l| l.starts_with("gpuslack_agent_windows_total{")
+            && l.contains("outcome=\"produced\"")));
     let health = http_get(port, "/healthz");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.contains("\"status\":\"ok\""), "{health}");
@@ -1445,7 +1449,8 @@ fn headers_follow_flags_over_environment_over_file_once_decoded_on_both_transpor
     let config = config.display().to_string();
     let env = [
         ("OTEL_EXPORTER_OTLP_HEADERS", "x-a=env,x-b=b%2541"),
-        // The SDK would send metrics here; gpuslack does not read it, says so, and removes it.
+        // The environment's per-signal endpoint gives way to the flag's general one (flags over
+        // environment), and the SDK never sees it: nothing goes to port 9.
         ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://127.0.0.1:9"),
     ];
     for (protocol, port) in [("grpc", grpc), ("http/protobuf", http)] {
@@ -1471,10 +1476,7 @@ fn headers_follow_flags_over_environment_over_file_once_decoded_on_both_transpor
         );
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "{protocol}: {stderr}");
-        assert!(
-            stderr.contains("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
-            "{stderr}"
-        );
+        assert!(stderr.contains(", 0 failed"), "{stderr}");
         let transport = if protocol == "grpc" { "grpc" } else { "http" };
         let got = common::requests(&out)
             .into_iter()
@@ -1531,4 +1533,286 @@ fn headers_follow_flags_over_environment_over_file_once_decoded_on_both_transpor
     );
     assert!(!String::from_utf8_lossy(&run.stderr).contains("panicked"));
     assert!(run.status.success());
+}
+
+/// The metrics' own counts from the summary: (windows dropped, points delivered, points dropped).
+fn metrics_dropped(stderr: &str) -> (u64, u64, u64) {
+    let (_, _, windows_dropped, _) = summary(stderr);
+    (
+        windows_dropped,
+        summary_count(stderr, " delivered, ").max(summary_points(stderr).0),
+        summary_points(stderr).1,
+    )
+}
+
+/// (points delivered, points dropped) from the summary.
+fn summary_points(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("windows produced"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let points = line
+        .split("points: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no points in {line}"));
+    let number = |after: &str| -> u64 {
+        points
+            .split(after)
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count before {after:?} in {points}"))
+    };
+    (number(" delivered"), number(" dropped"))
+}
+
+/// The requests a faulty collector saw: (path, body bytes, status it answered).
+fn seen_requests(path: &Path) -> Vec<(String, u64, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap_or("").to_string(),
+                r["bytes"].as_u64().unwrap_or(0),
+                r["status"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
+    let fixture = fixture();
+    let base = |port: u16, extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            "--replay".into(),
+            fixture.clone(),
+            "--otlp-endpoint".into(),
+            format!("http://127.0.0.1:{port}"),
+            "--otlp-protocol".into(),
+            "http/protobuf".into(),
+            "--otlp-compression".into(),
+            "none".into(),
+            "--no-otlp-logs".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let run = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        finish(spawn(&args), Duration::from_secs(120))
+    };
+    // An intake that takes 8,000 bytes a request: with the limit set, no request is refused;
+    // without it, each refused request is halved until it fits. Either way nothing is lost.
+    for (max_request, refusals_expected) in [("8000", false), ("4000000", true)] {
+        let dir = temp_dir(&format!("limit-{max_request}"));
+        let (_c, port, seen) = faulty(&dir, "limit:8000");
+        let (code, stderr, _) = run(base(
+            port,
+            &[
+                "--speed",
+                "25",
+                "--export-interval-ms",
+                "200",
+                "--otlp-max-request-bytes",
+                max_request,
+            ],
+        ));
+        assert_eq!(code, Some(0), "{stderr}");
+        let (windows_dropped, points_delivered, points_dropped) = metrics_dropped(&stderr);
+        assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+        assert!(points_delivered > 500, "{stderr}");
+        let requests = seen_requests(&seen);
+        let refused = requests.iter().filter(|r| r.2 == 413).count();
+        assert_eq!(
+            refused > 0,
+            refusals_expected,
+            "{max_request}: {refused} refused"
+        );
+        assert!(
+            requests.iter().filter(|r| r.2 == 200).all(|r| r.1 <= 8000),
+            "{max_request}: {requests:?}"
+        );
+        if refusals_expected {
+            assert!(stderr.contains("too_large×"), "{stderr}");
+        }
+    }
+    // A collector that answers the first 3 requests 429, Retry-After 1 s.
+    let dir = temp_dir("throttle");
+    let (_c, port, seen) = faulty(&dir, "throttle:3:1");
+    let (code, stderr, _) = run(base(
+        port,
+        &["--speed", "25", "--export-interval-ms", "200"],
+    ));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(metrics_dropped(&stderr).0, 0, "{stderr}");
+    assert_eq!(metrics_dropped(&stderr).2, 0, "{stderr}");
+    let requests = seen_requests(&seen);
+    assert_eq!(requests.iter().filter(|r| r.2 == 429).count(), 3);
+    // After each 429 the next request waited the second it was asked to.
+    let times: Vec<f64> = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|r| r["t"].as_f64())
+        .collect();
+    for pair in times.windows(2).take(3) {
+        assert!(pair[1] - pair[0] >= 0.95, "Retry-After honoured: {times:?}");
+    }
+    // A collector that is down for 10 s in the middle of a 25 s run.
+    let dir = temp_dir("restart");
+    let port = free_port();
+    let start = |name: &str| {
+        let out = dir.join(name);
+        let child = Command::new(tool("GPUSLACK_PYTHON"))
+            .arg(repo("tests/support/faulty_collector.py"))
+            .args(["status:200", &out.display().to_string(), &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the collector starts");
+        wait_for_port(port, "the collector");
+        (Server(child), out)
+    };
+    let (first, before) = start("before.jsonl");
+    let agent = spawn(
+        &base(
+            port,
+            &[
+                "--speed",
+                "6",
+                "--export-interval-ms",
+                "500",
+                "--shutdown-timeout-s",
+                "20",
+            ],
+        )
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    drop(first);
+    std::thread::sleep(Duration::from_secs(10));
+    let (_second, after) = start("after.jsonl");
+    let (code, stderr, _) = finish(agent, Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    assert!(!seen_requests(&before).is_empty() && !seen_requests(&after).is_empty());
+    assert!(stderr.contains("connect×"), "the outage was seen: {stderr}");
+}
+
+/// /healthz's status and the count of failed exports in a row it reports, and its HTTP code.
+fn health_of(port: u16, path: &str) -> Option<(u16, serde_json::Value)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.get(9..12)?.parse().ok()?;
+    let body = text.split("\r\n\r\n").nth(1)?;
+    Some((code, serde_json::from_str(body).ok()?))
+}
+
+/// Health that means something, against a collector that answers 20 requests with 200, then 20
+/// with 503, and so on (each failed export takes a few requests: the client retries): /readyz
+/// is 503 until the first window and 200 after; /healthz is 200 while fewer than
+/// `--unhealthy-after-failed-exports` (3) exports in a row have failed, 503 with the reason from
+/// the third on, and 200 again once one succeeds. The replay runs in real time (first window at
+/// 2 s), exporting every 200 ms.
+#[test]
+fn healthz_fails_after_n_failed_export_intervals_and_recovers_and_readyz_waits_for_a_window() {
+    let dir = temp_dir("health-flap");
+    let (_collector, collector_port, _requests) = faulty(&dir, "flap:20");
+    let port = free_port();
+    let trace = repo("tests/fixtures/h200-health/samples.csv");
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--replay",
+            &trace.display().to_string(),
+            "--speed",
+            "1",
+        ])
+        .args(["--prometheus", &format!("127.0.0.1:{port}")])
+        .args([
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{collector_port}"),
+        ])
+        .args(["--otlp-protocol", "http/protobuf", "--no-otlp-logs"])
+        .args(["--export-interval-ms", "200", "--otlp-timeout-ms", "500"])
+        .args(["--unhealthy-after-failed-exports", "3"])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gpuslack starts");
+    let _agent = Server(agent);
+    wait_for_port(port, "gpuslack's endpoint");
+    let (code, ready) = health_of(port, "/readyz").expect("/readyz answers");
+    assert_eq!(
+        (code, ready["status"].as_str()),
+        (503, Some("starting")),
+        "{ready}"
+    );
+    // (code, status, failed in a row) as /healthz reports them, until it has gone unhealthy and
+    // back, or the replay (24 s) ends.
+    let mut seen: Vec<(u16, String, u64)> = Vec::new();
+    let mut ready_after = None;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if ready_after.is_none() {
+            if let Some((200, r)) = health_of(port, "/readyz") {
+                assert_eq!(r["status"], "ready", "{r}");
+                ready_after = Some(started.elapsed());
+            }
+        }
+        if let Some((code, h)) = health_of(port, "/healthz") {
+            let status = h["status"].as_str().unwrap_or_default().to_string();
+            let failed = h["exports_failed_in_a_row"].as_u64().unwrap_or(u64::MAX);
+            if code == 503 {
+                assert_eq!(status, "exports_failing", "{h}");
+                let reason = h["reason"].as_str().unwrap_or_default();
+                assert!(
+                    reason.contains("OTLP metrics exports failed (unavailable; limit 3)"),
+                    "{h}"
+                );
+            }
+            seen.push((code, status, failed));
+        }
+        let went_bad = seen.iter().position(|s| s.0 == 503);
+        if went_bad.is_some_and(|i| seen[i..].iter().any(|s| s.0 == 200)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(ready_after.is_some(), "/readyz never turned 200");
+    // The threshold, exactly: healthy below 3 failed in a row, unhealthy at 3 and above.
+    for (code, status, failed) in &seen {
+        let want = if *failed >= 3 { 503 } else { 200 };
+        assert_eq!(
+            *code, want,
+            "{status} with {failed} failed in a row: {seen:?}"
+        );
+    }
+    let bad = seen
+        .iter()
+        .position(|s| s.0 == 503)
+        .unwrap_or_else(|| panic!("/healthz never turned 503: {seen:?}"));
+    assert!(
+        seen[..bad].iter().any(|s| s.2 > 0 && s.2 < 3),
+        "failures below the threshold were healthy: {seen:?}"
+    );
+    assert!(
+        seen[bad..].iter().any(|s| s.0 == 200 && s.2 == 0),
+        "/healthz did not recover once an export succeeded: {seen:?}"
+    );
 }

@@ -17,7 +17,7 @@ pub struct GpuProfile {
     pub driver: Option<String>,
     /// When it was measured (UTC date).
     pub date: String,
-    /// What it was measured from: "live calibration" or "recording <dir>".
+    /// What it was measured from: "live calibration" or "recording `<dir>`".
     pub source: String,
     pub tdp_w: Option<f64>,
     pub power_limit_w: Option<f64>,

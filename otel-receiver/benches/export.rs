@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::export::config::{resolve, Layer};
 use gpuslack_receiver::export::{prometheus, ExportState};
-use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::trace::TraceReader;
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds, WindowReport};
 use opentelemetry::metrics::MeterProvider;

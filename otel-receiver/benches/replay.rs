@@ -2,7 +2,7 @@
 //! pipeline (parse → window → diagnose), as `gpuslack replay` runs it. Goal: well under a second.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::trace::TraceReader;
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 

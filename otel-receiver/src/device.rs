@@ -1,28 +1,33 @@
 //! What we know about a GPU beyond its samples: its model, its limits and its power baselines.
 //! The diagnosis reads power against these; a GPU's own calibrated profile beats the model's
-//! built-in one, which beats fractions of the TDP.
+//! built-in one, which beats fractions of the TDP. What each class should draw is the
+//! diagnosis's to say (`Class::expected_power_w`): this module knows no class.
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnosis::Class;
-
 /// Static facts about a GPU, from the live device, a trace's `facts.json`, or flags.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeviceFacts {
+    /// The model, as NVML names it (`NVIDIA H200`).
     pub name: Option<String>,
+    /// NVML's UUID (`GPU-…`, `MIG-…`): what a profile is found by.
     pub uuid: Option<String>,
+    /// The driver version.
     pub driver: Option<String>,
     /// Default power limit (W): the TDP the article's efficiency divides by.
     pub tdp_w: Option<f64>,
     /// Enforced power limit (W), when it differs from the default (a cap).
     pub power_limit_w: Option<f64>,
     /// The range an administrator may set the enforced limit within (`nvidia-smi -pl`), in W:
-    /// it tells a cap that can be lifted from a GPU already at its ceiling.
+    /// it tells a cap that can be lifted from a GPU already at its ceiling. This is its floor…
     pub power_limit_min_w: Option<f64>,
+    /// …and this its ceiling.
     pub power_limit_max_w: Option<f64>,
+    /// The temperature at which the GPU slows its clocks (°C).
     pub temp_slowdown_c: Option<f64>,
+    /// Memory size (bytes).
     pub mem_total_bytes: Option<f64>,
     /// `/dev/nvidiaN`'s N (live GPUs only): how GKE's device plugin names a GPU to the kubelet.
     pub minor_number: Option<u32>,
@@ -49,18 +54,26 @@ pub struct PowerBaselines {
 /// GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerProfile {
+    /// Bare idle: no process, clocks at their floor (W).
     pub idle_w: f64,
+    /// A context held, nothing running (W).
     pub held_idle_w: f64,
+    /// Tiny kernels in a loop (W).
     pub tiny_w: f64,
+    /// Host↔device copies (W).
     pub pcie_w: f64,
+    /// The memory-bound workload (W).
     pub memory_w: f64,
+    /// The FP32 FMA chain (W).
     pub compute_fp32_w: f64,
+    /// The tensor-core GEMM (W).
     pub compute_tensor_w: f64,
     /// "calibrated GPU-… on 2026-11-30", "built-in NVIDIA H200 profile", …
     pub origin: String,
 }
 
 impl PowerProfile {
+    /// The baselines the rules read, from this GPU's own levels.
     pub fn baselines(&self) -> PowerBaselines {
         PowerBaselines {
             idle_w: self.idle_w,
@@ -81,20 +94,6 @@ impl PowerProfile {
     pub fn calibrated_efficiency(&self, power_w: f64) -> Option<f64> {
         let span = self.peak_w() - self.idle_w;
         (span > 0.0).then(|| ((power_w - self.idle_w) / span).clamp(0.0, 1.1))
-    }
-
-    /// What this GPU draws when it does what the class says.
-    pub fn expected_w(&self, class: Class) -> f64 {
-        match class {
-            Class::Idle => self.idle_w,
-            Class::IdleHeld | Class::Hung => self.held_idle_w,
-            Class::LaunchBound => self.tiny_w,
-            Class::TransferBound => self.pcie_w,
-            Class::MemoryBound => self.memory_w,
-            Class::ComputeBound => self.compute_tensor_w.max(self.compute_fp32_w),
-            // Waiting and starved GPUs sit between held idle and real work; no single level.
-            Class::InputStarved | Class::SyncWait => self.held_idle_w,
-        }
     }
 }
 
@@ -126,6 +125,7 @@ impl PowerBaselines {
 }
 
 impl DeviceFacts {
+    /// Fractions of the TDP, for a GPU with no profile; `None` without a TDP.
     pub fn baselines(&self) -> Option<PowerBaselines> {
         self.tdp_w.map(PowerBaselines::from_tdp)
     }

@@ -5,6 +5,8 @@
 /// The line under which the article calls a GPU slacking.
 pub const SLACK_BELOW: f64 = 0.6;
 
+/// (power / TDP) × (SM activity / 100); `None` without any of the three, never from
+/// GPU-Util.
 pub fn effective_efficiency(
     power_w: Option<f64>,
     tdp_w: Option<f64>,

@@ -3,6 +3,7 @@
 //! Everything here after the source is pure: it takes [`Sample`]s and returns reports, so it is
 //! tested on recorded real traces. See `docs/ARCHITECTURE.md` for the flow of a sample.
 
+pub mod agent;
 pub mod attribution;
 mod causes;
 pub mod device;
@@ -14,10 +15,13 @@ pub mod report;
 pub mod sample;
 pub mod score;
 pub mod source;
+pub mod stop;
 pub mod thinned;
 pub mod trace;
+pub mod usage;
 pub mod window;
 
+pub use agent::{Agent, AgentOptions, Exporter};
 pub use diagnosis::{Class, Diagnoser, Thresholds, WindowReport};
 pub use pipeline::Pipeline;
 pub use sample::{Metric, Sample};

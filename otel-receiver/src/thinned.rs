@@ -3,6 +3,7 @@
 //! stream's length, and what is kept stays spread evenly over all of it. Windows use it for
 //! robust statistics, reports for the windows of a phase or a calibration's plots.
 
+/// At most `capacity` values of a stream, spread evenly over all of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thinned<T> {
     values: Vec<T>,
@@ -14,6 +15,7 @@ pub struct Thinned<T> {
 }
 
 impl<T> Thinned<T> {
+    /// Keeps every value until `capacity` (at least 2), then thins.
     pub fn new(capacity: usize) -> Self {
         Thinned {
             values: Vec::new(),
@@ -23,6 +25,7 @@ impl<T> Thinned<T> {
         }
     }
 
+    /// Offers the stream's next value; it is kept if it falls on the current stride.
     pub fn push(&mut self, value: T) {
         self.since_kept += 1;
         if self.since_kept < self.stride {
@@ -49,10 +52,12 @@ impl<T> Thinned<T> {
         thinned
     }
 
+    /// What is kept, in stream order.
     pub fn values(&self) -> &[T] {
         &self.values
     }
 
+    /// What is kept, in stream order, owned.
     pub fn into_values(self) -> Vec<T> {
         self.values
     }

@@ -7,8 +7,8 @@ use anyhow::{bail, Result};
 use gpuslack_bench_kernels::{gpu_count, BenchError, Gpu, Measurement, Options, Workload};
 use serde::Serialize;
 
-use super::sampler::{LiveSummary, Sampler};
 use super::EXIT_NO_GPU;
+use gpuslack_receiver::source::live::background::{LiveSummary, Sampler};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

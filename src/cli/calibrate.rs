@@ -19,8 +19,8 @@ use gpuslack_calibration::{report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
 use super::files;
-use super::sampler::Sampler;
 use super::EXIT_NO_GPU;
+use gpuslack_receiver::source::live::background::Sampler;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -93,6 +93,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let (comparisons, missing) = comparisons(&args, &calibration.profiles, earlier.as_ref());
     output(&args, &calibration, &comparisons)?;
     show_differences(&args, &comparisons, &missing)?;
+    // How far the published specification would have placed this GPU's baselines.
+    let spec = gpuslack_calibration::sku::spec_terminal(&calibration.profiles);
+    if args.format == Format::Table {
+        out!("{spec}");
+    } else {
+        err!("{spec}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

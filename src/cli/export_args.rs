@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
-    checked_millis, env_layer, file_layer, is_sdk_exporter_variable,
-    is_unsupported_exporter_variable, parse_compression, parse_listen, parse_preset,
-    parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
+    checked_millis, checked_queue_mib, checked_request_bytes, env_layer, file_layer,
+    is_sdk_exporter_variable, is_unsupported_exporter_variable, parse_compression, parse_listen,
+    parse_preset, parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
 };
 
 #[derive(clap::Args, Debug, Clone)]
@@ -31,12 +31,20 @@ pub struct ExportArgs {
     /// gzip or none.
     #[arg(long, value_name = "C")]
     pub otlp_compression: Option<String>,
+    /// How long one export may take before it counts as failed.
     #[arg(long, value_name = "MS")]
     pub otlp_timeout_ms: Option<u64>,
     /// How often metrics are exported.
     #[arg(long, value_name = "MS")]
     pub export_interval_ms: Option<u64>,
-    /// cumulative or delta (Datadog wants delta).
+    /// The largest metrics request, in bytes before compression (larger collections go in
+    /// parts; default 4000000, the Datadog preset's 500000).
+    #[arg(long, value_name = "BYTES")]
+    pub otlp_max_request_bytes: Option<usize>,
+    /// What the sending queue keeps while the collector is away, in MiB (default 64).
+    #[arg(long, value_name = "MIB")]
+    pub otlp_queue_mib: Option<usize>,
+    /// cumulative, delta (Datadog wants delta) or lowmemory.
     #[arg(long)]
     pub temporality: Option<String>,
     /// datadog, datadog-agent or honeycomb.
@@ -48,11 +56,36 @@ pub struct ExportArgs {
     /// Serve Prometheus text at ADDR/metrics (e.g. 127.0.0.1:9464; a bare port means loopback).
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<String>,
+    /// The `service.name` resource attribute on everything exported [default: gpuslack].
     #[arg(long)]
     pub service_name: Option<String>,
     /// Per-process series kept per GPU: its N processes with the largest SM share (0 for none).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub process_series: usize,
+    /// Owners (processes, containers, pods, jobs) with counters of their own per GPU, by GPU
+    /// time; former ones fold into one `other` owner (docs/EXPORT.md, "Series budget").
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub owner_series: u16,
+}
+
+/// `GPUSLACK_PRESET`, where `--preset` is not given: the way a DaemonSet or a systemd
+/// environment file picks a backend, whose keys (`DD_API_KEY`, `HONEYCOMB_API_KEY`) they
+/// already carry, without editing the command line (docs/DEPLOY.md). Empty means unset. A bad
+/// value is an error naming the variable: a preset silently ignored would export nowhere.
+pub const PRESET_VARIABLE: &str = "GPUSLACK_PRESET";
+
+fn preset_from_env(
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<gpuslack_receiver::export::config::Preset>> {
+    match env(PRESET_VARIABLE).map(|v| v.trim().to_string()) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => parse_preset(&v.to_ascii_lowercase())
+            .map(Some)
+            .ok_or_else(|| {
+                anyhow!("{PRESET_VARIABLE}={v:?} is not datadog, datadog-agent or honeycomb")
+            }),
+    }
 }
 
 fn bad(flag: &str, value: &str, expected: &str) -> anyhow::Error {
@@ -116,9 +149,21 @@ impl ExportArgs {
         if let Some(ms) = self.export_interval_ms {
             layer.interval = Some(millis("export-interval-ms", ms)?);
         }
+        if let Some(bytes) = self.otlp_max_request_bytes {
+            layer.max_request_bytes = Some(checked_request_bytes(bytes).ok_or_else(|| {
+                anyhow!("--otlp-max-request-bytes must be from 1024 to 67108864, got {bytes}")
+            })?);
+        }
+        if let Some(mib) = self.otlp_queue_mib {
+            layer.queue_bytes =
+                Some(checked_queue_mib(mib).ok_or_else(|| {
+                    anyhow!("--otlp-queue-mib must be from 1 to 4096, got {mib}")
+                })?);
+        }
         if let Some(t) = &self.temporality {
             layer.temporality = Some(
-                parse_temporality(t).ok_or_else(|| bad("temporality", t, "cumulative or delta"))?,
+                parse_temporality(t)
+                    .ok_or_else(|| bad("temporality", t, "cumulative, delta or lowmemory"))?,
             );
         }
         if let Some(p) = &self.preset {
@@ -126,6 +171,8 @@ impl ExportArgs {
                 parse_preset(p)
                     .ok_or_else(|| bad("preset", p, "datadog, datadog-agent or honeycomb"))?,
             );
+        } else if let Some(p) = preset_from_env(|k| std::env::var(k).ok())? {
+            layer.preset = Some(p);
         }
         if self.no_otlp_logs {
             layer.logs = Some(false);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use gpuslack_calibration::ProfileFile;
-use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::device::{DeviceFacts, PowerProfile};
 use gpuslack_receiver::trace::TraceFacts;
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 
@@ -69,11 +69,17 @@ impl PipelineArgs {
         gpus: impl IntoIterator<Item = (u32, DeviceFacts)>,
     ) -> Result<Pipeline> {
         let profiles = self.profiles()?;
-        let profile_of = |f: &DeviceFacts| {
-            profiles
-                .find(f.uuid.as_deref(), f.name.as_deref())
-                .map(|p| p.power_profile())
-                .transpose()
+        let skus = gpuslack_calibration::sku::table()?;
+        // Its own profile, else its model's built-in one, else baselines scaled from its SKU's
+        // published specification (marked unmeasured: its power verdicts stay medium at best).
+        let profile_of = |f: &DeviceFacts| -> Result<Option<PowerProfile>> {
+            if let Some(p) = profiles.find(f.uuid.as_deref(), f.name.as_deref()) {
+                return Ok(Some(p.power_profile()?));
+            }
+            Ok(f.name
+                .as_deref()
+                .and_then(|name| gpuslack_calibration::sku::find(&skus, name))
+                .map(|sku| sku.scaled_profile_at(f.tdp_w)))
         };
         let diagnoser = Diagnoser::new(Thresholds::default())
             .with_default_profile(profile_of(&default)?)

@@ -49,10 +49,8 @@ mod live;
 mod record;
 mod replay;
 mod run;
-mod sampler;
 mod score;
 mod shutdown;
-mod watch;
 
 use std::process::ExitCode;
 
@@ -110,7 +108,7 @@ pub fn main() -> ExitCode {
         crate::no_libcuda::refuse();
     }
     let result = match cli.command {
-        Command::Diagnose(args) => diagnose::run(args),
+        Command::Diagnose(args) => diagnose::run(args, cli.verbose),
         Command::Run(args) => run::run(*args),
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
@@ -123,7 +121,7 @@ pub fn main() -> ExitCode {
         // A reader that stops early (`| head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", message_once(&e));
             ExitCode::FAILURE
         }
     }
@@ -146,6 +144,23 @@ fn open_closed_standard_descriptors() {
             }
         }
     }
+}
+
+/// The error and its causes, each said once: an error whose message already quotes its source
+/// (`{path}: cannot open: {source}`) would otherwise print the OS error twice.
+fn message_once(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -3,8 +3,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::report::{TableWriter, WindowRecord};
-use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::TraceReader;
 
 use super::input::{facts_beside, PipelineArgs};

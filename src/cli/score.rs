@@ -2,8 +2,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use gpuslack_receiver::diagnosis::Confidence;
+use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::score::{Labels, Scorer};
-use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::TraceReader;
 
 use super::input::{facts_beside, PipelineArgs};
@@ -49,21 +50,28 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&score)?);
     } else {
         outln!(
-            "{:>3} {:<36} {:>7} {:>6}  {:<28} got",
+            "{:>3} {:<36} {:>7} {:>6} {:>6}  {:<28} got",
             "gpu",
             "scenario",
             "windows",
             "right",
+            "+alts",
             "accept"
         );
         for s in &score.segments {
             let got: Vec<String> = s.got.iter().map(|(c, n)| format!("{c}×{n}")).collect();
+            let with_alts = if s.windows == 0 {
+                0.0
+            } else {
+                s.correct_with_alternatives as f64 / s.windows as f64
+            };
             outln!(
-                "{:>3} {:<36} {:>7} {:>5.0}%  {:<28} {}",
+                "{:>3} {:<36} {:>7} {:>5.0}% {:>5.0}%  {:<28} {}",
                 s.gpu,
                 s.scenario,
                 s.windows,
                 100.0 * s.share(),
+                100.0 * with_alts,
                 s.accept.join("|"),
                 got.join(" ")
             );
@@ -74,6 +82,28 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             score.windows(),
             100.0 * score.overall()
         );
+        outln!(
+            "with alternatives: {}/{} windows right or low with the truth among the alternatives ({:.1}%)",
+            score.correct_with_alternatives(),
+            score.windows(),
+            100.0 * score.overall_with_alternatives()
+        );
+        let by: Vec<String> = Confidence::ALL
+            .into_iter()
+            .map(|c| {
+                let t = score.at(c);
+                match t.share() {
+                    Some(share) => format!(
+                        "{c} {}/{} right ({:.1}%)",
+                        t.correct,
+                        t.windows,
+                        100.0 * share
+                    ),
+                    None => format!("{c} 0 windows"),
+                }
+            })
+            .collect();
+        outln!("by confidence: {}", by.join(", "));
     }
     let worst = score.worst().map_or(0.0, |s| s.share());
     Ok(

@@ -60,6 +60,34 @@ pub fn serve_replay(trace: &str, port: u16, linger_s: u32, extra: &[&str]) -> Se
 }
 
 /// A path inside the repository.
+/// Runs gpuslack with `args`, in this process's environment, and waits for it.
+pub fn command(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(args)
+        .output()
+        .expect("gpuslack runs")
+}
+
+/// What a run wrote on stdout, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// What a run wrote on stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A recorded fixture's folder (`tests/fixtures/NAME`).
+pub fn fixture_dir(name: &str) -> PathBuf {
+    repo("tests/fixtures").join(name)
+}
+
+/// A recorded fixture's trace (`tests/fixtures/NAME/samples.csv`), as an argument.
+pub fn fixture_samples(name: &str) -> String {
+    fixture_dir(name).join("samples.csv").display().to_string()
+}
+
 pub fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }

@@ -1,5 +1,6 @@
 """An OTLP/HTTP collector that misbehaves on purpose, for the fault-injection tests. It writes
-one JSON line per request it sees to OUT ({"t": unix seconds, "path": ...}).
+one JSON line per request it sees to OUT ({"t": unix seconds, "path": ..., "bytes": body size,
+"status": its answer}).
 
 MODE:
   hang            accept, read the request, never answer (a collector stuck in GC)
@@ -11,6 +12,8 @@ MODE:
                   answer CODE (301, 302, 307, 308) with a Location on 127.0.0.1:PORT
   partial:N:MSG   answer 200 with an OTLP partial success: N points (or log records)
                   rejected, with the message MSG
+  limit:BYTES     answer 413 to a body larger than BYTES (as sent, compressed or not), else 200
+  throttle:N:S    answer the first N requests 429 with a Retry-After of S seconds, then 200
 
 Usage: faulty_collector.py MODE OUT PORT"""
 import json
@@ -25,9 +28,9 @@ LOCK = threading.Lock()
 COUNT = [0]
 
 
-def record(path):
+def record(path, size=None, status=None):
     with LOCK, open(OUT, "a") as f:
-        f.write(json.dumps({"t": time.time(), "path": path}) + "\n")
+        f.write(json.dumps({"t": time.time(), "path": path, "bytes": size, "status": status}) + "\n")
         COUNT[0] += 1
         return COUNT[0]
 
@@ -80,10 +83,25 @@ class Http(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
-        n = record(self.path)
         parts = MODE.split(":")
+        with LOCK:
+            n = COUNT[0] + 1
+        if parts[0] == "limit":
+            code = 413 if length > int(parts[1]) else 200
+        elif parts[0] == "throttle":
+            code = 429 if n <= int(parts[1]) else 200
+        else:
+            code = None
+        record(self.path, length, code)
         retry_after = None
         body = b""
+        if parts[0] in ("limit", "throttle"):
+            self.send_response(code)
+            if code == 429:
+                self.send_header("Retry-After", parts[2])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if parts[0] == "redirect":
             self.send_response(int(parts[1]))
             self.send_header("Location", f"http://127.0.0.1:{parts[2]}{self.path}")

@@ -20,6 +20,12 @@ def _attrs(kvs):
     return out
 
 
+def _scope(scope_metrics):
+    scope = getattr(scope_metrics, "scope", None)
+    return {"name": getattr(scope, "name", None), "version": getattr(scope, "version", None),
+            "schema_url": getattr(scope_metrics, "schema_url", None)}
+
+
 def _write(records):
     with open(OUT, "a") as f:
         for r in records:
@@ -34,13 +40,16 @@ def process_metrics(resource_metrics):
             data = m.data
             kind = type(data).__name__.replace("MetricData_", "")
             inner = data[0]
-            rec = {"signal": "metric", "name": m.name, "unit": m.unit, "kind": kind, "resource": resource}
+            rec = {"signal": "metric", "name": m.name, "unit": m.unit, "kind": kind, "resource": resource,
+                   "scope": _scope(sm)}
             if kind == "Sum":
                 rec["temporality"] = str(inner.aggregation_temporality)
                 rec["monotonic"] = bool(inner.is_monotonic)
             points = []
             for dp in list(inner.data_points):
                 points.append({"attributes": _attrs(dp.attributes), "value": float(dp.value[0]),
+                               # AsInt or AsDouble: the type the exporter sent
+                               "value_type": type(dp.value).__name__,
                                "time": dp.time_unix_nano, "start": dp.start_time_unix_nano})
             rec["points"] = points
             records.append(rec)

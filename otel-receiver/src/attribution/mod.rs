@@ -8,6 +8,10 @@
 //! a Slurm job, a container or a process group (a launcher's ranks: `torchrun`, `mpirun`) are
 //! one job, and the rules across GPUs judge a job's GPUs together.
 
+// Public items here are not all documented yet: the crate's `missing_docs` rule
+// (Cargo.toml's [workspace.lints]) is waived for this module until they are.
+#![allow(missing_docs)]
+
 pub mod cgroup;
 pub mod kubelet;
 pub mod procfs;
@@ -15,67 +19,10 @@ pub mod procfs;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::sample::Sample;
+pub use crate::sample::{GpuProcess, PodContainer};
 use kubelet::{GpuIds, PodWatcher};
 use procfs::{CpuMeter, Procfs};
-
-/// A Kubernetes container the kubelet assigned a GPU to (PodResources).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct PodContainer {
-    pub pod: String,
-    pub namespace: String,
-    pub container: String,
-}
-
-/// One process holding one GPU.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuProcess {
-    pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// GPU memory the process holds (bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_mem_bytes: Option<f64>,
-    /// Its share of the GPU's SM time, averaged over NVML's samples of the last 5 s (%).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sm_pct: Option<f64>,
-    /// Host CPU use, 100 = one core, all threads…
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_pct: Option<f64>,
-    /// …and its busiest thread's (a launch-bound job pegs one at 100% in the driver).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread_pct: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pgid: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod_uid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm_job: Option<String>,
-}
-
-impl GpuProcess {
-    /// What names this process's job, most specific first.
-    pub fn job(&self) -> Option<String> {
-        if let Some(uid) = &self.pod_uid {
-            return Some(format!("pod:{uid}"));
-        }
-        if let Some(job) = &self.slurm_job {
-            return Some(format!("slurm:{job}"));
-        }
-        if let Some(id) = &self.container_id {
-            return Some(format!("container:{}", &id[..id.len().min(12)]));
-        }
-        self.pgid
-            .or(Some(self.pid))
-            .map(|pgid| format!("pgid:{pgid}"))
-    }
-}
 
 /// The job a GPU's processes form: the first of their job names (the same on every GPU of a
 /// job, since they share it).

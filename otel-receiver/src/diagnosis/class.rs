@@ -2,6 +2,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::device::PowerProfile;
+
 /// The fixed vocabulary of verdicts (the README's table; docs/DIAGNOSIS.md). Output, tests and
 /// exporters use these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -63,6 +65,22 @@ impl Class {
         matches!(self, Class::ComputeBound | Class::MemoryBound | Class::Idle)
     }
 
+    /// What a GPU with `profile` draws when it does what this class says: the power a report
+    /// sets beside the measured one. Here, not in `device`, because classes are the
+    /// diagnosis's vocabulary; the profile only holds measured levels.
+    pub fn expected_power_w(self, profile: &PowerProfile) -> f64 {
+        match self {
+            Class::Idle => profile.idle_w,
+            Class::IdleHeld | Class::Hung => profile.held_idle_w,
+            Class::LaunchBound => profile.tiny_w,
+            Class::TransferBound => profile.pcie_w,
+            Class::MemoryBound => profile.memory_w,
+            Class::ComputeBound => profile.compute_tensor_w.max(profile.compute_fp32_w),
+            // Waiting and starved GPUs sit between held idle and real work; no single level.
+            Class::InputStarved | Class::SyncWait => profile.held_idle_w,
+        }
+    }
+
     /// What to do about it, in the article's terms.
     pub fn remedy(self) -> &'static str {
         match self {
@@ -90,6 +108,8 @@ pub mod advice {
     pub const ALLOCATION_CHURN: &str = "Allocation churn: the loop allocates and frees device memory every step, and the GPU waits on cudaMalloc/cudaFree and on filling fresh buffers. Allocate once and reuse the buffers (preallocate, or keep tensors alive across steps), drop torch.cuda.empty_cache() from the loop, and let the caching allocator keep its blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation).";
     /// One long kernel occupying a few SMs with fat blocks.
     pub const FEW_BLOCKS: &str = "One long kernel runs on a few SMs: its grid is too small for the GPU (a serial reduction or scan launched with one block). Launch enough blocks to fill every SM (at least one per SM, better several), split the work with a grid-stride loop or a two-pass reduction, or use a library primitive (CUB's DeviceReduce, torch.sum) that does.";
+    /// Without GPM: every SM occupied, no memory traffic, power a little above a held context.
+    pub const ON_CHIP_OR_SPIN: &str = "A kernel occupies every SM without touching device memory: integer or on-chip work, or a kernel spinning on a flag. Without SM counters the two read the same; if it stays flat and the job makes no progress, treat it as a hang (py-spy dump the host threads, cuda-gdb `info cuda kernels`); if it is real work, profile it with nsys/ncu to see which units it keeps busy.";
     /// Every SM busy, no pipe busy, DRAM well under its peak: latency-bound memory access.
     pub const LATENCY_BOUND: &str = "Memory-latency-bound: the SMs are full of warps that wait on scattered or dependent loads, so neither the pipes nor DRAM bandwidth are the limit. Make accesses coalesced (sort or bucket the indices, gather in contiguous chunks), keep the hot data in shared memory or L2 (cudaAccessPolicyWindow), and raise memory-level parallelism (more independent loads in flight per thread).";
 }

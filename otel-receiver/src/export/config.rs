@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use super::delivery::Signal;
 pub use super::endpoint::Endpoint;
+pub use super::secret::Secret;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -38,25 +39,6 @@ pub enum Preset {
     DatadogAgent,
     /// Honeycomb over gRPC with `x-honeycomb-team` and `x-honeycomb-dataset`.
     Honeycomb,
-}
-
-/// A value that must not be shown: `Debug` and `Display` print `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +76,25 @@ pub struct OtlpConfig {
     pub logs: Option<SignalConfig>,
     pub interval: Duration,
     pub temporality: Temporality,
+    /// The largest metrics request sent, as protobuf before compression: a collection larger
+    /// than this goes out in parts ([`DEFAULT_MAX_REQUEST_BYTES`]; the Datadog preset's is
+    /// under its intake's 512 KiB).
+    pub max_request_bytes: usize,
+    /// What the sending queue holds at most while the collector does not take it.
+    pub queue_bytes: usize,
 }
+
+/// Under the 4 MiB a gRPC server (the OpenTelemetry Collector's OTLP receiver, the Datadog
+/// Agent's) takes by default, compressed or not; the Collector's HTTP receiver takes 20 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4_000_000;
+
+/// Datadog's OTLP metrics intake refuses a request over 512 KiB compressed (HTTP 413); the limit
+/// is kept on the uncompressed size, which compression only shrinks.
+pub const DATADOG_MAX_REQUEST_BYTES: usize = 500_000;
+
+/// 64 MiB: about 200 exports of an 8-GPU node with 4 owners a GPU (331 KB each), over half an
+/// hour at the default 10 s; 20 minutes of a 64-GPU node.
+pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
 
 /// Where and how one signal is sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +187,8 @@ pub struct Layer {
     pub log_signal: SignalLayer,
     /// `OTEL_SDK_DISABLED=true`: no OTLP export, whatever else says so.
     pub sdk_disabled: Option<bool>,
+    pub max_request_bytes: Option<usize>,
+    pub queue_bytes: Option<usize>,
 }
 
 impl fmt::Debug for Layer {
@@ -208,6 +210,8 @@ impl Layer {
         self.log_signal =
             std::mem::take(&mut self.log_signal).merge(over.log_signal.clone(), &over);
         self.sdk_disabled = over.sdk_disabled.or(self.sdk_disabled);
+        self.max_request_bytes = over.max_request_bytes.or(self.max_request_bytes);
+        self.queue_bytes = over.queue_bytes.or(self.queue_bytes);
         self.endpoint = over.endpoint.or(self.endpoint);
         self.protocol = over.protocol.or(self.protocol);
         self.headers.extend(over.headers);
@@ -369,6 +373,16 @@ fn invalid(origin: &'static str, field: &'static str, value: &str, expected: &st
 /// environment or the config file. An hour-long timeout would let a hung collector silence the
 /// agent with no warning, and a zero one would fail every export.
 pub const MILLIS_RANGE: std::ops::RangeInclusive<u64> = 1..=600_000;
+
+/// A request limit from 1 KiB to 64 MiB.
+pub fn checked_request_bytes(bytes: usize) -> Option<usize> {
+    (1024..=64 << 20).contains(&bytes).then_some(bytes)
+}
+
+/// A queue of 1 MiB to 4 GiB, in bytes.
+pub fn checked_queue_mib(mib: usize) -> Option<usize> {
+    (1..=4096).contains(&mib).then_some(mib << 20)
+}
 
 /// `ms` as a duration, if it lies in [`MILLIS_RANGE`].
 pub fn checked_millis(ms: u64) -> Option<Duration> {
@@ -537,6 +551,8 @@ struct FileOtlp {
     temporality: Option<String>,
     logs: Option<bool>,
     preset: Option<String>,
+    max_request_bytes: Option<usize>,
+    queue_mib: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -608,12 +624,36 @@ fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
             layer.interval = Some(millis(ORIGIN, "otlp.interval_ms", &ms.to_string())?);
         }
         if let Some(t) = o.temporality {
-            layer.temporality =
-                Some(parse_temporality(&t).ok_or_else(|| {
-                    invalid(ORIGIN, "otlp.temporality", &t, "cumulative or delta")
-                })?);
+            layer.temporality = Some(parse_temporality(&t).ok_or_else(|| {
+                invalid(
+                    ORIGIN,
+                    "otlp.temporality",
+                    &t,
+                    "cumulative, delta or lowmemory",
+                )
+            })?);
         }
         layer.logs = o.logs;
+        if let Some(bytes) = o.max_request_bytes {
+            layer.max_request_bytes = Some(checked_request_bytes(bytes).ok_or_else(|| {
+                invalid(
+                    ORIGIN,
+                    "otlp.max_request_bytes",
+                    &bytes.to_string(),
+                    "a size from 1024 to 67108864 bytes",
+                )
+            })?);
+        }
+        if let Some(mib) = o.queue_mib {
+            layer.queue_bytes = Some(checked_queue_mib(mib).ok_or_else(|| {
+                invalid(
+                    ORIGIN,
+                    "otlp.queue_mib",
+                    &mib.to_string(),
+                    "a size from 1 to 4096 MiB",
+                )
+            })?);
+        }
         if let Some(p) = o.preset {
             layer.preset = Some(parse_preset(&p).ok_or_else(|| {
                 invalid(
@@ -690,6 +730,7 @@ fn preset_layer(
             let site = env("DD_SITE").unwrap_or_else(|| "datadoghq.com".into());
             layer.endpoint = Some(format!("https://otlp.{site}"));
             layer.protocol = Some(Protocol::HttpProtobuf);
+            layer.max_request_bytes = Some(DATADOG_MAX_REQUEST_BYTES);
             layer
                 .headers
                 .insert("dd-api-key".into(), Secret(need("DD_API_KEY")?));
@@ -761,6 +802,10 @@ pub fn resolve(
                 logs,
                 interval: merged.interval.unwrap_or(Duration::from_secs(10)),
                 temporality: merged.temporality.unwrap_or(Temporality::Cumulative),
+                max_request_bytes: merged
+                    .max_request_bytes
+                    .unwrap_or(DEFAULT_MAX_REQUEST_BYTES),
+                queue_bytes: merged.queue_bytes.unwrap_or(DEFAULT_QUEUE_BYTES),
             })
         }
         _ => None,

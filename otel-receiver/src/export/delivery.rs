@@ -9,9 +9,59 @@
 //! failed export loses the windows it would have carried, while counters (energy, GPU time)
 //! catch up at the next success.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Distinct partial-success messages logged; past that, rejections are only counted.
+const MESSAGES_LOGGED: usize = 32;
+
+/// The log lines about exports, kept few: a failure once a minute per reason with its cause,
+/// and a collector's partial-success message once per distinct message.
+#[derive(Debug, Default)]
+pub struct RejectionLog {
+    failures: Mutex<HashMap<&'static str, Instant>>,
+    messages: Mutex<HashSet<String>>,
+}
+
+impl RejectionLog {
+    /// Logs a failure with its cause, once a minute per reason.
+    pub fn log_failure(&self, endpoint: &str, reason: &'static str, cause: &str) {
+        let due = match self.failures.lock() {
+            Ok(mut logged) => {
+                let now = Instant::now();
+                let due = logged
+                    .get(reason)
+                    .is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60));
+                if due {
+                    logged.insert(reason, now);
+                }
+                due
+            }
+            Err(_) => true,
+        };
+        if due {
+            tracing::warn!(endpoint, reason, cause, "OTLP export failed");
+        }
+    }
+
+    /// Logs what a collector rejected of an export, the first time its message is seen.
+    pub fn log(&self, endpoint: &str, signal: Signal, rejected: u64, message: &str) {
+        let first = match self.messages.lock() {
+            Ok(mut seen) => seen.len() < MESSAGES_LOGGED && seen.insert(message.to_string()),
+            Err(_) => false,
+        };
+        if first {
+            tracing::warn!(
+                endpoint,
+                signal = signal.as_str(),
+                rejected,
+                message,
+                "the collector rejected part of an export; the rejected items are counted as dropped"
+            );
+        }
+    }
+}
 
 /// The two OTLP signals the agent sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,6 +99,9 @@ pub mod reason {
     /// The collector answered with a redirect (HTTP 3xx). Redirects are not followed: the
     /// POST would become a body-less GET, and the API key would travel to another host.
     pub const REDIRECTED: &str = "redirected";
+    /// The intake refused the request's size (HTTP 413, gRPC `ResourceExhausted` on the
+    /// message size): the batch is halved and sent again.
+    pub const TOO_LARGE: &str = "too_large";
     /// The connection broke during the request, or another transport failure.
     pub const NETWORK: &str = "network";
     /// Anything else.
@@ -92,6 +145,9 @@ pub struct Counts {
     pub windows_dropped: u64,
     /// Produced since the last export: not yet delivered or dropped.
     pub windows_pending: u64,
+    /// Carried by batches waiting in the sending queue (or being sent).
+    pub windows_queued: u64,
+    pub points_queued: u64,
     pub exports_attempted: BTreeMap<Signal, u64>,
     pub exports_succeeded: BTreeMap<Signal, u64>,
     /// Failed exports by signal and reason.
@@ -106,6 +162,8 @@ pub struct Counts {
     pub log_records_dropped: u64,
     /// Of the log records dropped, those a collector answered as rejected.
     pub log_records_rejected: u64,
+    /// Points the SDK folded into an overflow series past an instrument's cardinality limit.
+    pub points_overflowed: u64,
     pub scrapes_served: u64,
 }
 
@@ -157,7 +215,14 @@ impl Counts {
             self.log_records_delivered,
             self.log_records_dropped,
             rejected(self.log_records_rejected),
-        )
+        ) + &if self.points_overflowed > 0 {
+            format!(
+                "; {} points folded into the SDK's overflow series",
+                self.points_overflowed
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -179,6 +244,11 @@ struct Inner {
     last_success: Option<Instant>,
     /// The first failure since the last success (or since the start).
     failing_since: Option<Instant>,
+    /// Metrics exports failed since the last one that succeeded: one per export interval, so
+    /// `/healthz` can count intervals rather than guess from a clock.
+    metrics_failed_in_a_row: u64,
+    /// The reason of the last failed metrics export, for `/healthz` to say why.
+    last_metrics_failure: Option<&'static str>,
 }
 
 /// Shared between the pipeline, the exporters and the HTTP client.
@@ -256,11 +326,21 @@ impl Delivery {
                     *c.exports_succeeded.entry(signal).or_default() += 1;
                     i.last_success = Some(Instant::now());
                     i.failing_since = None;
+                    if signal == Signal::Metrics {
+                        i.metrics_failed_in_a_row = 0;
+                    }
                 }
                 Err(fallback) => {
                     let reason = noted.failure.unwrap_or(fallback);
                     *c.exports_failed.entry((signal, reason)).or_default() += 1;
                     i.failing_since.get_or_insert_with(Instant::now);
+                    // A collector that asked to slow down is alive and answering: a restart
+                    // would forget its Retry-After and send at once, so that neither counts
+                    // towards /healthz's threshold nor resets it.
+                    if signal == Signal::Metrics && reason != reason::THROTTLED {
+                        i.metrics_failed_in_a_row += 1;
+                        i.last_metrics_failure = Some(reason);
+                    }
                 }
             }
             // A failed export dropped all it carried; a partial success, what was rejected.
@@ -291,6 +371,74 @@ impl Delivery {
         });
     }
 
+    /// The SDK folded `points` into an overflow series (an instrument past its limit).
+    pub fn cardinality_exceeded(&self, points: u64) {
+        self.with(|i| i.counts.points_overflowed += points);
+    }
+
+    /// A collection became a batch of `points` in the sending queue: it carries the windows
+    /// produced since the last one, which this returns.
+    pub fn queued(&self, points: u64) -> u64 {
+        self.with(|i| {
+            let c = &mut i.counts;
+            let windows = std::mem::take(&mut c.windows_pending);
+            c.windows_queued += windows;
+            c.points_queued += points;
+            windows
+        })
+    }
+
+    /// A queued batch reached the collector (what it rejected of it, the transport noted).
+    pub fn batch_delivered(&self, points: u64, windows: u64) {
+        self.with(|i| {
+            let noted = i.noted.remove(&Signal::Metrics).unwrap_or_default();
+            let c = &mut i.counts;
+            *c.exports_attempted.entry(Signal::Metrics).or_default() += 1;
+            *c.exports_succeeded.entry(Signal::Metrics).or_default() += 1;
+            let rejected = noted.rejected.min(points);
+            c.points_delivered += points - rejected;
+            c.points_dropped += rejected;
+            c.points_rejected += rejected;
+            c.points_queued = c.points_queued.saturating_sub(points);
+            c.windows_queued = c.windows_queued.saturating_sub(windows);
+            c.windows_delivered += windows;
+            i.last_success = Some(Instant::now());
+            i.failing_since = None;
+            i.metrics_failed_in_a_row = 0;
+        });
+    }
+
+    /// One attempt to send a queued batch failed; the batch stays queued (or is dropped next).
+    pub fn attempt_failed(&self, fallback: &'static str) {
+        self.with(|i| {
+            let noted = i.noted.remove(&Signal::Metrics).unwrap_or_default();
+            let reason = noted.failure.unwrap_or(fallback);
+            let c = &mut i.counts;
+            *c.exports_attempted.entry(Signal::Metrics).or_default() += 1;
+            *c.exports_failed
+                .entry((Signal::Metrics, reason))
+                .or_default() += 1;
+            i.failing_since.get_or_insert_with(Instant::now);
+            // As for an export (above): a throttled attempt neither counts nor resets.
+            if reason != reason::THROTTLED {
+                i.metrics_failed_in_a_row += 1;
+                i.last_metrics_failure = Some(reason);
+            }
+        });
+    }
+
+    /// A queued batch is given up: the queue overflowed, the collector refused it for good, or
+    /// the agent stopped before it could be sent.
+    pub fn batch_dropped(&self, points: u64, windows: u64) {
+        self.with(|i| {
+            let c = &mut i.counts;
+            c.points_queued = c.points_queued.saturating_sub(points);
+            c.windows_queued = c.windows_queued.saturating_sub(windows);
+            c.points_dropped += points;
+            c.windows_dropped += windows;
+        });
+    }
+
     /// At exit, after the final flush: whatever the exporters never reported on is dropped.
     /// Records emitted but never exported (a queue that overflowed or never flushed) are
     /// counted here too, so that emitted = delivered + dropped.
@@ -298,6 +446,8 @@ impl Delivery {
         self.with(|i| {
             let c = &mut i.counts;
             c.windows_dropped += std::mem::take(&mut c.windows_pending);
+            c.windows_dropped += std::mem::take(&mut c.windows_queued);
+            c.points_dropped += std::mem::take(&mut c.points_queued);
             let accounted = c.log_records_delivered + c.log_records_dropped;
             c.log_records_dropped += c.log_records_emitted.saturating_sub(accounted);
         });
@@ -311,6 +461,21 @@ impl Delivery {
     /// Whether anything was ever delivered.
     pub fn ever_delivered(&self) -> bool {
         self.with(|i| i.last_success.is_some())
+    }
+
+    /// Metrics exports (attempts of the sending queue's) that failed since the last success (0
+    /// once one succeeds), and the reason of the latest of them. The sender tries at least once
+    /// an interval and backs off from there, so N of them span at least N intervals; log exports
+    /// do not count (they run only when a verdict changes).
+    pub fn metrics_failing(&self) -> (u64, Option<&'static str>) {
+        self.with(|i| {
+            let reason = if i.metrics_failed_in_a_row > 0 {
+                i.last_metrics_failure
+            } else {
+                None
+            };
+            (i.metrics_failed_in_a_row, reason)
+        })
     }
 }
 
@@ -368,6 +533,60 @@ mod tests {
     }
 
     #[test]
+    fn queued_batches_end_delivered_or_dropped_with_their_windows() {
+        let d = Delivery::default();
+        for _ in 0..3 {
+            d.window_produced();
+        }
+        assert_eq!(d.queued(100), 3);
+        d.window_produced();
+        assert_eq!(d.queued(50), 1);
+        d.window_produced();
+        // The first batch fails twice, then arrives with 4 points rejected.
+        d.note_failure(Signal::Metrics, reason::CONNECT);
+        d.attempt_failed(reason::OTHER);
+        d.attempt_failed(reason::UNAVAILABLE);
+        d.note_rejected(Signal::Metrics, 4);
+        d.batch_delivered(100, 3);
+        // The second is dropped (the queue overflowed).
+        d.batch_dropped(50, 1);
+        let c = d.counts();
+        assert_eq!(
+            (
+                c.windows_delivered,
+                c.windows_dropped,
+                c.windows_queued,
+                c.windows_pending
+            ),
+            (3, 1, 0, 1)
+        );
+        assert_eq!(
+            (
+                c.points_delivered,
+                c.points_dropped,
+                c.points_rejected,
+                c.points_queued
+            ),
+            (96, 54, 4, 0)
+        );
+        assert_eq!((c.attempted(), c.succeeded(), c.failed()), (3, 1, 2));
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::CONNECT)),
+            Some(&1)
+        );
+        assert!(d.failing_since().is_none(), "the last attempt succeeded");
+        // At exit what is still queued or pending is dropped.
+        d.queued(10);
+        d.close();
+        let c = d.counts();
+        assert_eq!(
+            (c.windows_produced, c.windows_delivered + c.windows_dropped),
+            (5, 5)
+        );
+        assert_eq!(c.points_queued, 0);
+    }
+
+    #[test]
     fn tls_and_timeouts_are_read_from_either_transport_s_text() {
         for (text, want) in [
             // tonic, https to a plaintext server, and a gRPC deadline
@@ -420,6 +639,28 @@ mod tests {
             "{}",
             c.summary()
         );
+    }
+
+    #[test]
+    fn metrics_failures_in_a_row_count_until_a_success_and_logs_do_not_count() {
+        let d = Delivery::default();
+        assert_eq!(d.metrics_failing(), (0, None));
+        d.note_failure(Signal::Metrics, reason::CONNECT);
+        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        d.exported(Signal::Metrics, 10, Err(reason::UNAVAILABLE));
+        d.exported(Signal::Logs, 1, Err(reason::AUTH));
+        d.exported(Signal::Logs, 1, Ok(()));
+        assert_eq!(d.metrics_failing(), (2, Some(reason::UNAVAILABLE)));
+        d.exported(Signal::Metrics, 10, Ok(()));
+        assert_eq!(d.metrics_failing(), (0, None));
+        d.exported(Signal::Metrics, 10, Err(reason::TIMEOUT));
+        assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
+        // Throttled: the collector is up and asked for a pause; neither counted nor a reset.
+        d.note_failure(Signal::Metrics, reason::THROTTLED);
+        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
+        d.exported(Signal::Metrics, 10, Err(reason::CONNECT));
+        assert_eq!(d.metrics_failing(), (2, Some(reason::CONNECT)));
     }
 
     #[test]

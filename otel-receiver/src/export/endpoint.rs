@@ -9,7 +9,7 @@ use std::fmt;
 use base64::Engine as _;
 use percent_encoding::percent_decode_str;
 
-use super::config::Secret;
+use super::secret::Secret;
 
 /// Why an endpoint was refused. The text shows the endpoint without its credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,9 +12,8 @@
 //! - a partial success: a 200 whose body names rejected points or records. Those are counted
 //!   as dropped, and the collector's message is logged once per distinct message.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
@@ -22,12 +21,9 @@ use opentelemetry_http::{HttpClient, HttpError};
 
 use prost::Message as _;
 
-use super::delivery::{reason, reason_in_text, Delivery, Signal};
+use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
 use super::endpoint::without_userinfo;
 use crate::causes::causes;
-
-/// Distinct partial-success messages logged; past that, rejections are only counted.
-const MESSAGES_LOGGED: usize = 32;
 
 #[derive(Debug)]
 pub struct OtlpHttpClient {
@@ -37,9 +33,7 @@ pub struct OtlpHttpClient {
     signal: Signal,
     /// The signal's URL as logs may show it (no user information).
     shown: String,
-    logged: Mutex<HashMap<&'static str, Instant>>,
-    /// The partial-success messages logged already.
-    messages: Mutex<HashSet<String>>,
+    log: RejectionLog,
 }
 
 /// A client that follows no redirect, as the OTLP/HTTP client must be built.
@@ -62,8 +56,7 @@ impl OtlpHttpClient {
             delivery,
             signal,
             shown: without_userinfo(url),
-            logged: Mutex::new(HashMap::new()),
-            messages: Mutex::new(HashSet::new()),
+            log: RejectionLog::default(),
         }
     }
 
@@ -76,39 +69,12 @@ impl OtlpHttpClient {
         if rejected > 0 {
             self.delivery.note_rejected(self.signal, rejected);
         }
-        let first = match self.messages.lock() {
-            Ok(mut seen) => seen.len() < MESSAGES_LOGGED && seen.insert(message.clone()),
-            Err(_) => false,
-        };
-        if first {
-            tracing::warn!(
-                endpoint = %self.shown,
-                signal = self.signal.as_str(),
-                rejected,
-                message = %message,
-                "the collector rejected part of an export; the rejected items are counted as dropped"
-            );
-        }
+        self.log.log(&self.shown, self.signal, rejected, &message);
     }
 
     /// Logs a failure with its cause, once a minute per reason.
     fn log_failure(&self, reason: &'static str, detail: &str) {
-        let due = match self.logged.lock() {
-            Ok(mut logged) => {
-                let now = Instant::now();
-                let due = logged
-                    .get(reason)
-                    .is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60));
-                if due {
-                    logged.insert(reason, now);
-                }
-                due
-            }
-            Err(_) => true,
-        };
-        if due {
-            tracing::warn!(endpoint = %self.shown, reason, cause = detail, "OTLP/HTTP export failed");
-        }
+        self.log.log_failure(&self.shown, reason, detail);
     }
 }
 
@@ -175,6 +141,7 @@ fn status_reason(status: u16) -> &'static str {
     match status {
         300..=399 => reason::REDIRECTED,
         401 | 403 => reason::AUTH,
+        413 => reason::TOO_LARGE,
         429 => reason::THROTTLED,
         502..=504 => reason::UNAVAILABLE,
         400..=499 => reason::REJECTED,

@@ -11,21 +11,25 @@ use std::time::Duration;
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::{Meter, MeterProvider};
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{
-    LogExporter, MetricExporter, WithExportConfig, WithHttpConfig, WithTonicConfig,
-};
+use opentelemetry_otlp::{LogExporter, WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::logs::{LogBatch, SdkLogger, SdkLoggerProvider};
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 
-use super::catalogue::{self, gpu_attributes, Kind, MetricDef};
+use super::catalogue::{self, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, SignalConfig, Temporality};
-use super::delivery::{reason, reason_in_text, Delivery, Signal};
+use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
 use super::http_client::{no_redirects, OtlpHttpClient};
+use super::points::{agent_points, gpu_attributes};
+use super::queue::{Batch, SendQueue};
+use super::sender::{Backoff, Control, GrpcTransport, HttpTransport, Outcome, Sender, Transport};
+use super::split;
 use super::state::{ClassChange, ExportState, GpuView};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
@@ -49,6 +53,8 @@ pub struct OtlpExport {
     meters: SdkMeterProvider,
     logs: Option<(SdkLoggerProvider, SdkLogger)>,
     delivery: Arc<Delivery>,
+    queue: Arc<SendQueue>,
+    sending: Arc<Control>,
 }
 
 /// The extra CA certificates of `path`, refused unless the file holds at least one that parses:
@@ -85,11 +91,17 @@ pub fn resource(config: &ExportConfig) -> Resource {
     // The semantic conventions' host.id on Linux: the machine id, stable across reboots.
     let machine_id = std::fs::read_to_string("/etc/machine-id")
         .or_else(|_| std::fs::read_to_string("/var/lib/dbus/machine-id"));
-    if let Ok(id) = machine_id.map(|id| id.trim().to_string()) {
-        if !id.is_empty() {
-            attrs.push(KeyValue::new("host.id", id));
-        }
+    let machine_id = machine_id
+        .map(|id| id.trim().to_string())
+        .ok()
+        .filter(|id| !id.is_empty());
+    if let Some(id) = &machine_id {
+        attrs.push(KeyValue::new("host.id", id.clone()));
     }
+    attrs.push(KeyValue::new(
+        "service.instance.id",
+        service_instance_id(machine_id.as_deref(), &config.service_name),
+    ));
     if let Ok(node) = std::env::var("K8S_NODE_NAME") {
         if !node.trim().is_empty() {
             attrs.push(KeyValue::new("k8s.node.name", node.trim().to_string()));
@@ -117,6 +129,36 @@ fn scope() -> opentelemetry::InstrumentationScope {
         .with_version(env!("CARGO_PKG_VERSION"))
         .with_schema_url(SCHEMA_URL)
         .build()
+}
+
+/// `service.instance.id`: one agent per host, so a UUID (version 8, RFC 9562) from a SHA-256
+/// of the machine id and the service name — stable across restarts (a restart must not look
+/// like a new instance to a backend), unique per host, and not the machine id itself, which
+/// systemd asks applications not to expose. Without a machine id (some containers), a random
+/// one from the kernel, for this run.
+fn service_instance_id(machine_id: Option<&str>, service_name: &str) -> String {
+    let Some(machine_id) = machine_id else {
+        return std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+            .map(|u| u.trim().to_string())
+            .unwrap_or_else(|_| format!("pid-{}", std::process::id()));
+    };
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("gpuslack service.instance.id\0{machine_id}\0{service_name}").as_bytes(),
+    );
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&digest.as_ref()[..16]);
+    b[6] = (b[6] & 0x0f) | 0x80; // version 8
+    b[8] = (b[8] & 0x3f) | 0x80; // the RFC 9562 variant
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// `host.arch` as the semantic conventions spell it.
@@ -252,28 +294,62 @@ fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
     Ok(b)
 }
 
-fn metric_exporter(
-    cfg: &OtlpConfig,
-    delivery: &Arc<Delivery>,
-) -> Result<MetricExporter, OtlpError> {
-    let temporality = match cfg.temporality {
+/// The SDK's temporality for ours.
+fn sdk_temporality(t: Temporality) -> opentelemetry_sdk::metrics::Temporality {
+    match t {
         Temporality::Cumulative => opentelemetry_sdk::metrics::Temporality::Cumulative,
         Temporality::Delta => opentelemetry_sdk::metrics::Temporality::Delta,
         Temporality::LowMemory => opentelemetry_sdk::metrics::Temporality::LowMemory,
-    };
-    let builder = MetricExporter::builder().with_temporality(temporality);
-    let signal = &cfg.metrics;
-    match signal.protocol {
-        Protocol::Grpc => with_tonic_settings(builder.with_tonic(), signal)?.build(),
-        Protocol::HttpProtobuf => with_http_settings(
-            builder.with_http(),
-            signal,
-            (Signal::Metrics, "v1/metrics"),
-            delivery,
-        )?
-        .build(),
     }
-    .map_err(build_error("metrics"))
+}
+
+/// How the metrics sender reaches the collector: our HTTP client, or tonic's gRPC client over a
+/// channel that connects when first used. Call within the tokio runtime (the channel's task).
+fn metrics_transport(
+    cfg: &SignalConfig,
+    delivery: &Arc<Delivery>,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Box<dyn Transport>, OtlpError> {
+    let build = |message: String| OtlpError::Build {
+        signal: "metrics",
+        message,
+    };
+    match cfg.protocol {
+        Protocol::HttpProtobuf => {
+            let url = cfg.http_url("v1/metrics");
+            let client = http_client(cfg, (Signal::Metrics, &cfg.headers), delivery, &url)?;
+            Ok(Box::new(HttpTransport {
+                client,
+                url,
+                gzip: cfg.gzip,
+            }))
+        }
+        Protocol::Grpc => {
+            let mut endpoint =
+                tonic::transport::Endpoint::from_shared(cfg.endpoint.as_str().to_string())
+                    .map_err(|e| build(format!("the endpoint {}: {e}", cfg.endpoint)))?
+                    .timeout(cfg.timeout)
+                    .connect_timeout(cfg.timeout);
+            if let Some(tls) = tonic_tls(cfg)? {
+                endpoint = endpoint
+                    .tls_config(tls)
+                    .map_err(|e| build(format!("TLS: {e}")))?;
+            }
+            let mut client = MetricsServiceClient::new(endpoint.connect_lazy());
+            if cfg.gzip {
+                client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+            }
+            Ok(Box::new(GrpcTransport {
+                client,
+                metadata: metadata(&cfg.headers)?,
+                timeout: cfg.timeout,
+                delivery: delivery.clone(),
+                rejections: RejectionLog::default(),
+                shown: cfg.endpoint.to_string(),
+                runtime: runtime.clone(),
+            }))
+        }
+    }
 }
 
 fn log_exporter(cfg: &SignalConfig, delivery: &Arc<Delivery>) -> Result<LogExporter, OtlpError> {
@@ -317,52 +393,100 @@ fn reason_of(e: &OTelSdkError) -> &'static str {
     }
 }
 
-/// Data points in one collection, whatever their kind.
-fn points(metrics: &ResourceMetrics) -> u64 {
-    fn count<T>(data: &MetricData<T>) -> usize {
-        match data {
-            MetricData::Gauge(g) => g.data_points().count(),
-            MetricData::Sum(s) => s.data_points().count(),
-            MetricData::Histogram(h) => h.data_points().count(),
-            MetricData::ExponentialHistogram(h) => h.data_points().count(),
+/// The metrics exporter: each collection becomes batches of at most `max_request_bytes` in the
+/// sending queue, which the sender thread delivers; a full queue drops its oldest, counted.
+struct QueuedMetrics {
+    queue: Arc<SendQueue>,
+    delivery: Arc<Delivery>,
+    max_request_bytes: usize,
+    temporality: opentelemetry_sdk::metrics::Temporality,
+    /// When a full queue was last reported.
+    overflow_logged: std::sync::Mutex<Option<std::time::Instant>>,
+    cardinality_logged: std::sync::atomic::AtomicBool,
+}
+
+impl QueuedMetrics {
+    /// The SDK folded points into an overflow series: logged once, with the count.
+    fn cardinality_exceeded(&self, points: u64) {
+        if !self
+            .cardinality_logged
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            tracing::warn!(
+                points,
+                "an instrument passed the SDK's cardinality limit: points were folded into one otel.metric.overflow series (a bug: the series budget should prevent it)"
+            );
+        }
+        self.delivery.cardinality_exceeded(points);
+    }
+
+    fn overflowed(&self, batches: usize) {
+        let now = std::time::Instant::now();
+        let due = match self.overflow_logged.lock() {
+            Ok(mut last) => {
+                let due = last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(60));
+                if due {
+                    *last = Some(now);
+                }
+                due
+            }
+            Err(_) => true,
+        };
+        if due {
+            let (waiting, bytes) = self.queue.len();
+            tracing::warn!(
+                dropped_batches = batches,
+                waiting,
+                queued_bytes = bytes,
+                "the OTLP sending queue is full: its oldest batches are dropped, counted (raise --otlp-queue-mib to keep more)"
+            );
         }
     }
-    metrics
-        .scope_metrics()
-        .flat_map(|s| s.metrics())
-        .map(|m| match m.data() {
-            AggregatedMetrics::F64(d) => count(d),
-            AggregatedMetrics::U64(d) => count(d),
-            AggregatedMetrics::I64(d) => count(d),
-        } as u64)
-        .sum()
 }
 
-/// The metrics exporter, counting what each export delivered or dropped.
-struct CountingMetrics {
-    inner: MetricExporter,
-    delivery: Arc<Delivery>,
-}
-
-impl PushMetricExporter for CountingMetrics {
+impl PushMetricExporter for QueuedMetrics {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
-        let n = points(metrics);
-        let result = self.inner.export(metrics).await;
-        let outcome = result.as_ref().map(|_| ()).map_err(reason_of);
-        self.delivery.exported(Signal::Metrics, n, outcome);
-        result
+        let request = ExportMetricsServiceRequest::from(metrics);
+        let folded = split::overflowed(&request);
+        if folded > 0 {
+            self.cardinality_exceeded(folded);
+        }
+        let parts = split::to_fit(request, self.max_request_bytes);
+        let total: u64 = parts.iter().map(split::points).sum();
+        // The windows since the last collection ride with its first part.
+        let mut windows = self.delivery.queued(total);
+        let mut evicted = 0;
+        for part in parts {
+            for old in self
+                .queue
+                .push(Batch::new(part, std::mem::take(&mut windows)))
+            {
+                self.delivery.batch_dropped(old.points, old.windows);
+                evicted += 1;
+            }
+        }
+        if evicted > 0 {
+            self.overflowed(evicted);
+        }
+        Ok(())
     }
 
     fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
+        Ok(())
     }
 
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        Ok(())
     }
 
     fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
-        self.inner.temporality()
+        self.temporality
+    }
+}
+
+impl Transport for Box<dyn Transport> {
+    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+        (**self).send(request)
     }
 }
 
@@ -391,11 +515,44 @@ impl opentelemetry_sdk::logs::LogExporter for CountingLogs {
     }
 }
 
+/// Attributes as OTLP key-values, typed as the semantic conventions type them: those of
+/// [`catalogue::INT_ATTRIBUTES`] as integers (`process.pid`), the rest as strings.
 fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
     attributes
         .iter()
-        .map(|(k, v)| KeyValue::new(*k, v.clone()))
+        .map(|(k, v)| {
+            match catalogue::INT_ATTRIBUTES
+                .contains(k)
+                .then(|| v.parse::<i64>().ok())
+                .flatten()
+            {
+                Some(n) => KeyValue::new(*k, n),
+                None => KeyValue::new(*k, v.clone()),
+            }
+        })
         .collect()
+}
+
+/// Raises every instrument's cardinality limit (the SDK's default is 2,000 series) to what the
+/// series budget can reach: 1,024 GPUs (the pipeline's bound) times the most series one GPU
+/// gives one instrument (its owners' verdict times, its pod assignments). Past the SDK's limit
+/// points would be folded silently into one overflow series; 64 GPUs with 16 owners each
+/// reached it.
+pub fn cardinality_view(
+    owner_series: usize,
+) -> impl Fn(&opentelemetry_sdk::metrics::Instrument) -> Option<opentelemetry_sdk::metrics::Stream>
+       + Send
+       + Sync
+       + 'static {
+    let per_gpu = ((owner_series + 2) * crate::diagnosis::Class::ALL.len())
+        .max(catalogue::MAX_ASSIGNMENT_SERIES);
+    let limit = crate::pipeline::MAX_GPUS * per_gpu;
+    move |_| {
+        opentelemetry_sdk::metrics::Stream::builder()
+            .with_cardinality_limit(limit)
+            .build()
+            .ok()
+    }
 }
 
 /// What `start` registers, for the export benchmark's own meter provider.
@@ -413,14 +570,9 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
         let observe = move |def: MetricDef, record: &dyn Fn(f64, &[KeyValue])| {
             let Ok(state) = state.read() else { return };
             if agent {
-                for p in catalogue::agent_points(&state.delivery().counts()) {
+                for p in agent_points(&state.delivery().counts()) {
                     if p.def == def {
-                        let attrs: Vec<KeyValue> = p
-                            .attributes
-                            .iter()
-                            .map(|(k, v)| KeyValue::new(*k, v.clone()))
-                            .collect();
-                        record(p.value, &attrs);
+                        record(p.value, &key_values(&p.attributes));
                     }
                 }
                 return;
@@ -429,8 +581,10 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                 record(p.value, &key_values(&p.attributes));
             }
         };
-        match def.kind {
-            Kind::Gauge => {
+        // Integers are rounded; a count never goes below zero (NaN also becomes 0).
+        let whole = |v: f64| v.round().max(0.0) as u64;
+        match (def.kind, def.int) {
+            (Kind::Gauge, false) => {
                 meter
                     .f64_observable_gauge(def.name)
                     .with_unit(def.unit)
@@ -438,7 +592,15 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
                     .build();
             }
-            Kind::Counter => {
+            (Kind::Gauge, true) => {
+                meter
+                    .u64_observable_gauge(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| observe(def, &|v, a| o.observe(whole(v), a)))
+                    .build();
+            }
+            (Kind::Counter, false) => {
                 meter
                     .f64_observable_counter(def.name)
                     .with_unit(def.unit)
@@ -446,12 +608,32 @@ fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
                     .build();
             }
-            Kind::UpDownCounter => {
+            (Kind::Counter, true) => {
+                meter
+                    .u64_observable_counter(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| observe(def, &|v, a| o.observe(whole(v), a)))
+                    .build();
+            }
+            (Kind::UpDownCounter, false) => {
                 meter
                     .f64_observable_up_down_counter(def.name)
                     .with_unit(def.unit)
                     .with_description(def.description)
                     .with_callback(move |o| observe(def, &|v, a| o.observe(v, a)))
+                    .build();
+            }
+            (Kind::UpDownCounter, true) => {
+                meter
+                    .i64_observable_up_down_counter(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |o| {
+                        observe(def, &|v, a| {
+                            o.observe(whole(v).min(i64::MAX as u64) as i64, a)
+                        })
+                    })
                     .build();
             }
         }
@@ -467,16 +649,42 @@ impl OtlpExport {
         delivery: Arc<Delivery>,
     ) -> Result<OtlpExport, OtlpError> {
         let resource = resource(config);
-        let metrics = CountingMetrics {
-            inner: metric_exporter(cfg, &delivery)?,
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| OtlpError::Build {
+            signal: "metrics",
+            message: format!("no tokio runtime to send from: {e}"),
+        })?;
+        let queue = Arc::new(SendQueue::new(cfg.queue_bytes));
+        let sending = Arc::new(Control::default());
+        let sender = Sender {
+            queue: queue.clone(),
             delivery: delivery.clone(),
+            control: sending.clone(),
+            transport: metrics_transport(&cfg.metrics, &delivery, &runtime)?,
+            backoff: Backoff::for_interval(cfg.interval),
+        };
+        std::thread::Builder::new()
+            .name("gpuslack-otlp-send".into())
+            .spawn(move || sender.run())
+            .map_err(|e| OtlpError::Build {
+                signal: "metrics",
+                message: format!("starting the sender thread: {e}"),
+            })?;
+        let metrics = QueuedMetrics {
+            queue: queue.clone(),
+            delivery: delivery.clone(),
+            max_request_bytes: cfg.max_request_bytes,
+            temporality: sdk_temporality(cfg.temporality),
+            overflow_logged: std::sync::Mutex::new(None),
+            cardinality_logged: std::sync::atomic::AtomicBool::new(false),
         };
         let reader = PeriodicReader::builder(metrics)
             .with_interval(cfg.interval)
             .build();
+        let owner_series = state.read().map(|s| s.owner_series()).unwrap_or(1);
         let meters = SdkMeterProvider::builder()
             .with_resource(resource.clone())
             .with_reader(reader)
+            .with_view(cardinality_view(owner_series))
             .build();
         register(&meters.meter_with_scope(scope()), &state);
         let logs = if let Some(logs_cfg) = &cfg.logs {
@@ -497,6 +705,8 @@ impl OtlpExport {
             meters,
             logs,
             delivery,
+            queue,
+            sending,
         })
     }
 
@@ -519,7 +729,11 @@ impl OtlpExport {
             evidence.first().copied().unwrap_or("")
         )));
         for kv in key_values(&gpu_attributes(view)) {
-            record.add_attribute(kv.key, AnyValue::from(kv.value.to_string()));
+            let value = match kv.value {
+                opentelemetry::Value::I64(n) => AnyValue::Int(n),
+                other => AnyValue::from(other.to_string()),
+            };
+            record.add_attribute(kv.key, value);
         }
         record.add_attribute("gpuslack.diagnosis.class", change.to.as_str());
         if let Some(from) = change.from {
@@ -528,6 +742,9 @@ impl OtlpExport {
         record.add_attribute("gpuslack.diagnosis.rule", r.rule);
         record.add_attribute("gpuslack.diagnosis.evidence", evidence.join("; "));
         record.add_attribute("gpuslack.diagnosis.remedy", r.remedy());
+        record.add_attribute("gpuslack.diagnosis.confidence", r.confidence().as_str());
+        let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
+        record.add_attribute("gpuslack.diagnosis.alternatives", alternatives.join(","));
         self.delivery.log_emitted();
         logger.emit(record);
     }
@@ -538,14 +755,15 @@ impl OtlpExport {
     /// The flushing thread enters `runtime` first (gRPC needs the tokio runtime entered).
     pub fn shutdown(self, timeout: Duration, runtime: tokio::runtime::Handle) -> bool {
         let delivery = self.delivery.clone();
+        let sending = self.sending.clone();
         let (done, finished) = std::sync::mpsc::channel();
+        // What the queue could not send by then is counted dropped (Delivery::close).
+        let deadline = std::time::Instant::now() + timeout;
         let flush = move || {
             let _inside = runtime.enter();
-            if let Err(e) = self.meters.force_flush() {
-                tracing::warn!(error = %e, "final metrics export failed");
-            }
+            // The reader's shutdown collects once more: the last window goes into the queue.
             if let Err(e) = self.meters.shutdown_with_timeout(timeout) {
-                tracing::debug!(error = %e, "metrics shutdown");
+                tracing::warn!(error = %e, "final metrics collection failed");
             }
             if let Some((provider, _)) = self.logs {
                 if let Err(e) = provider.force_flush() {
@@ -553,6 +771,11 @@ impl OtlpExport {
                 }
                 let _ = provider.shutdown_with_timeout(timeout);
             }
+            self.sending.finish_by(deadline);
+            while !self.sending.idle(&self.queue) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            self.sending.stop();
             let _ = done.send(());
         };
         let in_time = match std::thread::Builder::new()
@@ -565,6 +788,8 @@ impl OtlpExport {
                 false
             }
         };
+        // The sender stops whether or not the flush finished (a second signal cuts it short).
+        sending.stop();
         if !in_time {
             tracing::warn!(
                 timeout_s = timeout.as_secs_f64(),
@@ -579,6 +804,141 @@ impl OtlpExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ManualReader the test keeps a handle on while the provider holds it too.
+    #[derive(Debug, Clone)]
+    struct Shared(Arc<opentelemetry_sdk::metrics::ManualReader>);
+
+    impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
+        fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+            self.0.register_pipeline(p)
+        }
+        fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
+            self.0.collect(rm)
+        }
+        fn force_flush(&self) -> OTelSdkResult {
+            self.0.force_flush()
+        }
+        fn shutdown_with_timeout(&self, t: Duration) -> OTelSdkResult {
+            self.0.shutdown_with_timeout(t)
+        }
+        fn temporality(
+            &self,
+            kind: opentelemetry_sdk::metrics::InstrumentKind,
+        ) -> opentelemetry_sdk::metrics::Temporality {
+            self.0.temporality(kind)
+        }
+    }
+
+    #[test]
+    fn sixty_four_gpus_of_sixteen_owners_each_lose_no_point_to_the_cardinality_limit() {
+        use crate::attribution::GpuProcess;
+        use crate::device::DeviceFacts;
+        use crate::diagnosis::{Diagnoser, Thresholds};
+        use crate::pipeline::Pipeline;
+        use crate::sample::{Metric, Sample};
+        // 64 GPUs, each held by 16 jobs in turn (2 s each), with the counters read.
+        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        let mut pipeline = Pipeline::new(2.0, diagnoser);
+        let mut state = ExportState::default().with_owner_series(16);
+        let facts = DeviceFacts::default();
+        let jobs: Vec<Arc<Vec<GpuProcess>>> = (0..16)
+            .map(|k| {
+                Arc::new(vec![GpuProcess {
+                    pid: 7000 + k,
+                    ..GpuProcess::default()
+                }])
+            })
+            .collect();
+        for tick in 0..16u32 * 20 {
+            let t = 100.0 + f64::from(tick) / 10.0;
+            for gpu in 0..64 {
+                let mut s = Sample::new(t, gpu)
+                    .with(Metric::PowerMw, 300_000.0)
+                    .with(Metric::EnergyMj, 1e9 + t * 300_000.0)
+                    .with(Metric::UtilGpu, 100.0)
+                    .with(Metric::Nprocs, 1.0);
+                s.processes = Some(jobs[(tick / 20) as usize].clone());
+                for r in pipeline.push(&s).expect("in order") {
+                    state.update(&r, &facts);
+                }
+            }
+        }
+        for r in pipeline.finish() {
+            state.update(&r, &facts);
+        }
+        let state = Arc::new(RwLock::new(state));
+        let reader = Shared(Arc::new(
+            opentelemetry_sdk::metrics::ManualReader::builder().build(),
+        ));
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .with_view(cardinality_view(16))
+            .build();
+        register(&provider.meter_with_scope(scope()), &state);
+        let mut rm = ResourceMetrics::default();
+        use opentelemetry_sdk::metrics::reader::MetricReader as _;
+        reader.collect(&mut rm).expect("collect");
+        let request = ExportMetricsServiceRequest::from(&rm);
+        let otlp_points = split::points(&request);
+        let text = super::super::prometheus::render(
+            &state.read().expect("state"),
+            &super::super::config::resolve(vec![], &|_| None).expect("config"),
+            super::super::prometheus::Format::Text,
+        );
+        // Every sample but target_info is a point, and none is folded into an overflow series.
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("target_info"))
+            .count() as u64;
+        assert!(otlp_points > 20_000, "{otlp_points} points");
+        assert_eq!(otlp_points, samples);
+        assert_eq!(split::overflowed(&request), 0);
+        // Without the view the SDK's default of 2,000 folds the excess.
+        let reader = Shared(Arc::new(
+            opentelemetry_sdk::metrics::ManualReader::builder().build(),
+        ));
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader.clone())
+            .build();
+        register(&provider.meter_with_scope(scope()), &state);
+        let mut rm = ResourceMetrics::default();
+        reader.collect(&mut rm).expect("collect");
+        let folded = ExportMetricsServiceRequest::from(&rm);
+        assert!(split::points(&folded) < samples);
+        assert!(split::overflowed(&folded) > 0);
+    }
+
+    #[test]
+    fn the_instance_id_is_a_stable_uuid_that_hides_the_machine_id() {
+        let id = service_instance_id(Some("3d1219c7c4c5404aaa1f6d2a48adfda4"), "gpuslack");
+        assert_eq!(
+            id,
+            service_instance_id(Some("3d1219c7c4c5404aaa1f6d2a48adfda4"), "gpuslack")
+        );
+        assert_ne!(
+            id,
+            service_instance_id(Some("3d1219c7c4c5404aaa1f6d2a48adfda4"), "other")
+        );
+        assert_ne!(
+            id,
+            service_instance_id(Some("0d1219c7c4c5404aaa1f6d2a48adfda4"), "gpuslack")
+        );
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12],
+            "{id}"
+        );
+        assert!(parts[2].starts_with('8'), "version 8: {id}");
+        assert!(
+            matches!(&parts[3][..1], "8" | "9" | "a" | "b"),
+            "variant: {id}"
+        );
+        assert!(!id.replace('-', "").contains("3d1219c7"));
+        let random = service_instance_id(None, "gpuslack");
+        assert_eq!(random.len(), 36, "{random}");
+    }
 
     #[test]
     fn grpc_failures_are_filed_by_what_their_text_says() {

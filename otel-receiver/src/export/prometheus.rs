@@ -1,7 +1,8 @@
 //! A Prometheus text endpoint (`/metrics`) over the same export state, with the usual
 //! OpenTelemetry-to-Prometheus name translation: dots become underscores, the unit becomes a
 //! suffix (`hw.power` in W → `hw_power_watts`), counters end in `_total`, and the resource is
-//! `target_info`; and `/healthz` for liveness probes. The exposition is valid whatever the
+//! `target_info`; `/healthz` for liveness probes and `/readyz` for readiness ([`health`],
+//! [`readiness`]). The exposition is valid whatever the
 //! attributes ([`super::prometheus_labels`]), as OpenMetrics 1.0 for a scraper that asks for it
 //! and as the 0.0.4 text format otherwise.
 //!
@@ -43,6 +44,7 @@ use tokio::net::TcpListener;
 use super::catalogue::{self, Kind, MetricDef};
 use super::config::ExportConfig;
 use super::connections::Connections;
+use super::points::agent_points;
 use super::prometheus_labels::label_set;
 use super::state::ExportState;
 
@@ -61,7 +63,17 @@ pub struct Limits {
     pub connection_timeout: Duration,
     /// A healthy agent has produced a window within this long (`/healthz`).
     pub stale_after: Duration,
+    /// `/healthz` turns unhealthy once this many metrics exports in a row have failed (one
+    /// per export interval); 0 never does. Restarting an agent whose collector is down fixes
+    /// nothing, but one stuck on a dead connection or a stale name is fixed by a restart, and
+    /// an SRE sees the restarts; [`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`] is the default.
+    pub unhealthy_after_failed_exports: u32,
 }
+
+/// Six intervals: a minute at the default 10 s interval, long enough that a collector's
+/// rolling restart (seconds) never restarts the agents, short enough that a lasting failure
+/// shows within the kubelet's probe period.
+pub const DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS: u32 = 6;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -71,6 +83,7 @@ impl Default for Limits {
             read_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(15),
             stale_after: Duration::from_secs(60),
+            unhealthy_after_failed_exports: DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS,
         }
     }
 }
@@ -192,7 +205,7 @@ pub fn render(state: &ExportState, config: &ExportConfig, format: Format) -> Str
         "target_info{} 1",
         label_set(resource.iter().map(|(k, v)| (k.as_str(), v.as_str())), &[])
     );
-    let agent = catalogue::agent_points(&state.delivery().counts());
+    let agent = agent_points(&state.delivery().counts());
     let points = state.points();
     for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
         let name = prometheus_name(&def);
@@ -234,28 +247,116 @@ pub fn render(state: &ExportState, config: &ExportConfig, format: Format) -> Str
     out
 }
 
-/// `/healthz`: 200 while windows keep arriving (or in the first minute), 503 once the agent
-/// has produced none for `stale_after`; a JSON body says how long and what was delivered.
-fn health(state: &ExportState, limits: &Limits, uptime: Duration) -> (StatusCode, String) {
-    let counts = state.delivery().counts();
-    let age = state.last_window_age();
-    let stale = match age {
+/// What `/healthz` and `/readyz` look at: the age of the last window and the export record.
+/// Taken out of the state so that the rules are tested without a clock or a collector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthInput {
+    /// How long ago the last window arrived; `None` before the first.
+    pub last_window_age: Option<Duration>,
+    /// How long the endpoint has been up.
+    pub uptime: Duration,
+    /// Metrics exports failed in a row, and the latest one's reason.
+    pub exports_failed_in_a_row: u64,
+    pub last_failure: Option<&'static str>,
+    pub counts: super::delivery::Counts,
+}
+
+impl HealthInput {
+    pub fn of(state: &ExportState, uptime: Duration) -> HealthInput {
+        let (exports_failed_in_a_row, last_failure) = state.delivery().metrics_failing();
+        HealthInput {
+            last_window_age: state.last_window_age(),
+            uptime,
+            exports_failed_in_a_row,
+            last_failure,
+            counts: state.delivery().counts(),
+        }
+    }
+}
+
+fn rounded_s(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10.0).round() / 10.0
+}
+
+/// `/healthz`, the liveness probe: 503 when the agent has stopped working, with a JSON body
+/// whose `status` says which way and `reason` in words:
+///
+/// - `stalled`: no window for `stale_after` (none at all once up that long): the sampling loop
+///   is stuck (a hung NVML call, a dead thread), which a restart cures;
+/// - `exports_failing`: the last `unhealthy_after_failed_exports` metrics exports all failed
+///   (an agent with no OTLP configured never fails this way; exports the collector throttled
+///   with 429 or Retry-After do not count, since a restart would only ignore its request).
+///
+/// 200 with `status: ok` otherwise. A stall is reported before failing exports, since a stalled
+/// agent has nothing to export.
+pub fn health(input: &HealthInput, limits: &Limits) -> (StatusCode, String) {
+    let c = &input.counts;
+    let stale = match input.last_window_age {
         Some(age) => age > limits.stale_after,
-        None => uptime > limits.stale_after,
+        None => input.uptime > limits.stale_after,
     };
-    let status = if stale { "stalled" } else { "ok" };
+    let threshold = u64::from(limits.unhealthy_after_failed_exports);
+    let failing = threshold > 0 && input.exports_failed_in_a_row >= threshold;
+    let (status, reason) = if stale {
+        let reason = match input.last_window_age {
+            Some(age) => format!(
+                "no window for {:.0} s (limit {} s)",
+                age.as_secs_f64(),
+                limits.stale_after.as_secs()
+            ),
+            None => format!(
+                "no window since the start {:.0} s ago (limit {} s)",
+                input.uptime.as_secs_f64(),
+                limits.stale_after.as_secs()
+            ),
+        };
+        ("stalled", Some(reason))
+    } else if failing {
+        let reason = format!(
+            "the last {} OTLP metrics exports failed ({}; limit {})",
+            input.exports_failed_in_a_row,
+            input.last_failure.unwrap_or(super::delivery::reason::OTHER),
+            threshold
+        );
+        ("exports_failing", Some(reason))
+    } else {
+        ("ok", None)
+    };
     let body = serde_json::json!({
         "status": status,
-        "last_window_age_s": age.map(|a| (a.as_secs_f64() * 10.0).round() / 10.0),
-        "windows_produced": counts.windows_produced,
-        "windows_delivered": counts.windows_delivered,
-        "windows_dropped": counts.windows_dropped,
-        "exports_failed": counts.failed(),
+        "reason": reason,
+        "last_window_age_s": input.last_window_age.map(rounded_s),
+        "exports_failed_in_a_row": input.exports_failed_in_a_row,
+        "unhealthy_after_failed_exports": limits.unhealthy_after_failed_exports,
+        "last_export_failure": input.last_failure,
+        "windows_produced": c.windows_produced,
+        "windows_delivered": c.windows_delivered,
+        "windows_dropped": c.windows_dropped,
+        "exports_failed": c.failed(),
     });
-    let code = if stale {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
+    let code = if status == "ok" {
         StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, format!("{body}\n"))
+}
+
+/// `/readyz`, the readiness probe: 200 once the first window is out (the agent has sampled and
+/// `/metrics` carries GPU series), 503 before. It does not turn back: a stall is liveness'
+/// business, and a DaemonSet pod that flips unready only confuses a rollout.
+pub fn readiness(input: &HealthInput) -> (StatusCode, String) {
+    let ready = input.last_window_age.is_some();
+    let body = serde_json::json!({
+        "status": if ready { "ready" } else { "starting" },
+        "reason": if ready { None } else { Some("no window yet: the first sample is not taken or its window has not closed") },
+        "uptime_s": rounded_s(input.uptime),
+        "windows_produced": input.counts.windows_produced,
+    });
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
     };
     (code, format!("{body}\n"))
 }
@@ -297,20 +398,25 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 "text/plain; charset=utf-8",
             ),
         },
-        (&hyper::Method::GET, "/healthz") => match shared.state.read() {
+        (&hyper::Method::GET, path @ ("/healthz" | "/readyz")) => match shared.state.read() {
             Ok(state) => {
-                let (code, body) = health(&state, &shared.limits, shared.started.elapsed());
+                let input = HealthInput::of(&state, shared.started.elapsed());
+                let (code, body) = if path == "/healthz" {
+                    health(&input, &shared.limits)
+                } else {
+                    readiness(&input)
+                };
                 (code, body, "application/json")
             }
             Err(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "{\"status\":\"broken\"}\n".into(),
+                "{\"status\":\"broken\",\"reason\":\"the export state is unavailable\"}\n".into(),
                 "application/json",
             ),
         },
         (&hyper::Method::GET, _) => (
             StatusCode::NOT_FOUND,
-            "try /metrics or /healthz\n".into(),
+            "try /metrics, /healthz or /readyz\n".into(),
             "text/plain; charset=utf-8",
         ),
         _ => (
@@ -329,7 +435,7 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     response
 }
 
-/// Serves `/metrics` and `/healthz` until the runtime stops; a failed connection only ends
+/// Serves `/metrics`, `/healthz` and `/readyz` until the runtime stops; a failed connection only ends
 /// that connection. Call within a tokio runtime with a timer.
 pub async fn serve(
     listener: std::net::TcpListener,
@@ -338,7 +444,7 @@ pub async fn serve(
     limits: Limits,
 ) -> std::io::Result<()> {
     let listener = TcpListener::from_std(listener)?;
-    tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics, health at /healthz");
+    tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics, health at /healthz and /readyz");
     let shared = Arc::new(Shared {
         state,
         config,
@@ -440,5 +546,95 @@ mod tests {
         assert_eq!(sample_value(2.5), "2.5");
         assert_eq!(help_text("a \"b\"\nc\\", Format::Text), "a \"b\"\\nc\\\\");
         assert_eq!(help_text("a \"b\"", Format::OpenMetrics), "a \\\"b\\\"");
+    }
+
+    fn input(age_s: Option<u64>, uptime_s: u64, failed: u64) -> HealthInput {
+        HealthInput {
+            last_window_age: age_s.map(Duration::from_secs),
+            uptime: Duration::from_secs(uptime_s),
+            exports_failed_in_a_row: failed,
+            last_failure: (failed > 0).then_some(crate::export::delivery::reason::UNAVAILABLE),
+            counts: Default::default(),
+        }
+    }
+
+    fn status_of(body: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        v["status"].as_str().expect("status").to_string()
+    }
+
+    #[test]
+    fn healthz_turns_503_at_the_failed_export_threshold_and_back_on_success() {
+        let limits = Limits::default();
+        assert_eq!(limits.unhealthy_after_failed_exports, 6);
+        // Five failed intervals in a row: still healthy; the sixth: unhealthy, saying why.
+        let (code, body) = health(&input(Some(1), 100, 5), &limits);
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::OK, "ok".into()),
+            "{body}"
+        );
+        let (code, body) = health(&input(Some(1), 100, 6), &limits);
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(status_of(&body), "exports_failing");
+        assert!(
+            body.contains("the last 6 OTLP metrics exports failed (unavailable; limit 6)"),
+            "{body}"
+        );
+        assert!(body.contains("\"exports_failed_in_a_row\":6"), "{body}");
+        // One success resets the count (Delivery's test): healthy again.
+        let (code, _) = health(&input(Some(1), 100, 0), &limits);
+        assert_eq!(code, StatusCode::OK);
+        // The threshold is the operator's; 0 turns the rule off.
+        let one = Limits {
+            unhealthy_after_failed_exports: 1,
+            ..limits
+        };
+        assert_eq!(
+            health(&input(Some(1), 100, 1), &one).0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        let off = Limits {
+            unhealthy_after_failed_exports: 0,
+            ..limits
+        };
+        assert_eq!(health(&input(Some(1), 100, 10_000), &off).0, StatusCode::OK);
+    }
+
+    #[test]
+    fn healthz_turns_503_when_no_window_comes_for_a_minute() {
+        let limits = Limits::default();
+        // The first minute is grace for the first window; past it, none is a stall.
+        assert_eq!(health(&input(None, 59, 0), &limits).0, StatusCode::OK);
+        let (code, body) = health(&input(None, 61, 0), &limits);
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::SERVICE_UNAVAILABLE, "stalled".into())
+        );
+        assert!(body.contains("no window since the start"), "{body}");
+        assert_eq!(health(&input(Some(60), 600, 0), &limits).0, StatusCode::OK);
+        let (code, body) = health(&input(Some(61), 600, 0), &limits);
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("no window for 61 s (limit 60 s)"), "{body}");
+        // A stalled agent that also fails to export is reported as stalled: the cause.
+        assert_eq!(
+            status_of(&health(&input(Some(61), 600, 9), &limits).1),
+            "stalled"
+        );
+    }
+
+    #[test]
+    fn readyz_is_503_before_the_first_window_and_200_after() {
+        let (code, body) = readiness(&input(None, 0, 0));
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::SERVICE_UNAVAILABLE, "starting".into())
+        );
+        assert!(body.contains("no window yet"), "{body}");
+        // Ready from the first window on, however stale or failing: that is liveness'.
+        for (age, failed) in [(0, 0), (3600, 100)] {
+            let (code, body) = readiness(&input(Some(age), 4000, failed));
+            assert_eq!((code, status_of(&body)), (StatusCode::OK, "ready".into()));
+        }
     }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::catalogue::{self, owner_attributes, Attributes, Point};
 use super::delivery::Delivery;
+use super::point::{owner_attributes, Attributes, Point};
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, Spent, WindowReport};
 use crate::sample::Metric;
@@ -72,17 +72,47 @@ pub struct Counters {
     pub spent: BTreeMap<Class, Spent>,
 }
 
-/// Owners whose counters a GPU keeps: a counter series is named by its owner's attributes
-/// (`process.pid`, `container.id`, `k8s.pod.uid`, `gpuslack.job.id`), so each owner gets
-/// counters of its own that rise only while it holds the GPU, and the owners' series add up to
-/// the GPU's total. Were one series to change its name instead, its first point under the new
-/// owner would carry everything since the agent started: a delta backend would count it twice.
-/// The owner longest gone is dropped past this many; its series just stop.
-pub const OWNERS_KEPT: usize = 16;
+/// Owners whose counters a GPU keeps, by default: a counter series is named by its owner's
+/// attributes (`process.pid`, `container.id`, `k8s.pod.uid`, `gpuslack.job.id`), so each owner
+/// gets counters of its own that rise only while it holds the GPU, and the owners' series add
+/// up to the GPU's total. Were one series to change its name instead, its first point under the
+/// new owner would carry everything since the agent started: a delta backend would count it
+/// twice. Past this many, the owner with the least GPU time (never the current one) is folded
+/// into the GPU's `other` owner: its series end, and `other` rises by what it had, so the sums
+/// still add up. With "nobody" and `other`, a GPU carries at most this many plus two owners'
+/// counters, whatever the churn (docs/EXPORT.md, "Series budget").
+pub const DEFAULT_OWNER_SERIES: usize = 4;
+
+/// The owner that former owners are folded into.
+pub const OTHER_OWNER: (&str, &str) = ("gpuslack.owner", "other");
 
 /// Windows a new verdict must hold before it is announced: idle ↔ idle_held and other
 /// borderline pairs otherwise flap with every window. The series carry every window's verdict.
 pub const ANNOUNCE_AFTER_WINDOWS: u32 = 3;
+
+impl Counters {
+    /// Adds everything `other` counted: a former owner folded into `other`.
+    fn absorb(&mut self, other: &Counters) {
+        self.energy_j += other.energy_j;
+        self.pcie_rx_bytes += other.pcie_rx_bytes;
+        self.pcie_tx_bytes += other.pcie_tx_bytes;
+        self.nvlink_rx_bytes += other.nvlink_rx_bytes;
+        self.nvlink_tx_bytes += other.nvlink_tx_bytes;
+        for (mine, theirs) in self.errors.iter_mut().zip(other.errors) {
+            *mine += theirs;
+        }
+        for (class, spent) in &other.spent {
+            let mine = self.spent.entry(*class).or_default();
+            mine.seconds += spent.seconds;
+            mine.energy_j += spent.energy_j;
+        }
+    }
+
+    /// GPU time held, the ranking of owners.
+    fn seconds(&self) -> f64 {
+        self.spent.values().map(|s| s.seconds).sum()
+    }
+}
 
 /// One owner's counters, and when it last held the GPU (the end of its last window).
 #[derive(Debug, Clone)]
@@ -157,17 +187,37 @@ impl GpuView {
         self.owned.iter().map(|o| (&o.owner, &o.counters))
     }
 
-    /// The counters of the owner of `report`'s window, made if it is new.
-    fn counters_of(&mut self, report: &WindowReport) -> &mut Counters {
+    /// The counters of the owner of `report`'s window, made if it is new; past `kept` owners
+    /// (besides "nobody" and `other`), the one with the least GPU time is folded into `other`.
+    fn counters_of(&mut self, report: &WindowReport, kept: usize) -> &mut Counters {
         let owner = owner_attributes(report);
         let i = match self.owned.iter().position(|o| o.owner == owner) {
             Some(i) => i,
             None => {
-                if self.owned.len() == OWNERS_KEPT {
-                    let gone = (0..self.owned.len())
-                        .min_by(|a, b| self.owned[*a].last_end.total_cmp(&self.owned[*b].last_end))
-                        .unwrap_or(0);
-                    self.owned.remove(gone);
+                let other = vec![(OTHER_OWNER.0, OTHER_OWNER.1.to_string())];
+                let named = |o: &Owned| !o.owner.is_empty() && o.owner != other;
+                while !owner.is_empty() && self.owned.iter().filter(|o| named(o)).count() >= kept {
+                    let Some(least) = (0..self.owned.len())
+                        .filter(|i| named(&self.owned[*i]))
+                        .min_by(|a, b| {
+                            let (a, b) = (&self.owned[*a], &self.owned[*b]);
+                            a.counters
+                                .seconds()
+                                .total_cmp(&b.counters.seconds())
+                                .then(a.last_end.total_cmp(&b.last_end))
+                        })
+                    else {
+                        break;
+                    };
+                    let gone = self.owned.remove(least);
+                    match self.owned.iter_mut().find(|o| o.owner == other) {
+                        Some(o) => o.counters.absorb(&gone.counters),
+                        None => self.owned.push(Owned {
+                            owner: other.clone(),
+                            counters: gone.counters,
+                            last_end: gone.last_end,
+                        }),
+                    }
                 }
                 self.owned.push(Owned {
                     owner,
@@ -181,8 +231,8 @@ impl GpuView {
         &mut self.owned[i].counters
     }
 
-    /// Takes in one window's readings.
-    fn add(&mut self, report: &WindowReport) {
+    /// Takes in one window's readings; `kept` owners keep counters of their own.
+    fn add(&mut self, report: &WindowReport, kept: usize) {
         let stats = &report.stats;
         let seconds = stats.duration_s();
         let s = &report.signals;
@@ -214,7 +264,7 @@ impl GpuView {
                 self.held[metric as usize] = Some(v);
             }
         }
-        let c = self.counters_of(report);
+        let c = self.counters_of(report, kept);
         c.energy_j += energy_delta;
         c.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
         c.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
@@ -269,6 +319,8 @@ pub struct ExportState {
     last_window: Option<Instant>,
     /// Per-process series per GPU (the top processes by SM share).
     top_processes: usize,
+    /// Owners with counters of their own per GPU ([`DEFAULT_OWNER_SERIES`]).
+    owner_series: usize,
     /// Every GPU's points, made at the first collection after a window and shared by every
     /// instrument and scrape until the next: an OTLP collection asks once per instrument.
     points: Mutex<Option<Arc<Vec<Point>>>>,
@@ -281,6 +333,7 @@ impl ExportState {
         ExportState {
             delivery,
             top_processes: super::catalogue::DEFAULT_TOP_PROCESSES,
+            owner_series: DEFAULT_OWNER_SERIES,
             ..ExportState::default()
         }
     }
@@ -289,6 +342,16 @@ impl ExportState {
     pub fn with_top_processes(mut self, top: usize) -> Self {
         self.top_processes = top;
         self
+    }
+
+    /// Keeps counters of their own for `n` owners of each GPU (at least 1: the current one).
+    pub fn with_owner_series(mut self, n: usize) -> Self {
+        self.owner_series = n.max(1);
+        self
+    }
+
+    pub fn owner_series(&self) -> usize {
+        self.owner_series.max(1)
     }
 
     pub fn top_processes(&self) -> usize {
@@ -308,20 +371,9 @@ impl ExportState {
         self.gpus.values()
     }
 
-    /// Every point of every GPU (`catalogue::points`), made once per window.
-    pub fn points(&self) -> Arc<Vec<Point>> {
-        let make = || -> Arc<Vec<Point>> {
-            Arc::new(
-                self.gpus()
-                    .flat_map(|view| catalogue::points(view, self.top_processes))
-                    .collect(),
-            )
-        };
-        // A poisoned cache only means a panic elsewhere mid-fill: make the points afresh.
-        let Ok(mut cached) = self.points.lock() else {
-            return make();
-        };
-        cached.get_or_insert_with(make).clone()
+    /// The cache of [`ExportState::points`] (`export/points.rs`), emptied by each window.
+    pub(super) fn points_cache(&self) -> &std::sync::Mutex<Option<Arc<Vec<Point>>>> {
+        &self.points
     }
 
     pub fn get(&self, gpu: u32) -> Option<&GpuView> {
@@ -343,7 +395,7 @@ impl ExportState {
             GpuView::new(gpu, facts, report)
         });
         view.facts = facts.clone();
-        view.add(report);
+        view.add(report, self.owner_series.max(1));
         if first {
             return Some(ClassChange {
                 gpu,

@@ -1,30 +1,272 @@
-//! The report of `gpuslack diagnose`: per GPU, its phases (runs of windows with one verdict),
-//! each with the article's diagnostic matrix, the verdict, the evidence and the remedy.
+//! The report of `gpuslack diagnose`. It opens with the bottom line (how much of the GPU time
+//! and energy was slack, what it cost, the top cause and the fix to try first), then per GPU:
+//! whose job it was, its health, one row per verdict with its basis named, the evidence of a
+//! typical window, and each remedy once at the end. Its length does not grow with the run:
+//! repeated phases of a verdict merge into one row; `--detail` brings back a block per phase.
+//!
+//! The same collected data renders as text ([`HumanReport::render`]), as one JSON document
+//! ([`HumanReport::json`], docs/output.schema.json) and as an HTML page with a timeline per GPU
+//! ([`HumanReport::html`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
+use crate::attribution::{GpuProcess, PodContainer};
 use crate::device::DeviceFacts;
 use crate::diagnosis::{self, Class, WindowReport};
 use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
 use crate::thinned::Thinned;
 
+use super::health::Health;
+use super::html::HtmlPage;
 use super::time::utc_hms;
+use super::timeline::{Band, Point, Timeline};
 
-/// Where the numbers came from; a recording is always labelled as one.
+/// The version of `diagnose --format json`'s document (docs/OUTPUT.md). Fields are only ever
+/// added; a rename or a type change would change it.
+pub const REPORT_SCHEMA: &str = "gpuslack.diagnose.v1";
+
+/// Where the numbers came from; a recording is always labelled as one, and the bundled one as
+/// bundled, so that no script takes it for this host's GPUs.
 #[derive(Debug, Clone)]
 pub enum SourceLabel {
-    Live { host: String },
-    Recorded { name: String, note: String },
+    /// This host's GPUs, sampled now.
+    Live {
+        /// The host, or the job watched on it.
+        host: String,
+    },
+    /// A trace file given with `--trace`.
+    Trace {
+        /// Its path.
+        name: String,
+        /// What the reader should keep in mind about it.
+        note: String,
+    },
+    /// The recording shipped in the binary, shown when the host has no GPU.
+    Bundled {
+        /// What it recorded.
+        name: String,
+        /// Why it is shown instead of this host's GPUs.
+        reason: String,
+    },
+}
+
+impl SourceLabel {
+    /// `live`, `trace` or `bundled`: the JSON's `source.kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SourceLabel::Live { .. } => "live",
+            SourceLabel::Trace { .. } => "trace",
+            SourceLabel::Bundled { .. } => "bundled",
+        }
+    }
+
+    /// Why the report shows this source.
+    pub fn reason(&self) -> String {
+        match self {
+            SourceLabel::Live { host } => format!("sampled live on {host}"),
+            SourceLabel::Trace { note, .. } => note.clone(),
+            SourceLabel::Bundled { reason, .. } => reason.clone(),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            SourceLabel::Live { host } => host,
+            SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => name,
+        }
+    }
+}
+
+/// Prices for the cost of slack, in the user's currency.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prices {
+    /// Price of one GPU-hour (`--price-gpu-hour`).
+    pub per_gpu_hour: Option<f64>,
+    /// Price of one kWh (`--price-kwh`).
+    pub per_kwh: Option<f64>,
+}
+
+impl Prices {
+    /// The cost of `gpu_hours` and `kwh`, when any price is given.
+    pub fn cost(&self, gpu_hours: f64, kwh: f64) -> Option<f64> {
+        if self.per_gpu_hour.is_none() && self.per_kwh.is_none() {
+            return None;
+        }
+        Some(self.per_gpu_hour.unwrap_or(0.0) * gpu_hours + self.per_kwh.unwrap_or(0.0) * kwh)
+    }
+}
+
+/// How to render the text report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenderOptions {
+    /// A block per phase, as before the bottom line existed.
+    pub detail: bool,
+    /// The rule ids beside the verdicts (`-v`).
+    pub verbose: bool,
+    /// A coloured strip per GPU (stdout is a terminal).
+    pub colour_strip: bool,
+    /// Prices for the cost of slack in the bottom line.
+    pub prices: Prices,
 }
 
 /// Windows kept per phase for its figures: evenly spread over the phase, however long.
 const KEPT_PER_PHASE: usize = 16;
 
-/// Phases shown per GPU; later ones count in the totals and the timeline's tail only, so that
+/// Phases kept per GPU; later ones count in the totals and the timeline's tail only, so that
 /// a trace that changes verdict every window cannot grow the report without bound.
 const MAX_PHASES: usize = 200;
+
+/// Points of the timeline's curves kept per GPU, evenly thinned.
+const KEPT_POINTS: usize = 1200;
+
+/// Bands of the timeline kept per GPU: past this, neighbours are merged in pairs, so that the
+/// picture covers the whole run at a coarser grain rather than its first phases only.
+const MAX_BANDS: usize = 2000;
+
+/// Merges neighbouring bands in pairs, each pair taking the class that held longer, then joins
+/// neighbours of one class: half the bands, the same span.
+fn coarsen(bands: &mut Vec<Band>) {
+    let mut merged: Vec<Band> = Vec::with_capacity(bands.len() / 2 + 1);
+    for pair in bands.chunks(2) {
+        let band = match pair {
+            [a, b] => Band {
+                start: a.start,
+                end: b.end,
+                class: if a.end - a.start >= b.end - b.start {
+                    a.class
+                } else {
+                    b.class
+                },
+            },
+            [a] => *a,
+            _ => continue,
+        };
+        match merged.last_mut() {
+            Some(last) if last.class == band.class => last.end = band.end,
+            _ => merged.push(band),
+        }
+    }
+    *bands = merged;
+}
+
+/// Owners remembered per GPU and per phase: a churn of short processes cannot grow memory.
+const MAX_OWNERS: usize = 16;
+
+/// Whether a class is slack: time the GPU is held or busy without doing work at its pace.
+/// Bare idle is free capacity, not slack.
+pub fn is_slack(class: Class) -> bool {
+    !class.is_healthy()
+}
+
+/// A running mean that ignores what was not sampled.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mean {
+    sum: f64,
+    n: u32,
+}
+
+impl Mean {
+    fn add(&mut self, v: Option<f64>) {
+        if let Some(v) = v {
+            self.sum += v;
+            self.n += 1;
+        }
+    }
+    fn get(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / f64::from(self.n))
+    }
+}
+
+/// One verdict's totals on one GPU, over every window: exact, whatever was thinned.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClassTotals {
+    seconds: f64,
+    energy_j: f64,
+    phases: usize,
+    power_w: Mean,
+    util_pct: Mean,
+    sm_pct: Mean,
+}
+
+/// Seconds an owner was seen, the verdicts it was seen in, its identity as recorded.
+type Owned = (f64, BTreeSet<Class>, serde_json::Value);
+
+/// Who held a GPU, and in which verdicts.
+#[derive(Debug, Clone, Default)]
+struct Owners {
+    /// Label → seconds seen, verdicts seen in, and the identity as recorded (for the JSON).
+    seen: BTreeMap<String, Owned>,
+    /// More owners than were remembered.
+    more: usize,
+}
+
+impl Owners {
+    fn add(&mut self, label: String, seconds: f64, class: Class, identity: serde_json::Value) {
+        if let Some(e) = self.seen.get_mut(&label) {
+            e.0 += seconds;
+            e.1.insert(class);
+        } else if self.seen.len() < MAX_OWNERS {
+            self.seen
+                .insert(label, (seconds, BTreeSet::from([class]), identity));
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn add_window(&mut self, w: &WindowReport) {
+        let seconds = w.stats.duration_s();
+        for p in w.stats.processes.iter().flat_map(|p| p.iter()) {
+            let identity = serde_json::json!({ "process": p });
+            self.add(process_label(p), seconds, w.class, identity);
+        }
+        for p in w.stats.pods.iter().flat_map(|p| p.iter()) {
+            let identity = serde_json::json!({ "pod": p });
+            self.add(pod_label(p), seconds, w.class, identity);
+        }
+    }
+
+    /// Longest held first.
+    fn ranked(&self) -> Vec<(&String, &Owned)> {
+        let mut v: Vec<_> = self.seen.iter().collect();
+        v.sort_by(|a, b| (b.1).0.total_cmp(&(a.1).0));
+        v
+    }
+}
+
+/// "pid 717 python3 (user root, pgid 715, container 0123456789ab, Slurm job 42)".
+pub fn process_label(p: &GpuProcess) -> String {
+    let mut s = format!("pid {}", p.pid);
+    if let Some(name) = &p.name {
+        s += &format!(" {name}");
+    }
+    let mut more = Vec::new();
+    if let Some(user) = &p.user {
+        more.push(format!("user {user}"));
+    }
+    if let Some(job) = &p.slurm_job {
+        more.push(format!("Slurm job {job}"));
+    }
+    if let Some(uid) = &p.pod_uid {
+        more.push(format!("pod {uid}"));
+    }
+    if let Some(id) = &p.container_id {
+        more.push(format!("container {}", &id[..id.len().min(12)]));
+    }
+    if let Some(pgid) = p.pgid.filter(|g| *g != p.pid) {
+        more.push(format!("pgid {pgid}"));
+    }
+    if !more.is_empty() {
+        s += &format!(" ({})", more.join(", "));
+    }
+    s
+}
+
+/// "pod ns/name, container c".
+pub fn pod_label(p: &PodContainer) -> String {
+    format!("pod {}/{}, container {}", p.namespace, p.pod, p.container)
+}
 
 /// A run of consecutive windows of one GPU with the same class: its span, its count and energy
 /// exactly, its figures from an evenly thinned subset of its windows.
@@ -34,27 +276,31 @@ struct Phase {
     start: f64,
     end: f64,
     count: usize,
+    energy_j: f64,
     windows: Thinned<WindowReport>,
+    owners: Owners,
 }
 
 impl Phase {
     fn new(report: WindowReport) -> Phase {
-        let mut windows = Thinned::new(KEPT_PER_PHASE);
-        let (start, end) = (report.stats.start, report.stats.end);
-        let class = report.class;
-        windows.push(report);
-        Phase {
-            class,
-            start,
-            end,
-            count: 1,
-            windows,
-        }
+        let mut phase = Phase {
+            class: report.class,
+            start: report.stats.start,
+            end: report.stats.end,
+            count: 0,
+            energy_j: 0.0,
+            windows: Thinned::new(KEPT_PER_PHASE),
+            owners: Owners::default(),
+        };
+        phase.add(report);
+        phase
     }
 
     fn add(&mut self, report: WindowReport) {
         self.end = report.stats.end;
         self.count += 1;
+        self.energy_j += report.energy_j();
+        self.owners.add_window(&report);
         self.windows.push(report);
     }
 
@@ -62,12 +308,10 @@ impl Phase {
         self.windows.values()
     }
 
-    fn start(&self) -> f64 {
-        self.start
+    fn seconds(&self) -> f64 {
+        self.end - self.start
     }
-    fn end(&self) -> f64 {
-        self.end
-    }
+
     fn mean(&self, f: impl Fn(&WindowReport) -> Option<f64>) -> Option<f64> {
         let values: Vec<f64> = self.kept().iter().filter_map(f).collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
@@ -85,22 +329,208 @@ impl Phase {
 pub use crate::diagnosis::Spent;
 
 /// One GPU's phases and totals.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct GpuReport {
     phases: Vec<Phase>,
     /// Phases past [`MAX_PHASES`], counted only.
     more_phases: usize,
     /// The class of the last window added.
     last_class: Option<Class>,
-    by_class: BTreeMap<Class, Spent>,
+    by_class: BTreeMap<Class, ClassTotals>,
+    health: Health,
+    points: Thinned<Point>,
+    /// The timeline's bands: one per phase until [`MAX_BANDS`], coarser past it.
+    bands: Vec<Band>,
+    owners: Owners,
+    /// Whether any window said who held the GPU (a `processes` column, a live source).
+    processes_sampled: bool,
+    jobs: BTreeSet<String>,
+    tdp_w: Option<f64>,
+    /// Whether SM activity (GPM) was sampled: the curve shows GPU-Util otherwise.
+    sm_sampled: bool,
+}
+
+impl Default for GpuReport {
+    fn default() -> Self {
+        GpuReport {
+            phases: Vec::new(),
+            more_phases: 0,
+            last_class: None,
+            by_class: BTreeMap::new(),
+            health: Health::default(),
+            points: Thinned::new(KEPT_POINTS),
+            bands: Vec::new(),
+            owners: Owners::default(),
+            processes_sampled: false,
+            jobs: BTreeSet::new(),
+            tdp_w: None,
+            sm_sampled: false,
+        }
+    }
+}
+
+impl GpuReport {
+    fn seconds(&self) -> f64 {
+        self.by_class.values().map(|t| t.seconds).sum()
+    }
+}
+
+/// A remedy and where it applied: each is printed once, and the ranked fixes refer to it.
+#[derive(Debug, Clone, Default)]
+struct RemedyUse {
+    /// Seconds per class it was the remedy of.
+    seconds: BTreeMap<Class, f64>,
+    energy_j: f64,
+    gpus: BTreeSet<u32>,
+}
+
+impl RemedyUse {
+    fn seconds(&self) -> f64 {
+        self.seconds.values().sum()
+    }
+    /// The class it was most often the remedy of.
+    fn class(&self) -> Class {
+        self.seconds
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(Class::Idle, |(c, _)| *c)
+    }
+}
+
+/// A remedy as the report numbers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Remedy {
+    /// 1-based: `[1]` in the text, `remedy_id` in the JSON.
+    pub id: usize,
+    /// The verdict it is the remedy of (the one it applied to longest).
+    pub class: Class,
+    /// What to do.
+    pub text: &'static str,
+    /// GPU time it applied to, over every GPU.
+    pub seconds: f64,
+    /// Energy of the windows it applied to (J).
+    pub energy_j: f64,
+    /// The GPUs it applied to.
+    pub gpus: BTreeSet<u32>,
+    /// Whether it addresses slack: a fix, ranked by the time it would recover.
+    pub is_fix: bool,
+}
+
+/// The opening paragraph's numbers, over every GPU reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BottomLine {
+    /// GPUs reported on.
+    pub gpus: usize,
+    /// GPU time covered, summed over GPUs (s).
+    pub seconds: f64,
+    /// Of which slack (s).
+    pub slack_seconds: f64,
+    /// Energy used, summed over GPUs (J).
+    pub energy_j: f64,
+    /// Of which in slack windows (J).
+    pub slack_energy_j: f64,
+    /// The slack class with the most GPU time.
+    pub top_cause: Option<(Class, f64)>,
+    /// The fix to try first: the remedy that would recover the most GPU time.
+    pub first_fix: Option<Remedy>,
+    /// The slack's cost at the prices given; none without a price.
+    pub cost: Option<f64>,
+}
+
+impl BottomLine {
+    /// Slack's share of the GPU time, 0–1.
+    pub fn slack_share(&self) -> f64 {
+        self.slack_seconds / self.seconds.max(1e-9)
+    }
+    /// Slack's share of the energy, 0–1.
+    pub fn slack_energy_share(&self) -> f64 {
+        self.slack_energy_j / self.energy_j.max(1e-9)
+    }
+    /// Slack in GPU-hours.
+    pub fn slack_gpu_hours(&self) -> f64 {
+        self.slack_seconds / 3600.0
+    }
+    /// Slack windows' energy in kWh.
+    pub fn slack_kwh(&self) -> f64 {
+        self.slack_energy_j / 3.6e6
+    }
+
+    /// The paragraph.
+    pub fn text(&self, prices: &Prices) -> String {
+        if self.seconds <= 0.0 {
+            return "Bottom line: no samples, nothing to diagnose.".into();
+        }
+        let on = if self.gpus > 1 {
+            format!(" over {} GPUs", self.gpus)
+        } else {
+            String::new()
+        };
+        let Some((cause, cause_s)) = self.top_cause else {
+            return format!(
+                "Bottom line: no slack. Over {}{on} the GPUs either did work at their pace or sat idle with nothing holding them.",
+                duration(self.seconds)
+            );
+        };
+        let mut s = format!(
+            "Bottom line: {:.0}% of the GPU time ({} of {}{on}) and {:.0}% of the energy were slack: {} GPU-hours and {}",
+            100.0 * self.slack_share(),
+            duration(self.slack_seconds),
+            duration(self.seconds),
+            100.0 * self.slack_energy_share(),
+            gpu_hours(self.slack_gpu_hours()),
+            energy(self.slack_energy_j),
+        );
+        if let Some(cost) = self.cost {
+            s += &format!(", costing {cost:.2}");
+            let mut at = Vec::new();
+            if let Some(p) = prices.per_gpu_hour {
+                at.push(format!("{p} per GPU-hour"));
+            }
+            if let Some(p) = prices.per_kwh {
+                at.push(format!("{p} per kWh"));
+            }
+            s += &format!(" at {}", at.join(" and "));
+        }
+        s += &format!(
+            ". Top cause: {cause} ({:.0}% of the GPU time).",
+            100.0 * cause_s / self.seconds.max(1e-9)
+        );
+        if let Some(fix) = &self.first_fix {
+            s += &format!(
+                " Try first: remedy [{}] ({}), which would recover up to {} ({:.0}%).",
+                fix.id,
+                first_sentence(fix.text),
+                duration(fix.seconds),
+                100.0 * fix.seconds / self.seconds.max(1e-9)
+            );
+        }
+        s
+    }
+}
+
+/// `text` cut to `width` characters, with an ellipsis where it was cut.
+fn clip(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// A remedy's first sentence, without its full stop: what fits in the bottom line.
+fn first_sentence(text: &str) -> &str {
+    let end = text.find(". ").unwrap_or(text.len());
+    text[..end].trim_end_matches('.')
 }
 
 /// Collects reports as they stream, then renders them. Memory is bounded by the number of
-/// GPUs, not the length of the run: each phase keeps a thinned handful of windows, and at most
-/// [`MAX_PHASES`] phases are kept per GPU.
+/// GPUs, not the length of the run: each phase keeps a thinned handful of windows, at most
+/// 200 phases are kept per GPU, and the curves are thinned.
 #[derive(Debug, Default)]
 pub struct HumanReport {
     gpus: BTreeMap<u32, GpuReport>,
+    remedies: BTreeMap<&'static str, RemedyUse>,
 }
 
 fn fmt_opt(v: Option<f64>, unit: &str, decimals: usize) -> String {
@@ -137,11 +567,64 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
 
 const LABEL: usize = 15;
 
+/// "GPU 0, 1".
+fn gpu_list(gpus: &BTreeSet<u32>) -> String {
+    let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    format!("GPU {}", list.join(", "))
+}
+
 impl HumanReport {
+    /// Adds one window: to its verdict's totals, its phase, the GPU's health, owners and
+    /// timeline, and its remedy's use.
     pub fn add(&mut self, report: WindowReport) {
-        let gpu = self.gpus.entry(report.stats.gpu).or_default();
-        gpu.by_class.entry(report.class).or_default().add(&report);
+        let gpu_index = report.stats.gpu;
+        let gpu = self.gpus.entry(gpu_index).or_default();
+        let seconds = report.stats.duration_s();
+        let energy_j = report.energy_j();
         let same = gpu.last_class == Some(report.class);
+        {
+            let t = gpu.by_class.entry(report.class).or_default();
+            t.seconds += seconds;
+            t.energy_j += energy_j;
+            if !same {
+                t.phases += 1;
+            }
+            t.power_w.add(report.signals.power_w);
+            t.util_pct.add(report.signals.util_pct);
+            t.sm_pct.add(report.signals.sm_pct);
+        }
+        let remedy = self.remedies.entry(report.remedy()).or_default();
+        *remedy.seconds.entry(report.class).or_default() += seconds;
+        remedy.energy_j += energy_j;
+        remedy.gpus.insert(gpu_index);
+        gpu.health.add(&report);
+        gpu.owners.add_window(&report);
+        gpu.processes_sampled |= report.stats.processes.is_some() || report.stats.pods.is_some();
+        if let Some(job) = &report.job {
+            if gpu.jobs.len() < MAX_OWNERS {
+                gpu.jobs.insert(job.clone());
+            }
+        }
+        gpu.tdp_w = gpu.tdp_w.or(report.tdp_w);
+        gpu.sm_sampled |= report.signals.sm_pct.is_some();
+        gpu.points.push(Point {
+            t: report.stats.midpoint(),
+            power_w: report.signals.power_w,
+            activity_pct: report.signals.sm_pct.or(report.signals.util_pct),
+        });
+        match gpu.bands.last_mut() {
+            Some(band) if same => band.end = report.stats.end,
+            _ => {
+                gpu.bands.push(Band {
+                    start: report.stats.start,
+                    end: report.stats.end,
+                    class: report.class,
+                });
+                if gpu.bands.len() > MAX_BANDS {
+                    coarsen(&mut gpu.bands);
+                }
+            }
+        }
         gpu.last_class = Some(report.class);
         let full = gpu.phases.len() >= MAX_PHASES;
         match gpu.phases.last_mut() {
@@ -156,8 +639,12 @@ impl HumanReport {
     }
 
     /// Keeps only the GPUs in `keep` (those a watched command used).
-    pub fn retain_gpus(&mut self, keep: &std::collections::BTreeSet<u32>) {
+    pub fn retain_gpus(&mut self, keep: &BTreeSet<u32>) {
         self.gpus.retain(|gpu, _| keep.contains(gpu));
+        for r in self.remedies.values_mut() {
+            r.gpus.retain(|g| keep.contains(g));
+        }
+        self.remedies.retain(|_, r| !r.gpus.is_empty());
     }
 
     /// The GPUs reported on.
@@ -165,25 +652,180 @@ impl HumanReport {
         self.gpus.keys().copied()
     }
 
-    /// The report as one JSON document: per GPU, time and energy per verdict and each phase
-    /// with its figures, evidence and remedy.
-    pub fn json(&self, facts: impl Fn(u32) -> DeviceFacts) -> serde_json::Value {
+    /// Time and energy per verdict, per GPU.
+    pub fn spent(&self) -> BTreeMap<u32, BTreeMap<Class, Spent>> {
+        self.gpus
+            .iter()
+            .map(|(gpu, r)| {
+                let spent = r
+                    .by_class
+                    .iter()
+                    .map(|(c, t)| {
+                        (
+                            *c,
+                            Spent {
+                                seconds: t.seconds,
+                                energy_j: t.energy_j,
+                            },
+                        )
+                    })
+                    .collect();
+                (*gpu, spent)
+            })
+            .collect()
+    }
+
+    /// Every remedy, numbered: the fixes for slack first, ranked by the GPU time they would
+    /// recover, then the advice for healthy and idle time.
+    pub fn remedies(&self) -> Vec<Remedy> {
+        let mut all: Vec<Remedy> = self
+            .remedies
+            .iter()
+            .map(|(text, u)| Remedy {
+                id: 0,
+                class: u.class(),
+                text,
+                seconds: u
+                    .seconds
+                    .iter()
+                    .filter(|(c, _)| is_slack(**c))
+                    .map(|(_, s)| s)
+                    .sum::<f64>()
+                    .max(0.0),
+                energy_j: u.energy_j,
+                gpus: u.gpus.clone(),
+                is_fix: u.seconds.keys().any(|c| is_slack(*c)),
+            })
+            .collect();
+        for (r, (_, u)) in all.iter_mut().zip(self.remedies.iter()) {
+            if r.is_fix {
+                // A fix is named after the slack it recovers, even where the same advice also
+                // fits healthy time.
+                if let Some((class, _)) = u
+                    .seconds
+                    .iter()
+                    .filter(|(c, _)| is_slack(**c))
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                {
+                    r.class = *class;
+                }
+            } else {
+                r.seconds = u.seconds();
+            }
+        }
+        all.sort_by(|a, b| {
+            b.is_fix
+                .cmp(&a.is_fix)
+                .then(b.seconds.total_cmp(&a.seconds))
+        });
+        for (i, r) in all.iter_mut().enumerate() {
+            r.id = i + 1;
+        }
+        all
+    }
+
+    fn remedy_id(&self, remedies: &[Remedy], text: &str) -> usize {
+        remedies.iter().find(|r| r.text == text).map_or(0, |r| r.id)
+    }
+
+    /// The opening paragraph's numbers.
+    pub fn bottom_line(&self, prices: &Prices) -> BottomLine {
+        let mut by_class: BTreeMap<Class, f64> = BTreeMap::new();
+        let (mut seconds, mut slack_s, mut energy_j, mut slack_j) = (0.0, 0.0, 0.0, 0.0);
+        for g in self.gpus.values() {
+            for (c, t) in &g.by_class {
+                seconds += t.seconds;
+                energy_j += t.energy_j;
+                if is_slack(*c) {
+                    slack_s += t.seconds;
+                    slack_j += t.energy_j;
+                    *by_class.entry(*c).or_default() += t.seconds;
+                }
+            }
+        }
+        let first_fix = self.remedies().into_iter().find(|r| r.is_fix);
+        // On a tie the first fix's class is the top cause: the paragraph names one story.
+        let fix_class = first_fix.as_ref().map(|r| r.class);
+        let top_cause = by_class
+            .into_iter()
+            .max_by(|a, b| {
+                a.1.total_cmp(&b.1)
+                    .then((Some(a.0) == fix_class).cmp(&(Some(b.0) == fix_class)))
+            })
+            .filter(|(_, s)| *s > 0.0);
+        BottomLine {
+            gpus: self.gpus.len(),
+            seconds,
+            slack_seconds: slack_s,
+            energy_j,
+            slack_energy_j: slack_j,
+            top_cause,
+            first_fix,
+            cost: prices.cost(slack_s / 3600.0, slack_j / 3.6e6),
+        }
+    }
+
+    /// Each GPU's timeline: one band per phase (coarser past 2000 phases), its power
+    /// and activity beneath.
+    pub fn timelines(&self, facts: impl Fn(u32) -> DeviceFacts) -> Vec<(u32, Timeline)> {
+        self.gpus
+            .iter()
+            .map(|(gpu, r)| {
+                let f = facts(*gpu);
+                let bands = r.bands.clone();
+                (
+                    *gpu,
+                    Timeline {
+                        title: format!(
+                            "GPU {gpu} · {}",
+                            f.name.as_deref().unwrap_or("unknown model")
+                        ),
+                        bands,
+                        points: r.points.values().to_vec(),
+                        power_max_w: r.tdp_w.or(f.tdp_w),
+                        activity_label: if r.sm_sampled {
+                            "SM active"
+                        } else {
+                            "GPU-Util"
+                        },
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The report as one JSON document (schema [`REPORT_SCHEMA`], docs/output.schema.json).
+    pub fn json(
+        &self,
+        source: &SourceLabel,
+        prices: &Prices,
+        facts: impl Fn(u32) -> DeviceFacts,
+    ) -> serde_json::Value {
+        use serde_json::json;
+        let remedies = self.remedies();
+        let bottom = self.bottom_line(prices);
         let gpus: Vec<serde_json::Value> = self
             .gpus
             .iter()
             .map(|(gpu, r)| {
                 let f = facts(*gpu);
-                let total: f64 = r.by_class.values().map(|s| s.seconds).sum();
+                let total = r.seconds();
                 let by_verdict: serde_json::Map<String, serde_json::Value> = r
                     .by_class
                     .iter()
-                    .map(|(c, s)| {
+                    .map(|(c, t)| {
                         (
                             c.as_str().to_string(),
-                            serde_json::json!({
-                                "seconds": s.seconds,
-                                "energy_j": s.energy_j.round(),
-                                "share": if total > 0.0 { s.seconds / total } else { 0.0 },
+                            json!({
+                                "seconds": t.seconds,
+                                "energy_j": t.energy_j.round(),
+                                "energy_kwh": diagnosis::round3(t.energy_j / 3.6e3) / 1000.0,
+                                "share": if total > 0.0 { t.seconds / total } else { 0.0 },
+                                "phases": t.phases,
+                                "slack": is_slack(*c),
+                                "power_w": t.power_w.get().map(diagnosis::round3),
+                                "util_gpu": t.util_pct.get().map(|u| diagnosis::round3(u / 100.0)),
+                                "sm_active": t.sm_pct.get().map(|u| diagnosis::round3(u / 100.0)),
                             }),
                         )
                     })
@@ -193,50 +835,113 @@ impl HumanReport {
                     .iter()
                     .map(|p| {
                         let rep = p.representative();
-                        serde_json::json!({
-                            "start": p.start(),
-                            "end": p.end(),
+                        json!({
+                            "start": p.start,
+                            "end": p.end,
                             "class": p.class.as_str(),
                             "windows": p.count,
+                            "energy_j": p.energy_j.round(),
+                            "basis": "phase_mean",
                             "power_w": p.mean(|w| w.signals.power_w),
                             "util_gpu": p.mean(|w| w.signals.util_pct.map(|u| u / 100.0)),
                             "sm_active": p.mean(|w| w.signals.sm_pct.map(|u| u / 100.0)),
+                            "evidence_window": {"start": rep.stats.start, "end": rep.stats.end},
                             "rule": rep.rule,
                             "evidence": rep.evidence.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
                             "remedy": rep.remedy(),
+                            "remedy_id": self.remedy_id(&remedies, rep.remedy()),
+                            "owners": p.owners.ranked().iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
                         })
                     })
                     .collect();
-                serde_json::json!({
+                let owners: Vec<serde_json::Value> = r
+                    .owners
+                    .ranked()
+                    .iter()
+                    .map(|(o, (s, classes, identity))| {
+                        let mut owner = json!({
+                            "owner": o,
+                            "seconds": s,
+                            "classes": classes.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+                        });
+                        if let (Some(owner), Some(identity)) =
+                            (owner.as_object_mut(), identity.as_object())
+                        {
+                            owner.extend(identity.clone());
+                        }
+                        owner
+                    })
+                    .collect();
+                json!({
                     "gpu": gpu,
                     "name": f.name,
+                    "model": f.name,
                     "uuid": f.uuid,
+                    "serial": serde_json::Value::Null,
+                    "tdp_w": r.tdp_w.or(f.tdp_w),
+                    "mig_parent": f.mig_parent,
+                    "seconds": total,
+                    "jobs": r.jobs,
+                    "owners": owners,
+                    "health": {
+                        "sampled": r.health.sampled(),
+                        "summary": r.health.summary(),
+                        "findings": r.health.findings(),
+                    },
                     "time_by_verdict": by_verdict,
                     "phases": phases,
                     "more_phases": r.more_phases,
                 })
             })
             .collect();
-        serde_json::json!({ "gpus": gpus })
-    }
-
-    /// Time and energy per verdict, per GPU.
-    pub fn spent(&self) -> BTreeMap<u32, BTreeMap<Class, Spent>> {
-        self.gpus
+        let remedies_json: Vec<serde_json::Value> = remedies
             .iter()
-            .map(|(gpu, r)| (*gpu, r.by_class.clone()))
-            .collect()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "class": r.class.as_str(),
+                    "fix": r.is_fix,
+                    "seconds": r.seconds,
+                    "gpus": r.gpus,
+                    "text": r.text,
+                })
+            })
+            .collect();
+        json!({
+            "schema": REPORT_SCHEMA,
+            "source": {
+                "kind": source.kind(),
+                "name": source.name(),
+                "reason": source.reason(),
+            },
+            "bottom_line": {
+                "text": bottom.text(prices),
+                "seconds": bottom.seconds,
+                "slack_seconds": bottom.slack_seconds,
+                "slack_share": bottom.slack_share(),
+                "slack_energy_share": bottom.slack_energy_share(),
+                "slack_gpu_hours": bottom.slack_gpu_hours(),
+                "slack_kwh": bottom.slack_kwh(),
+                "slack_cost": bottom.cost,
+                "top_cause": bottom.top_cause.map(|(c, _)| c.as_str()),
+                "first_fix": bottom.first_fix.as_ref().map(|r| r.id),
+            },
+            "remedies": remedies_json,
+            "gpus": gpus,
+        })
     }
 
+    /// The text report.
     pub fn render(
         &self,
         out: &mut impl Write,
         source: &SourceLabel,
+        options: &RenderOptions,
         facts: impl Fn(u32) -> DeviceFacts,
     ) -> io::Result<()> {
         match source {
             SourceLabel::Live { host } => writeln!(out, "gpuslack diagnose — live GPUs on {host}")?,
-            SourceLabel::Recorded { name, note } => {
+            SourceLabel::Trace { name, note } => {
                 writeln!(
                     out,
                     "gpuslack diagnose — RECORDED TRACE, not this machine's GPUs"
@@ -244,85 +949,351 @@ impl HumanReport {
                 writeln!(out, "  trace: {name}")?;
                 writeln!(out, "  {}", wrap(note, 92, 2))?;
             }
+            SourceLabel::Bundled { name, reason } => {
+                writeln!(
+                    out,
+                    "gpuslack diagnose — BUNDLED RECORDING, not this machine's GPUs"
+                )?;
+                writeln!(out, "  trace: {}", wrap(name, 92, 9))?;
+                writeln!(out, "  {}", wrap(reason, 92, 2))?;
+            }
         }
+        writeln!(out)?;
         if self.gpus.is_empty() {
-            writeln!(out, "\nNo samples: nothing to diagnose.")?;
+            writeln!(out, "No samples: nothing to diagnose.")?;
+            return Ok(());
         }
+        let bottom = self.bottom_line(&options.prices);
+        writeln!(out, "{}", wrap(&bottom.text(&options.prices), 100, 0))?;
+        let remedies = self.remedies();
+        let fixes: Vec<&Remedy> = remedies.iter().filter(|r| r.is_fix).collect();
+        if !fixes.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Fixes, ranked by the GPU time they would recover:")?;
+            for (rank, fix) in fixes.iter().enumerate() {
+                let line = format!(
+                    "  {}. {:<15}{:>11} ({:>2.0}%)  {:<9} [{}] {}",
+                    rank + 1,
+                    fix.class.as_str(),
+                    duration(fix.seconds),
+                    100.0 * fix.seconds / bottom.seconds.max(1e-9),
+                    gpu_list(&fix.gpus),
+                    fix.id,
+                    first_sentence(fix.text)
+                );
+                writeln!(out, "{}", clip(&line, 100))?;
+            }
+        }
+        let timelines: BTreeMap<u32, Timeline> = if options.colour_strip {
+            self.timelines(&facts).into_iter().collect()
+        } else {
+            BTreeMap::new()
+        };
         for (gpu, report) in &self.gpus {
-            self.render_gpu(out, *gpu, report, &facts(*gpu))?;
+            let f = facts(*gpu);
+            self.render_gpu(
+                out,
+                *gpu,
+                report,
+                &f,
+                options,
+                &remedies,
+                timelines.get(gpu),
+            )?;
+            if options.detail {
+                render_detail(out, report, &f, options, &|text| {
+                    self.remedy_id(&remedies, text)
+                })?;
+            }
+        }
+        writeln!(out)?;
+        writeln!(out, "Remedies:")?;
+        for r in &remedies {
+            let text = format!("[{}] {} — {}", r.id, r.class, r.text);
+            writeln!(out, "  {}", wrap(&text, 100, 6))?;
+        }
+        if !options.detail {
+            writeln!(
+                out,
+                "\n(--detail: a block per phase with every figure; -v: the rule that decided each verdict)"
+            )?;
         }
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn render_gpu(
         &self,
         out: &mut impl Write,
         gpu: u32,
         report: &GpuReport,
         facts: &DeviceFacts,
+        options: &RenderOptions,
+        remedies: &[Remedy],
+        strip: Option<&Timeline>,
     ) -> io::Result<()> {
-        let phases = &report.phases;
-        let tdp = phases.iter().flat_map(|p| p.kept()).find_map(|w| w.tdp_w);
         writeln!(out)?;
         let name = facts.name.as_deref().unwrap_or("unknown model");
+        let uuid = facts
+            .uuid
+            .as_deref()
+            .map_or(String::new(), |u| format!(" · {u}"));
         match facts.mig_parent {
             Some(parent) => writeln!(
                 out,
                 "GPU {gpu} · {name} · MIG instance of GPU {parent}: its power, clocks and temperature are GPU {parent}'s"
             )?,
-            None => writeln!(out, "GPU {gpu} · {name} · TDP {}", fmt_opt(tdp, " W", 0))?,
+            None => writeln!(
+                out,
+                "GPU {gpu} · {name} · TDP {}{uuid}",
+                fmt_opt(report.tdp_w.or(facts.tdp_w), " W", 0)
+            )?,
         }
-        writeln!(
-            out,
-            "  time by verdict: {}",
-            cost_of_slack(&report.by_class)
-        )?;
-        let mut timeline: Vec<String> = phases
-            .iter()
-            .map(|p| format!("{}–{} {}", utc_hms(p.start()), utc_hms(p.end()), p.class))
-            .collect();
-        if report.more_phases > 0 {
-            timeline.push(format!(
-                "… {} more phases (in the totals above)",
-                report.more_phases
-            ));
-        }
-        writeln!(
-            out,
-            "  timeline (UTC):  {}",
-            wrap(&timeline.join(" │ "), 100, 19)
-        )?;
-        // Single-window phases between longer ones are transitions: timeline only.
-        let detailed: Vec<&Phase> = if phases.iter().any(|p| p.count >= 2) {
-            phases.iter().filter(|p| p.count >= 2).collect()
+        // Whose job.
+        let who = if report.owners.seen.is_empty() {
+            if report.processes_sampled {
+                "no process held it".to_string()
+            } else {
+                "not recorded (no process list in this source)".to_string()
+            }
         } else {
-            phases.iter().collect()
+            let ranked = report.owners.ranked();
+            let mut parts: Vec<String> = ranked
+                .iter()
+                .take(3)
+                .map(|(o, (_, classes, _))| {
+                    let classes: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
+                    format!("{o} during {}", classes.join(", "))
+                })
+                .collect();
+            let more = ranked.len().saturating_sub(3) + report.owners.more;
+            if more > 0 {
+                parts.push(format!("{more} more"));
+            }
+            parts.join("; ")
         };
-        for phase in detailed {
-            render_phase(out, phase, facts)?;
+        writeln!(out, "    {:<LABEL$}{}", "who", wrap(&who, 100, LABEL + 4))?;
+        if !report.jobs.is_empty() {
+            let jobs: Vec<&str> = report.jobs.iter().map(String::as_str).collect();
+            writeln!(out, "    {:<LABEL$}{}", "job", jobs.join(", "))?;
+        }
+        writeln!(
+            out,
+            "    {:<LABEL$}{}",
+            "health",
+            wrap(&report.health.summary(), 100, LABEL + 4)
+        )?;
+        if let Some(t) = strip {
+            writeln!(out, "    {:<LABEL$}{}", "timeline", t.strip(72, true))?;
+            writeln!(
+                out,
+                "    {:<LABEL$}{}",
+                "",
+                wrap(&t.strip_legend(true), 160, LABEL + 4)
+            )?;
+        }
+        // One row per verdict: every phase of it merged.
+        let total = report.seconds();
+        writeln!(
+            out,
+            "    per verdict, its phases merged; power, GPU-Util and SM are means over all its windows:"
+        )?;
+        writeln!(
+            out,
+            "    {:<15}{:>6} {:>12} {:>6} {:>12} {:>7} {:>9} {:>7}  remedy",
+            "verdict", "phases", "time", "share", "energy", "power", "GPU-Util", "SM"
+        )?;
+        let mut rows: Vec<(&Class, &ClassTotals)> = report.by_class.iter().collect();
+        rows.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+        for (class, t) in &rows {
+            let remedy = report
+                .phases
+                .iter()
+                .filter(|p| p.class == **class)
+                .max_by(|a, b| a.count.cmp(&b.count))
+                .map(|p| self.remedy_id(remedies, p.representative().remedy()))
+                .map_or(String::new(), |id| format!("[{id}]"));
+            writeln!(
+                out,
+                "    {:<15}{:>6} {:>12} {:>5.0}% {:>12} {:>7} {:>9} {:>7}  {}",
+                class.as_str(),
+                t.phases,
+                duration(t.seconds),
+                100.0 * t.seconds / total.max(1e-9),
+                energy(t.energy_j),
+                fmt_opt(t.power_w.get(), " W", 0),
+                pct(t.util_pct.get()),
+                pct(t.sm_pct.get()),
+                remedy
+            )?;
+        }
+        // Why: the evidence of one typical window per verdict.
+        writeln!(
+            out,
+            "    why (the evidence of a typical window: the middle of the verdict's longest phase)"
+        )?;
+        for (class, _) in &rows {
+            let Some(phase) = report
+                .phases
+                .iter()
+                .filter(|p| p.class == **class)
+                .max_by(|a, b| a.count.cmp(&b.count))
+            else {
+                continue;
+            };
+            let rep = phase.representative();
+            let mut text = format!(
+                "{}–{}: {}",
+                utc_hms(rep.stats.start),
+                utc_hms(rep.stats.end),
+                rep.evidence
+                    .iter()
+                    .take(2)
+                    .map(|e| e.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            if options.verbose {
+                text += &format!(" (rule: {})", rep.rule);
+            }
+            writeln!(
+                out,
+                "    {:<LABEL$}{}",
+                class.as_str(),
+                wrap(&text, 100, LABEL + 4)
+            )?;
+        }
+        if report.more_phases > 0 {
+            writeln!(
+                out,
+                "    ({} later phases are counted in the rows above but not kept for --detail)",
+                report.more_phases
+            )?;
         }
         Ok(())
     }
-}
 
-/// "input_starved 41% (2 min 10 s, 0.12 kWh), compute_bound 30% (…)": each verdict's share of
-/// the GPU's time, its time and its energy, largest first.
-pub fn cost_of_slack(by_class: &BTreeMap<Class, Spent>) -> String {
-    let total: f64 = by_class.values().map(|s| s.seconds).sum();
-    let mut shares: Vec<(&Class, &Spent)> = by_class.iter().collect();
-    shares.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
-    let parts: Vec<String> = shares
-        .iter()
-        .map(|(c, s)| {
-            format!(
-                "{c} {:.0}% ({}, {})",
-                100.0 * s.seconds / total.max(1e-9),
-                duration(s.seconds),
-                energy(s.energy_j)
-            )
-        })
-        .collect();
-    parts.join(", ")
+    /// The report as a self-contained HTML page: the bottom line, a timeline per GPU, the
+    /// tables, the remedies.
+    pub fn html(
+        &self,
+        source: &SourceLabel,
+        prices: &Prices,
+        facts: impl Fn(u32) -> DeviceFacts,
+    ) -> String {
+        let mut page = HtmlPage::new("gpuslack diagnose");
+        let origin = match source {
+            SourceLabel::Live { host } => format!("Live GPUs on {host}."),
+            SourceLabel::Trace { name, note } => {
+                format!("Recorded trace {name}, not this machine's GPUs: {note}")
+            }
+            SourceLabel::Bundled { name, reason } => {
+                format!("Bundled recording {name}, not this machine's GPUs: {reason}")
+            }
+        };
+        page.paragraph("note", &origin);
+        page.paragraph("bottom", &self.bottom_line(prices).text(prices));
+        let remedies = self.remedies();
+        let timelines: BTreeMap<u32, Timeline> = self.timelines(&facts).into_iter().collect();
+        for (gpu, r) in &self.gpus {
+            let f = facts(*gpu);
+            page.heading(&format!(
+                "GPU {gpu} · {}{}",
+                f.name.as_deref().unwrap_or("unknown model"),
+                f.uuid
+                    .as_deref()
+                    .map_or(String::new(), |u| format!(" · {u}"))
+            ));
+            if let Some(t) = timelines.get(gpu) {
+                page.timeline(t);
+            }
+            let who: Vec<String> = r
+                .owners
+                .ranked()
+                .iter()
+                .map(|(o, (s, _, _))| format!("{o} ({})", duration(*s)))
+                .collect();
+            page.paragraph(
+                "note",
+                &format!(
+                    "Who: {}. Health: {}.",
+                    if who.is_empty() {
+                        "not recorded".into()
+                    } else {
+                        who.join("; ")
+                    },
+                    r.health.summary()
+                ),
+            );
+            let total = r.seconds();
+            let mut rows: Vec<(&Class, &ClassTotals)> = r.by_class.iter().collect();
+            rows.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+            let rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|(c, t)| {
+                    vec![
+                        c.as_str().to_string(),
+                        t.phases.to_string(),
+                        duration(t.seconds),
+                        format!("{:.0}%", 100.0 * t.seconds / total.max(1e-9)),
+                        energy(t.energy_j),
+                        fmt_opt(t.power_w.get(), " W", 0),
+                        pct(t.util_pct.get()),
+                        pct(t.sm_pct.get()),
+                    ]
+                })
+                .collect();
+            page.table(
+                &[
+                    "verdict", "phases", "time", "share", "energy", "power", "GPU-Util", "SM",
+                ],
+                &rows,
+            );
+            let phase_rows: Vec<Vec<String>> = r
+                .phases
+                .iter()
+                .filter(|p| p.count >= 2)
+                .take(40)
+                .map(|p| {
+                    let rep = p.representative();
+                    vec![
+                        format!("{}–{}", utc_hms(p.start), utc_hms(p.end)),
+                        p.class.as_str().to_string(),
+                        fmt_opt(p.mean(|w| w.signals.power_w), " W", 0),
+                        pct(p.mean(|w| w.signals.sm_pct)),
+                        rep.evidence
+                            .first()
+                            .map_or(String::new(), |e| e.text.clone()),
+                        format!("[{}]", self.remedy_id(&remedies, rep.remedy())),
+                    ]
+                })
+                .collect();
+            page.table(
+                &[
+                    "phase (UTC)",
+                    "verdict",
+                    "power (phase mean)",
+                    "SM (phase mean)",
+                    "evidence (typical window)",
+                    "remedy",
+                ],
+                &phase_rows,
+            );
+        }
+        page.heading("Remedies");
+        let rows: Vec<Vec<String>> = remedies
+            .iter()
+            .map(|r| {
+                vec![
+                    format!("[{}]", r.id),
+                    r.class.as_str().to_string(),
+                    r.text.to_string(),
+                ]
+            })
+            .collect();
+        page.table(&["", "verdict", "what to do"], &rows);
+        page.finish()
+    }
 }
 
 /// "45 s", "3 min 20 s", "2 h 05 min".
@@ -335,25 +1306,92 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
-/// Energy for people: J, kJ, or kWh.
+/// Energy for people, in kWh (what calibration, Grafana and a power bill use); in J only for
+/// what a short window uses (under 0.0001 kWh).
 pub fn energy(joules: f64) -> String {
-    if joules >= 360_000.0 {
-        format!("{:.2} kWh", joules / 3.6e6)
-    } else if joules >= 10_000.0 {
-        format!("{:.0} kJ", joules / 1000.0)
-    } else {
+    let kwh = joules / 3.6e6;
+    if joules < 360.0 {
         format!("{joules:.0} J")
+    } else if kwh >= 10.0 {
+        format!("{kwh:.1} kWh")
+    } else if kwh >= 1.0 {
+        format!("{kwh:.2} kWh")
+    } else if kwh >= 0.01 {
+        format!("{kwh:.3} kWh")
+    } else {
+        format!("{kwh:.4} kWh")
     }
+}
+
+/// GPU-hours with the digits that matter.
+pub fn gpu_hours(hours: f64) -> String {
+    if hours >= 10.0 {
+        format!("{hours:.1}")
+    } else if hours >= 0.1 {
+        format!("{hours:.2}")
+    } else {
+        format!("{hours:.3}")
+    }
+}
+
+/// Every kept phase of a GPU as a block of figures: `--detail`.
+fn render_detail(
+    out: &mut impl Write,
+    report: &GpuReport,
+    facts: &DeviceFacts,
+    options: &RenderOptions,
+    remedy_id: &dyn Fn(&str) -> usize,
+) -> io::Result<()> {
+    let mut timeline: Vec<String> = report
+        .phases
+        .iter()
+        .map(|p| format!("{}–{} {}", utc_hms(p.start), utc_hms(p.end), p.class))
+        .collect();
+    if report.more_phases > 0 {
+        timeline.push(format!(
+            "… {} more phases (in the totals above)",
+            report.more_phases
+        ));
+    }
+    writeln!(
+        out,
+        "    {:<LABEL$}{}",
+        "phases (UTC)",
+        wrap(&timeline.join(" │ "), 100, LABEL + 4)
+    )?;
+    // Single-window phases between longer ones are transitions: timeline only.
+    let phases = &report.phases;
+    let detailed: Vec<&Phase> = if phases.iter().any(|p| p.count >= 2) {
+        phases.iter().filter(|p| p.count >= 2).collect()
+    } else {
+        phases.iter().collect()
+    };
+    for phase in detailed {
+        render_phase(out, phase, facts, options, remedy_id)?;
+    }
+    Ok(())
 }
 
 fn row(out: &mut impl Write, label: &str, value: String, flag: Option<String>) -> io::Result<()> {
     match flag {
-        Some(flag) => writeln!(out, "    {label:<LABEL$}{value:<44} {flag}"),
-        None => writeln!(out, "    {label:<LABEL$}{value}"),
+        Some(flag) => writeln!(out, "      {label:<LABEL$}{value:<44} {flag}"),
+        None => writeln!(out, "      {label:<LABEL$}{value}"),
     }
 }
 
-fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io::Result<()> {
+/// Whether a class means kernels or copies are running: the flags about work that stopped or
+/// power that is low fit only the others.
+fn work_runs(class: Class) -> bool {
+    !matches!(class, Class::Idle | Class::IdleHeld | Class::Hung)
+}
+
+fn render_phase(
+    out: &mut impl Write,
+    phase: &Phase,
+    facts: &DeviceFacts,
+    options: &RenderOptions,
+    remedy_id: &dyn Fn(&str) -> usize,
+) -> io::Result<()> {
     let stat = |m: Metric| move |w: &WindowReport| w.stats.mean(m);
     let power = phase.mean(|w| w.signals.power_w);
     let tdp = phase.mean(|w| w.tdp_w);
@@ -363,25 +1401,27 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
     writeln!(out)?;
     writeln!(
         out,
-        "  ▸ {}–{} UTC ({:.0} s)  {}",
-        utc_hms(phase.start()),
-        utc_hms(phase.end()),
-        phase.end() - phase.start(),
-        phase.class
+        "    ▸ {}–{} UTC ({})  {} · figures: phase means over {} windows",
+        utc_hms(phase.start),
+        utc_hms(phase.end),
+        duration(phase.seconds()),
+        phase.class,
+        phase.count
     )?;
-
     let p_tdp = power.zip(tdp).map(|(p, t)| p / t);
     row(
         out,
         "power",
         format!(
-            "{} of {} TDP ({})",
+            "{} of {} TDP ({}), {}",
             fmt_opt(power, " W", 0),
             fmt_opt(tdp, " W", 0),
-            fmt_opt(p_tdp, "", 2)
+            p_tdp.map_or("n/a".into(), |f| format!("{:.0}%", 100.0 * f)),
+            energy(phase.energy_j)
         ),
+        // Under 60% of TDP is slack only where work runs: on an idle GPU it is expected.
         p_tdp
-            .filter(|f| *f < SLACK_BELOW)
+            .filter(|f| *f < SLACK_BELOW && work_runs(phase.class))
             .map(|_| "✗ under 60% of TDP".into()),
     )?;
     let overstated = util.zip(sm).filter(|(u, s)| *u >= 20.0 && *s < u / 2.0);
@@ -440,12 +1480,14 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
     let temp_flag = match (temp, slowdown) {
         (Some(t), Some(s)) if t >= s - 5.0 => Some("✗ near thermal slowdown".to_string()),
         (Some(t), _) if t > 85.0 => Some("✗ over 85 °C".to_string()),
+        // Cool and low power says work stopped: true of a held or hung GPU, wrong where
+        // tiny kernels or copies run (they draw little and stay cool while working).
         (Some(t), _)
             if t < 40.0
                 && p_tdp.is_some_and(|f| f < 0.3)
-                && !matches!(phase.class, Class::Idle | Class::IdleHeld) =>
+                && matches!(phase.class, Class::IdleHeld | Class::Hung) =>
         {
-            Some("cool and low power: compute has stopped".to_string())
+            Some("cool and low power: no work is running".to_string())
         }
         _ => None,
     };
@@ -498,36 +1540,73 @@ fn render_phase(out: &mut impl Write, phase: &Phase, facts: &DeviceFacts) -> io:
         let expected = phase.mean(|w| w.expected_power_w);
         row(
             out,
-            "calibrated",
+            "vs its profile",
             format!(
-                "{cal:.2} of the way from idle to compute power; {} expected",
-                fmt_opt(expected, " W", 0)
+                "draws {:.0}% of the way from its own idle to its full-compute power; {} expected for {}",
+                100.0 * cal,
+                fmt_opt(expected, " W", 0),
+                phase.class
             ),
             rep.profile_origin.as_ref().map(|o| format!("({o})")),
         )?;
     }
+    if !phase.owners.seen.is_empty() {
+        let who: Vec<&str> = phase
+            .owners
+            .ranked()
+            .iter()
+            .take(3)
+            .map(|(o, _)| o.as_str())
+            .collect();
+        writeln!(
+            out,
+            "      {:<LABEL$}{}",
+            "who",
+            wrap(&who.join("; "), 100, LABEL + 6)
+        )?;
+    }
+    let rule = if options.verbose {
+        format!("  (rule: {})", rep.rule)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "    {:<LABEL$}{}  (rule: {})",
+        "      {:<LABEL$}{}  {}{rule} — evidence from the typical window {}–{}:",
         "verdict",
         phase.class.as_str().to_uppercase(),
-        rep.rule
+        rep.assessment.phrase(),
+        utc_hms(rep.stats.start),
+        utc_hms(rep.stats.end),
     )?;
+    if !rep.assessment.reason.is_empty() {
+        writeln!(
+            out,
+            "      {:<LABEL$}· {}",
+            "",
+            wrap(&rep.assessment.reason, 100, LABEL + 6)
+        )?;
+    }
     for e in &rep.evidence {
-        writeln!(out, "    {:<LABEL$}· {}", "", wrap(&e.text, 100, LABEL + 6))?;
+        writeln!(
+            out,
+            "      {:<LABEL$}· {}",
+            "",
+            wrap(&e.text, 100, LABEL + 8)
+        )?;
     }
     writeln!(
         out,
-        "    {:<LABEL$}{}",
+        "      {:<LABEL$}[{}] below",
         "remedy",
-        wrap(rep.remedy(), 100, LABEL + 4)
+        remedy_id(rep.remedy())
     )?;
     if !rep.missing.is_empty() {
         writeln!(
             out,
-            "    {:<LABEL$}{}",
+            "      {:<LABEL$}{}",
             "not measured",
-            wrap(&rep.missing.join("; "), 100, LABEL + 4)
+            wrap(&rep.missing.join("; "), 100, LABEL + 6)
         )?;
     }
     Ok(())
@@ -547,29 +1626,54 @@ mod tests {
         assert_eq!(duration(45.0), "45 s");
         assert_eq!(duration(200.0), "3 min 20 s");
         assert_eq!(duration(7500.0), "2 h 05 min");
-        assert_eq!(energy(500.0), "500 J");
-        assert_eq!(energy(50_000.0), "50 kJ");
+        assert_eq!(energy(300.0), "300 J");
+        assert_eq!(energy(50_000.0), "0.014 kWh");
+        assert_eq!(energy(5_000.0), "0.0014 kWh");
         assert_eq!(energy(8.28e6), "2.30 kWh");
-        let by_class: BTreeMap<Class, Spent> = [
-            (
-                Class::InputStarved,
-                Spent {
-                    seconds: 41.0,
-                    energy_j: 8.28e6,
-                },
-            ),
-            (
-                Class::ComputeBound,
-                Spent {
-                    seconds: 59.0,
-                    energy_j: 40_000.0,
-                },
-            ),
-        ]
-        .into();
+        assert_eq!(energy(3.6e7), "10.0 kWh");
+        assert_eq!(gpu_hours(0.0123), "0.012");
+    }
+
+    #[test]
+    fn a_price_makes_a_cost_and_none_makes_none() {
+        assert_eq!(Prices::default().cost(2.0, 3.0), None);
+        let prices = Prices {
+            per_gpu_hour: Some(2.5),
+            per_kwh: Some(0.2),
+        };
+        assert_eq!(prices.cost(2.0, 3.0), Some(5.6));
+    }
+
+    #[test]
+    fn coarsening_halves_the_bands_and_keeps_the_span() {
+        let class = |i: usize| {
+            if i.is_multiple_of(3) {
+                Class::Idle
+            } else {
+                Class::ComputeBound
+            }
+        };
+        let mut bands: Vec<Band> = (0..10)
+            .map(|i| Band {
+                start: i as f64,
+                end: i as f64 + 1.0,
+                class: class(i),
+            })
+            .collect();
+        coarsen(&mut bands);
+        assert!(bands.len() <= 5);
+        assert_eq!(bands.first().map(|b| b.start), Some(0.0));
+        assert_eq!(bands.last().map(|b| b.end), Some(10.0));
+        assert!(bands
+            .windows(2)
+            .all(|w| w[0].end == w[1].start && w[0].class != w[1].class));
+    }
+
+    #[test]
+    fn the_bottom_line_names_its_first_sentence() {
         assert_eq!(
-            cost_of_slack(&by_class),
-            "compute_bound 59% (59 s, 40 kJ), input_starved 41% (41 s, 2.30 kWh)"
+            first_sentence("Tiny kernels: fuse. Then more."),
+            "Tiny kernels: fuse"
         );
     }
 }

@@ -59,6 +59,15 @@ pub struct WindowRecord<'a> {
     pub remedy: &'static str,
     pub throttle: &'a [String],
     pub missing: &'a [&'static str],
+    /// How sure the verdict is: `high`, `medium` or `low` (docs/DIAGNOSIS.md).
+    pub confidence: &'static str,
+    /// Classes the measured evidence could not rule out.
+    pub alternatives: Vec<&'static str>,
+    /// Sources the verdict would have rested on that were missing (`gpm`, `pcie`, `nvlink`,
+    /// `processes`, `calibration`).
+    pub unmeasured: &'a [&'static str],
+    /// What the confidence rests on, for people.
+    pub confidence_reason: &'a str,
 }
 
 fn share(pct: Option<f64>) -> Option<f64> {
@@ -115,6 +124,10 @@ impl<'a> WindowRecord<'a> {
             remedy: r.remedy(),
             throttle: &r.throttle,
             missing: &r.missing,
+            confidence: r.confidence().as_str(),
+            alternatives: r.alternatives().iter().map(|c| c.as_str()).collect(),
+            unmeasured: &r.assessment.unmeasured,
+            confidence_reason: &r.assessment.reason,
         }
     }
 }

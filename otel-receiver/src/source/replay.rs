@@ -1,47 +1,120 @@
-//! Replay: a recorded trace through the whole pipeline, streaming, as fast as it can be read.
+//! Replay: a recorded trace as a source. [`PacedReplay`] hands the agent its rows paced as
+//! they were recorded (or faster); [`replay`], kept here for its callers, runs a whole trace
+//! through a pipeline as fast as it can be read (see [`crate::pipeline::replay`]).
 
-use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::diagnosis::WindowReport;
-use crate::pipeline::{Pipeline, PipelineCounts, PushError};
-use crate::trace::{TraceError, TraceReader};
+use crate::source::{Next, Source, SourceError};
+use crate::stop::Stop;
+use crate::trace::{TraceFacts, TraceReader};
+use crate::usage;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    #[error(transparent)]
-    Trace(#[from] TraceError),
-    #[error("{path}:{line}: {source}")]
-    Refused {
-        path: String,
-        line: u64,
-        source: PushError,
-    },
-    #[error("writing the output")]
-    Output(#[source] std::io::Error),
+pub use crate::pipeline::{replay, ReplayError};
+
+/// A trace's rows, due when they were recorded divided by `speed` (0: as fast as read).
+pub struct PacedReplay {
+    reader: TraceReader<std::io::BufReader<std::fs::File>>,
+    path: PathBuf,
+    facts: TraceFacts,
+    speed: f64,
+    started: Instant,
+    first_t: Option<f64>,
 }
 
-/// Feeds every sample of `reader` through `pipeline` and hands each report to `sink` as soon
-/// as its time slot is complete. Memory stays flat whatever the trace's length.
-pub fn replay<R: Read>(
-    mut reader: TraceReader<R>,
-    pipeline: &mut Pipeline,
-    mut sink: impl FnMut(WindowReport) -> std::io::Result<()>,
-) -> Result<PipelineCounts, ReplayError> {
-    while let Some(sample) = reader.next() {
-        let sample = sample?;
-        let reports = pipeline
-            .push(&sample)
-            .map_err(|source| ReplayError::Refused {
-                path: reader.path().to_string(),
-                line: reader.line(),
+impl PacedReplay {
+    /// Opens `path` and the facts beside it (empty facts when there are none).
+    pub fn open(path: &Path, speed: f64) -> Result<PacedReplay, SourceError> {
+        let facts = TraceFacts::beside(path)
+            .map_err(|source| SourceError::Facts {
+                path: path.display().to_string(),
                 source,
-            })?;
-        for report in reports {
-            sink(report).map_err(ReplayError::Output)?;
+            })?
+            .unwrap_or_default();
+        Ok(PacedReplay::with_facts(
+            TraceReader::open(path)?,
+            path,
+            facts,
+            speed,
+        ))
+    }
+
+    /// A replay of an open trace, with facts read elsewhere.
+    pub fn with_facts(
+        reader: TraceReader<std::io::BufReader<std::fs::File>>,
+        path: &Path,
+        facts: TraceFacts,
+        speed: f64,
+    ) -> PacedReplay {
+        PacedReplay {
+            reader,
+            path: path.to_path_buf(),
+            facts,
+            speed,
+            started: Instant::now(),
+            first_t: None,
         }
     }
-    for report in pipeline.finish() {
-        sink(report).map_err(ReplayError::Output)?;
+}
+
+impl Source for PacedReplay {
+    fn facts(&self) -> TraceFacts {
+        self.facts.clone()
     }
-    Ok(pipeline.counts())
+
+    fn next(&mut self, stop: &mut Stop, deadline: Option<Instant>) -> Result<Next, SourceError> {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(Next::End);
+        }
+        let Some(sample) = self.reader.next() else {
+            return Ok(Next::End);
+        };
+        let sample = sample?;
+        if self.speed > 0.0 {
+            let t0 = *self.first_t.get_or_insert(sample.t);
+            // Finite: the reader refuses times outside 1970–2286 and the speed is checked.
+            let due = Duration::try_from_secs_f64(((sample.t - t0) / self.speed).max(0.0))
+                .unwrap_or(Duration::MAX);
+            if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+                if stop.wait(wait) {
+                    return Ok(Next::End);
+                }
+            }
+        }
+        if stop.requested() {
+            return Ok(Next::End);
+        }
+        Ok(Next::Samples(vec![sample]))
+    }
+
+    fn announce(&self, window_s: f64, destinations: &str) {
+        tracing::info!(
+            trace = %self.path.display(),
+            window_s,
+            "gpuslack replaying a recorded trace; exporting to {destinations}"
+        );
+    }
+
+    fn position(&self) -> Option<String> {
+        Some(format!("{}:{}", self.reader.path(), self.reader.line()))
+    }
+
+    fn finite(&self) -> bool {
+        true
+    }
+
+    fn usage(&self) -> Vec<String> {
+        let Some(u) = usage::resource_usage() else {
+            return Vec::new();
+        };
+        vec![
+            "replay_wall_s cpu_ms max_rss_mib".into(),
+            format!(
+                "{:.1} {:.1} {:.1}",
+                self.started.elapsed().as_secs_f64(),
+                u.cpu.as_secs_f64() * 1000.0,
+                u.max_rss_kib as f64 / 1024.0
+            ),
+        ]
+    }
 }

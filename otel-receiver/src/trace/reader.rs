@@ -108,7 +108,7 @@ const CHUNKS_IN_FLIGHT: usize = 8;
 
 /// A regular file smaller than this is parsed on the caller's thread: the threads would cost
 /// more to start than they save.
-const PARALLEL_MIN_BYTES: u64 = 4 * CHUNK_BYTES as u64;
+const PARALLEL_MIN_BYTES: u64 = 1 << 20;
 
 /// What every chunk's parser needs to know of the trace: where errors point, the columns.
 #[derive(Debug)]
@@ -148,7 +148,7 @@ struct Chunk {
 }
 
 /// Streams [`Sample`]s out of a trace, in the file's order: memory stays flat however long the
-/// trace, and however long a line (at most [`MAX_LINE_BYTES`]). Unknown columns are ignored, as
+/// trace, and however long a line (at most `MAX_LINE_BYTES`). Unknown columns are ignored, as
 /// the format says, with one warning naming them: a typo (`powr_mw`) must not pass for a
 /// column that was never sampled.
 ///
@@ -1102,7 +1102,7 @@ fn checked_quotient(mantissa: u64, frac: usize) -> Option<f64> {
     let pow = 10u128.pow(frac as u32);
     let nearest = u128::from(m) * pow;
     let twice_error = 2 * scaled.abs_diff(nearest);
-    (twice_error < pow || (twice_error == pow && m % 2 == 0)).then_some(x)
+    (twice_error < pow || (twice_error == pow && m.is_multiple_of(2))).then_some(x)
 }
 
 fn parse_number_slow(cell: &[u8]) -> Option<f64> {

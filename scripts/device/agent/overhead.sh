@@ -18,3 +18,9 @@ sleep 16
 python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=5).read().decode())" \
   | grep -E "^gpuslack_process_" >>"$out/overhead.txt"
 wait "$agent" "$compute"
+# The release build's symbol ordering (link/symbol-order.txt, a release-build step in build.rs):
+# how many of the agent's traced functions it still places, beside the memory it saves. Stale
+# names cost memory, not correctness, so this reports rather than fails.
+echo "== symbol order (scripts/device/text_order)" >>"$out/overhead.txt"
+python3 "$here/../text_order/functions.py" check "$bin" "$here/../../../link/symbol-order.txt" \
+  >>"$out/overhead.txt" 2>&1 || echo "stale: trace again (scripts/device/text_order/README.md)" >>"$out/overhead.txt"

@@ -1,0 +1,707 @@
+//! Points out of a GPU's view: every metric of the table ([`super::catalogue`]) with its value
+//! and attributes (the GPU's identity, its owner, the point's own), the per-process and
+//! per-assignment series, the counters since the agent started, the health state, and the
+//! agent's own delivery counts. The export state caches them once per window
+//! ([`ExportState::points`]).
+
+use std::sync::Arc;
+
+use super::catalogue::*;
+use super::delivery::Counts;
+use super::point::{owner_attributes, Attributes, Point};
+use super::state::{ExportState, GpuView, COUNTED_ERRORS};
+use crate::attribution::GpuProcess;
+use crate::diagnosis::Class;
+use crate::sample::Metric;
+
+impl ExportState {
+    /// Every point of every GPU, made once per window and shared by a collection's
+    /// instruments and the scrapes.
+    pub fn points(&self) -> Arc<Vec<Point>> {
+        let make = || -> Arc<Vec<Point>> {
+            Arc::new(
+                self.gpus()
+                    .flat_map(|view| points(view, self.top_processes()))
+                    .collect(),
+            )
+        };
+        // A poisoned cache only means a panic elsewhere mid-fill: make the points afresh.
+        let Ok(mut cached) = self.points_cache().lock() else {
+            return make();
+        };
+        cached.get_or_insert_with(make).clone()
+    }
+}
+
+/// Every point of the agent's own metrics.
+pub fn agent_points(c: &Counts) -> Vec<Point> {
+    let mut out = Vec::new();
+    let mut push = |def: MetricDef, value: u64, attributes: Vec<(&'static str, String)>| {
+        out.push(Point {
+            def,
+            value: value as f64,
+            attributes,
+        });
+    };
+    let outcome = |o: &str| vec![("outcome", o.to_string())];
+    push(AGENT_WINDOWS, c.windows_produced, outcome("produced"));
+    push(AGENT_WINDOWS, c.windows_delivered, outcome("delivered"));
+    push(AGENT_WINDOWS, c.windows_dropped, outcome("dropped"));
+    for (signal, n) in &c.exports_succeeded {
+        push(
+            AGENT_EXPORTS,
+            *n,
+            vec![
+                ("signal", signal.as_str().into()),
+                ("outcome", "succeeded".into()),
+            ],
+        );
+    }
+    for ((signal, reason), n) in &c.exports_failed {
+        push(
+            AGENT_EXPORTS,
+            *n,
+            vec![
+                ("signal", signal.as_str().into()),
+                ("outcome", "failed".into()),
+                ("reason", (*reason).into()),
+            ],
+        );
+    }
+    push(AGENT_POINTS, c.points_delivered, outcome("delivered"));
+    push(AGENT_POINTS, c.points_dropped, outcome("dropped"));
+    push(AGENT_LOG_RECORDS, c.log_records_emitted, outcome("emitted"));
+    push(
+        AGENT_LOG_RECORDS,
+        c.log_records_delivered,
+        outcome("delivered"),
+    );
+    push(AGENT_LOG_RECORDS, c.log_records_dropped, outcome("dropped"));
+    push(AGENT_SCRAPES, c.scrapes_served, vec![]);
+    out
+}
+
+/// The attributes that identify a GPU on every point (hardware semantic conventions).
+fn identity_attributes(view: &GpuView) -> Attributes {
+    let f = &view.facts;
+    let mut attrs = vec![
+        ("hw.type", "gpu".to_string()),
+        (
+            "hw.id",
+            f.uuid
+                .clone()
+                .unwrap_or_else(|| format!("gpu-{}", view.gpu)),
+        ),
+        ("hw.vendor", "NVIDIA".to_string()),
+        ("gpuslack.gpu.index", view.gpu.to_string()),
+    ];
+    // The model only: `hw.name` would repeat it, one label of the 20 a series may carry.
+    if let Some(name) = &f.name {
+        attrs.push(("hw.model", name.clone()));
+    }
+    if let Some(driver) = &f.driver {
+        attrs.push(("hw.driver_version", driver.clone()));
+    }
+    if let Some(parent) = f.mig_parent {
+        attrs.push(("gpuslack.mig.parent_index", parent.to_string()));
+        if let Some(profile) = f.name.as_deref().and_then(mig_profile) {
+            attrs.push(("gpuslack.mig.profile", profile.to_string()));
+        }
+    }
+    attrs
+}
+
+/// The GPU's identity and its current owner: the attributes of every gauge and log record.
+pub fn gpu_attributes(view: &GpuView) -> Attributes {
+    let mut attrs = identity_attributes(view);
+    attrs.extend(owner_attributes(&view.report));
+    attrs
+}
+
+/// The MIG profile of an instance, from the name NVML gives it ("NVIDIA H200 MIG 1g.18gb").
+fn mig_profile(name: &str) -> Option<&str> {
+    let (_, profile) = name.rsplit_once(" MIG ")?;
+    let profile = profile.trim();
+    (!profile.is_empty()).then_some(profile)
+}
+
+/// A point's whole attribute set: the GPU's, then the point's own, which replace any of the
+/// GPU's with the same key (a process point names its own process where the GPU names its
+/// single owner; a key twice is an invalid Prometheus series and an ambiguous OTLP point).
+pub fn point_attributes(
+    gpu: &[(&'static str, String)],
+    point: &[(&'static str, String)],
+) -> Vec<(&'static str, String)> {
+    gpu.iter()
+        .filter(|(k, _)| !point.iter().any(|(p, _)| p == k))
+        .chain(point)
+        .cloned()
+        .collect()
+}
+
+/// The per-process points of one GPU: its `top` processes by SM share.
+fn process_points(
+    view: &GpuView,
+    top: usize,
+    push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes),
+) {
+    let Some(processes) = view.report.stats.processes.as_deref() else {
+        return;
+    };
+    let mut ranked: Vec<&GpuProcess> = processes.iter().collect();
+    ranked.sort_by(|a, b| {
+        b.sm_pct
+            .unwrap_or(0.0)
+            .total_cmp(&a.sm_pct.unwrap_or(0.0))
+            .then(a.pid.cmp(&b.pid))
+    });
+    for p in ranked.into_iter().take(top) {
+        let mut attrs = vec![("process.pid", p.pid.to_string())];
+        if let Some(name) = &p.name {
+            attrs.push(("process.executable.name", name.clone()));
+        }
+        if let Some(user) = &p.user {
+            attrs.push(("process.owner", user.clone()));
+        }
+        push(PROCESS_SM, p.sm_pct.map(|v| v / 100.0), attrs.clone());
+        push(PROCESS_MEMORY, p.gpu_mem_bytes, attrs.clone());
+        let mut all = attrs.clone();
+        all.push(("gpuslack.thread", "all".into()));
+        push(PROCESS_CPU, p.cpu_pct.map(|v| v / 100.0), all);
+        attrs.push(("gpuslack.thread", "busiest".into()));
+        push(PROCESS_CPU, p.thread_pct.map(|v| v / 100.0), attrs);
+    }
+}
+
+/// One point per Kubernetes container the GPU is assigned to: where pods share a GPU, no pod
+/// owns its series, and these name each of them.
+fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes)) {
+    let Some(pods) = view.report.stats.pods.as_deref() else {
+        return;
+    };
+    for p in pods.iter().take(MAX_ASSIGNMENT_SERIES) {
+        let attrs = vec![
+            ("k8s.pod.name", p.pod.clone()),
+            ("k8s.namespace.name", p.namespace.clone()),
+            ("k8s.container.name", p.container.clone()),
+        ];
+        push(POD_ASSIGNMENT, Some(1.0), attrs);
+    }
+}
+
+fn share(pct: Option<f64>) -> Option<f64> {
+    pct.map(|p| p / 100.0)
+}
+
+/// Every point of every metric for one GPU, with its `top` processes. A metric the source did
+/// not sample has no point; a health counter read as zero is a point of 0.
+pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
+    let r = &view.report;
+    let s = &r.signals;
+    let w = &r.stats;
+    let gpu = gpu_attributes(view);
+    let mut out = Vec::with_capacity(96);
+    // A gauge: the latest window's value, named by the GPU's current owner.
+    let mut push = |def: MetricDef, value: Option<f64>, own: Attributes| {
+        if let Some(value) = value.filter(|v| v.is_finite()) {
+            out.push(Point {
+                def,
+                value,
+                attributes: point_attributes(&gpu, &own),
+            });
+        }
+    };
+    let attr = |k: &'static str, v: &str| vec![(k, v.to_string())];
+    push(HW_POWER, s.power_w, vec![]);
+    for (task, value) in [
+        ("general", s.util_pct),
+        (
+            "encoder",
+            w.mean(Metric::UtilEnc).or(view.held(Metric::UtilEnc)),
+        ),
+        (
+            "decoder",
+            w.mean(Metric::UtilDec).or(view.held(Metric::UtilDec)),
+        ),
+    ] {
+        push(HW_GPU_UTILIZATION, share(value), attr("hw.gpu.task", task));
+    }
+    let total = w.mean(Metric::MemTotalBytes).or(view.facts.mem_total_bytes);
+    push(HW_GPU_MEMORY_USAGE, s.mem_used_bytes, vec![]);
+    push(HW_GPU_MEMORY_LIMIT, total, vec![]);
+    push(
+        HW_GPU_MEMORY_UTILIZATION,
+        s.mem_used_bytes
+            .zip(total)
+            .filter(|(_, t)| *t > 0.0)
+            .map(|(u, t)| u / t),
+        vec![],
+    );
+    push(MEMORY_SWING, w.mem_swing_bytes_per_s, vec![]);
+    push(
+        HW_TEMPERATURE,
+        w.max(Metric::TempC),
+        attr("hw.sensor_location", "gpu"),
+    );
+    push(
+        HW_TEMPERATURE,
+        view.held(Metric::MemTempC),
+        attr("hw.sensor_location", "memory"),
+    );
+    push(
+        HW_TEMPERATURE_LIMIT,
+        view.held(Metric::TempSlowdownC)
+            .or(view.facts.temp_slowdown_c),
+        vec![
+            ("hw.sensor_location", "gpu".into()),
+            ("hw.limit_type", "high.degraded".into()),
+        ],
+    );
+    if let Some(state) = health_state(view) {
+        for candidate in ["ok", "degraded", "failed"] {
+            let value = if candidate == state { 1.0 } else { 0.0 };
+            push(HW_STATUS, Some(value), attr("hw.state", candidate));
+        }
+    }
+    push(SM_ACTIVITY, share(s.sm_pct), vec![]);
+    push(SM_OCCUPANCY, share(s.occupancy_pct), vec![]);
+    for (pipe, value) in [
+        ("tensor", s.tensor_pct),
+        ("fp32", s.fp32_pct),
+        ("fp16", s.fp16_pct),
+    ] {
+        push(PIPE_ACTIVITY, share(value), attr("gpuslack.pipe", pipe));
+    }
+    push(DRAM_ACTIVITY, share(s.dram_pct), vec![]);
+    let hz = |mhz: Option<f64>| mhz.map(|m| m * 1e6);
+    push(CLOCK_SM, hz(w.mean(Metric::SmMhz)), vec![]);
+    push(CLOCK_MEMORY, hz(w.mean(Metric::MemMhz)), vec![]);
+    push(POWER_LIMIT, view.facts.power_limit_w, vec![]);
+    push(POWER_MIN_LIMIT, view.facts.power_limit_min_w, vec![]);
+    push(POWER_MAX_LIMIT, view.facts.power_limit_max_w, vec![]);
+    push(POWER_TDP, r.tdp_w, vec![]);
+    if w.clock_reasons.samples() > 0 {
+        for (reason, share) in w.clock_reasons.shares() {
+            push(
+                THROTTLE,
+                Some(share),
+                attr("gpuslack.throttle.reason", reason),
+            );
+        }
+    }
+    push(EFFICIENCY, r.efficiency, vec![]);
+    push(EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
+    push(POWER_EXPECTED, r.expected_power_w, vec![]);
+    // The verdict's confidence rides on every class's point, so the series stay one per class
+    // (a label set that only the current class carried would change shape with every verdict).
+    for class in Class::ALL {
+        let current = if class == r.class { 1.0 } else { 0.0 };
+        push(
+            DIAGNOSIS,
+            Some(current),
+            vec![
+                ("gpuslack.diagnosis.class", class.as_str().into()),
+                (
+                    "gpuslack.diagnosis.confidence",
+                    r.confidence().as_str().into(),
+                ),
+            ],
+        );
+    }
+    for (metric, kind, counter) in [
+        (Metric::EccVolatileCorrected, "corrected", "volatile"),
+        (Metric::EccVolatileUncorrected, "uncorrected", "volatile"),
+        (Metric::EccAggregateCorrected, "corrected", "aggregate"),
+        (Metric::EccAggregateUncorrected, "uncorrected", "aggregate"),
+    ] {
+        push(
+            ECC_ERRORS,
+            view.held(metric),
+            vec![
+                ("error.type", kind.into()),
+                ("gpuslack.ecc.counter", counter.into()),
+            ],
+        );
+    }
+    push(
+        REMAPPED_ROWS,
+        view.held(Metric::RemapCorrected),
+        attr("error.type", "corrected"),
+    );
+    push(
+        REMAPPED_ROWS,
+        view.held(Metric::RemapUncorrected),
+        attr("error.type", "uncorrected"),
+    );
+    push(REMAP_PENDING, view.held(Metric::RemapPending), vec![]);
+    push(REMAP_FAILED, view.held(Metric::RemapFailed), vec![]);
+    push(
+        RETIRED_PAGES,
+        view.held(Metric::RetiredSingleBit),
+        attr("gpuslack.retirement.cause", "single_bit"),
+    );
+    push(
+        RETIRED_PAGES,
+        view.held(Metric::RetiredDoubleBit),
+        attr("gpuslack.retirement.cause", "double_bit"),
+    );
+    push(
+        RETIREMENT_PENDING,
+        view.held(Metric::RetiredPending),
+        vec![],
+    );
+    push(XID_LAST, view.held(Metric::XidLast), vec![]);
+    process_points(view, top, &mut push);
+    assignment_points(view, &mut push);
+    counter_points(view, &mut out);
+    out
+}
+
+/// The counters of one GPU, one series per owner that held it (docs/EXPORT.md): each rises
+/// only while its owner holds the GPU, and together they add up to the GPU's total.
+fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
+    let s = &view.report.signals;
+    let identity = identity_attributes(view);
+    let pcie = s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some();
+    let nvlink = s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some();
+    const ERROR_KINDS: [(&str, &str); COUNTED_ERRORS.len()] = [
+        ("ecc", "corrected"),
+        ("ecc", "uncorrected"),
+        ("pcie", "replay"),
+        ("nvlink", "crc"),
+        ("nvlink", "replay"),
+        ("nvlink", "recovery"),
+        ("driver", "xid"),
+    ];
+    for (owner, c) in view.owners() {
+        let base: Attributes = identity.iter().chain(owner).cloned().collect();
+        let mut push = |def: MetricDef, value: f64, own: Attributes| {
+            out.push(Point {
+                def,
+                value,
+                attributes: point_attributes(&base, &own),
+            });
+        };
+        let direction = |d: &str| vec![("network.io.direction", d.to_string())];
+        push(HW_ENERGY, c.energy_j, vec![]);
+        if pcie {
+            push(HW_GPU_IO, c.pcie_rx_bytes, direction("receive"));
+            push(HW_GPU_IO, c.pcie_tx_bytes, direction("transmit"));
+        }
+        if nvlink {
+            push(NVLINK_IO, c.nvlink_rx_bytes, direction("receive"));
+            push(NVLINK_IO, c.nvlink_tx_bytes, direction("transmit"));
+        }
+        // Only where the counter is read at all: zero is a value, absence is not.
+        for (i, (source, kind)) in ERROR_KINDS.into_iter().enumerate() {
+            if view.error_counted(i) {
+                let attrs = vec![
+                    ("error.type", kind.to_string()),
+                    ("gpuslack.error.source", source.to_string()),
+                ];
+                push(HW_ERRORS, c.errors[i], attrs);
+            }
+        }
+        for class in Class::ALL {
+            let spent = c.spent.get(&class).copied().unwrap_or_default();
+            let class_attr = || vec![("gpuslack.diagnosis.class", class.as_str().to_string())];
+            push(DIAGNOSIS_TIME, spent.seconds, class_attr());
+            push(DIAGNOSIS_ENERGY, spent.energy_j, class_attr());
+        }
+    }
+}
+
+/// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
+/// GPU needs service), `degraded` when an uncorrected ECC error happened since the driver
+/// loaded, a remap or retirement waits for a reset, or an Xid event arrived since the agent
+/// started, else `ok`.
+fn health_state(view: &GpuView) -> Option<&'static str> {
+    let read = |m: Metric| view.held(m);
+    let health = [
+        Metric::EccVolatileUncorrected,
+        Metric::RemapPending,
+        Metric::RemapFailed,
+        Metric::RetiredPending,
+        Metric::XidEvents,
+        Metric::PcieReplays,
+    ];
+    if health.iter().all(|m| read(*m).is_none()) {
+        return None;
+    }
+    let positive = |m: Metric| read(m).is_some_and(|v| v > 0.0);
+    if positive(Metric::RemapFailed) {
+        Some("failed")
+    } else if positive(Metric::EccVolatileUncorrected)
+        || positive(Metric::RemapPending)
+        || positive(Metric::RetiredPending)
+        || positive(Metric::XidEvents)
+    {
+        Some("degraded")
+    } else {
+        Some("ok")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceFacts;
+    use crate::diagnosis::{Diagnoser, Thresholds, WindowReport};
+    use crate::export::state::ExportState;
+    use crate::pipeline::Pipeline;
+    use crate::sample::Sample;
+
+    /// The reports of one GPU fed `samples` (10 Hz, 2 s windows, from t = 100 s), `add` filling
+    /// each sample's readings.
+    fn reports(seconds: u32, add: impl Fn(f64, Sample) -> Sample) -> Vec<WindowReport> {
+        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        let mut pipeline = Pipeline::new(2.0, diagnoser);
+        let mut out = Vec::new();
+        for i in 0..seconds * 10 {
+            let t = 100.0 + f64::from(i) / 10.0;
+            let sample = add(t, Sample::new(t, 0).with(Metric::PowerMw, 100_000.0));
+            out.extend(pipeline.push(&sample).expect("in order"));
+        }
+        out.extend(pipeline.finish());
+        out
+    }
+
+    fn value(points: &[Point], name: &str, attr: Option<(&str, &str)>) -> Option<f64> {
+        points
+            .iter()
+            .find(|p| {
+                p.def.name == name
+                    && attr.is_none_or(|(k, v)| {
+                        p.attributes.iter().any(|(pk, pv)| *pk == k && pv == v)
+                    })
+            })
+            .map(|p| p.value)
+    }
+
+    #[test]
+    fn energy_and_errors_count_from_the_agent_start_across_a_driver_reload() {
+        // The counter starts at 5 MJ (joules since the driver loaded), rises 100 J/s, and the
+        // driver reloads at t = 110 s (the counter restarts from 0). Volatile ECC counts 7
+        // before the agent starts, then 2 more; the reload zeroes it and 1 follows.
+        let reload = 110.0;
+        let reports = reports(20, |t, s| {
+            let energy_mj = if t < reload {
+                5e9 + (t - 100.0) * 100_000.0
+            } else {
+                (t - reload) * 100_000.0
+            };
+            let ecc = if t < 105.0 {
+                7.0
+            } else if t < reload {
+                9.0
+            } else {
+                1.0
+            };
+            s.with(Metric::EnergyMj, energy_mj)
+                .with(Metric::EccVolatileUncorrected, ecc)
+                .with(Metric::EccVolatileCorrected, 0.0)
+        });
+        let mut state = ExportState::default();
+        let mut first = None;
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+            let points = points(state.get(0).expect("gpu 0"), 5);
+            first.get_or_insert(value(&points, "hw.energy", None).expect("hw.energy"));
+        }
+        let view = state.get(0).expect("gpu 0");
+        let points = points(view, 5);
+        // 19.9 s of samples at 100 W, less the 0.1 s across the reload (its reading restarts
+        // the count): never the 5 MJ the driver had counted before the agent started.
+        let energy = value(&points, "hw.energy", None).expect("hw.energy");
+        assert!((energy - 1980.0).abs() < 1.0, "{energy}");
+        assert!(first.expect("first") < 200.0, "first point {first:?}");
+        let errors =
+            |kind| value(&points, "hw.errors", Some(("error.type", kind))).expect("hw.errors");
+        assert_eq!((errors("uncorrected"), errors("corrected")), (3.0, 0.0));
+        // The health state reads NVML's own count: uncorrected errors since the driver loaded.
+        assert_eq!(
+            value(&points, "hw.status", Some(("hw.state", "degraded"))),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(&points, "hw.status", Some(("hw.state", "ok"))),
+            Some(0.0)
+        );
+        // The cost of slack: every window's time is filed under its verdict.
+        let seconds: f64 = points
+            .iter()
+            .filter(|p| p.def == DIAGNOSIS_TIME)
+            .map(|p| p.value)
+            .sum();
+        assert_eq!(seconds, 2.0 * reports.len() as f64);
+    }
+
+    #[test]
+    fn each_owner_counts_only_while_it_holds_the_gpu_and_the_owners_add_up() {
+        // 100 J/s for 20 s; a job (one process, pid 4242) holds the GPU from t = 110 s.
+        let job = std::sync::Arc::new(vec![GpuProcess {
+            pid: 4242,
+            name: Some("train".into()),
+            ..GpuProcess::default()
+        }]);
+        let reports = reports(20, |t, s| {
+            let mut s = s.with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0);
+            if t >= 110.0 {
+                s.processes = Some(job.clone());
+                s = s.with(Metric::Nprocs, 1.0);
+            }
+            s
+        });
+        let mut state = ExportState::default();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+        }
+        let view = state.get(0).expect("gpu 0");
+        let all = points(view, 5);
+        let energy: Vec<&Point> = all.iter().filter(|p| p.def == HW_ENERGY).collect();
+        assert_eq!(energy.len(), 2, "one series per owner: {energy:?}");
+        let of = |pid: Option<&str>| {
+            energy
+                .iter()
+                .find(|p| {
+                    p.attributes
+                        .iter()
+                        .find(|(k, _)| *k == "process.pid")
+                        .map(|(_, v)| v.as_str())
+                        == pid
+                })
+                .map(|p| p.value)
+                .expect("series")
+        };
+        let (before, during) = (of(None), of(Some("4242")));
+        // Before the job: 10 s at 100 W; during it: the rest. Never the whole again.
+        assert!((before - 1000.0).abs() < 15.0, "{before}");
+        assert!((during - 990.0).abs() < 15.0, "{during}");
+        assert!((before + during - view.energy_j()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn churned_owners_fold_into_other_their_series_end_and_the_sums_still_add_up() {
+        // 28 jobs, one after another, each holding the GPU for 4 s (two windows) at 100 W.
+        let jobs: Vec<std::sync::Arc<Vec<GpuProcess>>> = (0..28)
+            .map(|k| {
+                std::sync::Arc::new(vec![GpuProcess {
+                    pid: 5000 + k,
+                    name: Some("train".into()),
+                    ..GpuProcess::default()
+                }])
+            })
+            .collect();
+        let reports = reports(28 * 4, |t, s| {
+            let k = ((t - 100.0) / 4.0).floor() as usize;
+            let mut s = s.with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0);
+            s.processes = Some(jobs[k.min(27)].clone());
+            s.with(Metric::Nprocs, 1.0)
+        });
+        let mut state = ExportState::default().with_owner_series(4);
+        let mut series_seen = Vec::new();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+            let view = state.get(0).expect("gpu 0");
+            let energy = points(view, 5)
+                .into_iter()
+                .filter(|p| p.def == HW_ENERGY)
+                .count();
+            series_seen.push(energy);
+        }
+        let view = state.get(0).expect("gpu 0");
+        let all = points(view, 5);
+        let energy: Vec<&Point> = all.iter().filter(|p| p.def == HW_ENERGY).collect();
+        // Four owners of their own and `other`, whatever the churn; never more along the way.
+        assert_eq!(energy.len(), 5, "{energy:?}");
+        assert!(series_seen.iter().all(|n| *n <= 5), "{series_seen:?}");
+        let pid_of = |p: &Point| {
+            p.attributes
+                .iter()
+                .find(|(k, _)| *k == "process.pid")
+                .map(|(_, v)| v.clone())
+        };
+        let pids: Vec<Option<String>> = energy.iter().map(|p| pid_of(p)).collect();
+        // The current job (pid 5027) keeps its series; the first job's ended long ago.
+        assert!(pids.contains(&Some("5027".into())), "{pids:?}");
+        assert!(!pids.contains(&Some("5000".into())), "{pids:?}");
+        let other: Vec<&&Point> = energy
+            .iter()
+            .filter(|p| {
+                p.attributes
+                    .iter()
+                    .any(|(k, v)| *k == "gpuslack.owner" && v == "other")
+            })
+            .collect();
+        assert_eq!(other.len(), 1);
+        let sum: f64 = energy.iter().map(|p| p.value).sum();
+        assert!(
+            (sum - view.energy_j()).abs() < 1e-6,
+            "{sum} vs {}",
+            view.energy_j()
+        );
+        // The cost of slack adds up the same way: GPU time per verdict over the owners is the
+        // GPU's time.
+        let time: f64 = all
+            .iter()
+            .filter(|p| p.def == DIAGNOSIS_TIME)
+            .map(|p| p.value)
+            .sum();
+        let windows: f64 = reports.iter().map(|r| r.stats.duration_s()).sum();
+        assert!((time - windows).abs() < 1e-6, "{time} vs {windows}");
+    }
+
+    #[test]
+    fn a_verdict_change_is_announced_once_it_has_held() {
+        // Busy (GPU-Util 100%, SM 90%) for 10 s, one idle window, busy again, then idle.
+        let reports = reports(30, |t, s| {
+            let busy = !(110.0..112.0).contains(&t) && t < 120.0;
+            let (util, sm) = if busy { (100.0, 90.0) } else { (0.0, 0.0) };
+            s.with(Metric::UtilGpu, util)
+                .with(Metric::GpmSm, sm)
+                .with(Metric::GpmTensor, sm)
+                .with(Metric::GpmDram, 10.0)
+                .with(Metric::Nprocs, 1.0)
+                .with(Metric::PowerMw, if busy { 650_000.0 } else { 120_000.0 })
+        });
+        let mut state = ExportState::default();
+        let changes: Vec<_> = reports
+            .iter()
+            .filter_map(|r| state.update(r, &DeviceFacts::default()))
+            .collect();
+        let classes: Vec<Class> = reports.iter().map(|r| r.class).collect();
+        // The lone idle window is no announcement; the lasting one is, once, 3 windows in.
+        assert_eq!(changes.len(), 2, "{changes:?} for {classes:?}");
+        assert_eq!(changes[0].from, None);
+        assert_eq!(changes[1].from, Some(changes[0].to));
+        assert_ne!(changes[1].to, changes[0].to);
+    }
+
+    #[test]
+    fn a_mig_instance_names_its_profile() {
+        assert_eq!(mig_profile("NVIDIA H200 MIG 1g.18gb"), Some("1g.18gb"));
+        assert_eq!(
+            mig_profile("NVIDIA A100-SXM4-40GB MIG 3g.20gb"),
+            Some("3g.20gb")
+        );
+        assert_eq!(mig_profile("NVIDIA H200"), None);
+    }
+
+    #[test]
+    fn a_process_point_names_its_own_process_once() {
+        let gpu = [
+            ("hw.id", "GPU-1".to_string()),
+            ("process.pid", "7".to_string()),
+            ("process.executable.name", "train".to_string()),
+        ];
+        let point = [("process.pid", "9".to_string())];
+        assert_eq!(
+            point_attributes(&gpu, &point),
+            vec![
+                ("hw.id", "GPU-1".to_string()),
+                ("process.executable.name", "train".to_string()),
+                ("process.pid", "9".to_string()),
+            ]
+        );
+    }
+}

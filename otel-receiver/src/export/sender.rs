@@ -1,0 +1,579 @@
+//! The metrics sender: one thread that takes batches from the [`SendQueue`] in order and sends
+//! each until it is delivered, retrying with exponential backoff (500 ms doubling to three export
+//! intervals, 30 s at most; reset by a success) and never before a collector's `Retry-After` has passed. A batch the intake
+//! refuses as too large (HTTP 413, gRPC `ResourceExhausted` on the message size) is halved and
+//! both halves sent; one it refuses for good (a redirect, 401/403, another 4xx, gRPC
+//! `InvalidArgument`/`Unauthenticated`) is dropped, counted, as the OpenTelemetry Collector's
+//! exporters do. At shutdown it sends what it can until the deadline; the rest is counted
+//! dropped. Every attempt is counted in [`Delivery`].
+//!
+//! Over HTTP it sends through [`OtlpHttpClient`] (headers, no redirects, partial success,
+//! `Retry-After`); over gRPC through tonic's `MetricsService` client, with the same headers as
+//! metadata and the collector's partial success read from the answer.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use opentelemetry_http::HttpClient as _;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use prost::Message as _;
+
+use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
+use super::http_client::OtlpHttpClient;
+use super::queue::{Batch, SendQueue};
+
+/// What became of one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    /// Worth another try later, filed under this reason.
+    Retry(&'static str),
+    /// The intake refused the request's size: halve it.
+    TooLarge,
+    /// Refused for good, filed under this reason: the batch is dropped.
+    Refused(&'static str),
+}
+
+/// How one batch travels.
+pub trait Transport: Send {
+    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome;
+}
+
+/// The backoff between failed attempts.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    /// For exports every `interval`: waits up to three intervals between attempts (30 s at
+    /// the default 10 s, the Collector's own maximum), at least 1 s; from 500 ms, or the
+    /// interval if that is shorter.
+    pub fn for_interval(interval: Duration) -> Backoff {
+        Backoff {
+            initial: interval.min(Duration::from_millis(500)),
+            max: (interval * 3).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+        }
+    }
+}
+
+/// What the export and its sender thread share.
+#[derive(Debug, Default)]
+pub struct Control {
+    stop: AtomicBool,
+    /// Set at shutdown: send until then, and no longer.
+    deadline: Mutex<Option<Instant>>,
+}
+
+impl Control {
+    /// Whether every batch queued so far is settled.
+    pub fn idle(&self, queue: &SendQueue) -> bool {
+        queue.idle()
+    }
+
+    pub fn finish_by(&self, deadline: Instant) {
+        if let Ok(mut d) = self.deadline.lock() {
+            *d = Some(deadline);
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline.lock().ok().and_then(|d| *d)
+    }
+}
+
+pub struct Sender<T: Transport> {
+    pub queue: Arc<SendQueue>,
+    pub delivery: Arc<Delivery>,
+    pub control: Arc<Control>,
+    pub transport: T,
+    pub backoff: Backoff,
+}
+
+/// What one batch's attempt leaves the loop to do.
+enum Next {
+    Go,
+    /// Wait the backoff before the next attempt.
+    BackOff,
+    /// Stop sending (our own shutdown).
+    Stop,
+}
+
+impl<T: Transport> Sender<T> {
+    /// Sleeps `d`, or less if the agent stops; returns false when the agent stops or the wait
+    /// would run past the shutdown deadline (nothing more can be sent in time).
+    fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        if self
+            .control
+            .deadline()
+            .is_some_and(|deadline| until > deadline)
+        {
+            return false;
+        }
+        while Instant::now() < until {
+            if self.control.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
+        }
+        true
+    }
+
+    /// Sends batches until stopped, or until the shutdown deadline.
+    pub fn run(mut self) {
+        let mut wait = self.backoff.initial;
+        // Half the size an intake refused: learnt from its 413s, so that later batches that
+        // large go in parts at once rather than each being refused first.
+        let mut limit: Option<usize> = None;
+        while !self.control.stop.load(Ordering::SeqCst)
+            && self
+                .control
+                .deadline()
+                .is_none_or(|deadline| Instant::now() < deadline)
+        {
+            // The collector asked to be left alone: not one request before it said.
+            if let Some(hold) = self.delivery.held() {
+                if !self.pause(hold) {
+                    break;
+                }
+                continue;
+            }
+            let Some(batch) = self.queue.pop(Duration::from_millis(50)) else {
+                continue;
+            };
+            let next = self.attempt(batch, &mut limit);
+            self.queue.settle();
+            match next {
+                Next::Go => wait = self.backoff.initial,
+                Next::Stop => break,
+                Next::BackOff => {
+                    if !self.pause(wait) {
+                        break;
+                    }
+                    wait = (wait * 2).min(self.backoff.max);
+                }
+            }
+        }
+    }
+
+    /// One attempt at the batch `pop` gave; whatever comes of it is settled here: counted
+    /// delivered or dropped, or put back (whole or in parts) at the front of the queue.
+    fn attempt(&mut self, batch: Batch, limit: &mut Option<usize>) -> Next {
+        let batch = match limit.filter(|l| batch.bytes > *l && batch.points > 1) {
+            Some(l) => {
+                let mut windows = batch.windows;
+                let mut parts: Vec<Batch> = super::split::to_fit(batch.request, l)
+                    .into_iter()
+                    .map(|p| Batch::new(p, std::mem::take(&mut windows)))
+                    .collect();
+                // The first part now, the others back at the front, in order.
+                let first = parts.remove(0);
+                self.queue.push_front(parts);
+                first
+            }
+            None => batch,
+        };
+        let outcome = self.transport.send(&batch.request);
+        if outcome != Outcome::Delivered && self.control.stop.load(Ordering::SeqCst) {
+            // Cut short by our own shutdown (the runtime going away under the call): not the
+            // collector's failure. The batch is counted dropped with the rest.
+            self.queue.push_front(vec![batch]);
+            return Next::Stop;
+        }
+        match outcome {
+            Outcome::Delivered => {
+                self.delivery.batch_delivered(batch.points, batch.windows);
+                Next::Go
+            }
+            Outcome::Refused(why) => {
+                self.delivery.attempt_failed(why);
+                self.delivery.batch_dropped(batch.points, batch.windows);
+                Next::Go
+            }
+            Outcome::TooLarge => {
+                self.delivery.attempt_failed(reason::TOO_LARGE);
+                let half = (batch.bytes / 2).max(1);
+                *limit = Some(limit.map_or(half, |l| l.min(half)));
+                match super::split::halve(&batch.request) {
+                    Some((left, right)) => {
+                        let left = Batch::new(left, batch.windows);
+                        self.queue.push_front(vec![left, Batch::new(right, 0)]);
+                    }
+                    // One point larger than the intake takes: it cannot be sent.
+                    None => self.delivery.batch_dropped(batch.points, batch.windows),
+                }
+                Next::Go
+            }
+            Outcome::Retry(why) => {
+                self.delivery.attempt_failed(why);
+                self.queue.push_front(vec![batch]);
+                Next::BackOff
+            }
+        }
+    }
+}
+
+/// OTLP/HTTP: the protobuf, gzipped unless turned off, POSTed through our client.
+pub struct HttpTransport {
+    pub client: OtlpHttpClient,
+    pub url: String,
+    pub gzip: bool,
+}
+
+/// Runs a future that does its work when polled (our HTTP client's: reqwest's blocking client
+/// behind an async signature) outside any tokio runtime: the blocking client must not be used
+/// or dropped inside one, where it panics.
+fn poll_to_end<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut context) {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 4),
+        flate2::Compression::default(),
+    );
+    encoder.write_all(bytes)?;
+    encoder.finish()
+}
+
+/// The outcome an HTTP status stands for.
+pub fn http_outcome(status: u16) -> Outcome {
+    match status {
+        200..=299 => Outcome::Delivered,
+        413 => Outcome::TooLarge,
+        300..=399 => Outcome::Refused(reason::REDIRECTED),
+        401 | 403 => Outcome::Refused(reason::AUTH),
+        408 => Outcome::Retry(reason::TIMEOUT),
+        429 => Outcome::Retry(reason::THROTTLED),
+        502..=504 => Outcome::Retry(reason::UNAVAILABLE),
+        400..=499 => Outcome::Refused(reason::REJECTED),
+        _ => Outcome::Retry(reason::OTHER),
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+        let body = request.encode_to_vec();
+        let (body, encoding) = if self.gzip {
+            match gzip(&body) {
+                Ok(zipped) => (zipped, Some("gzip")),
+                Err(_) => (body, None),
+            }
+        } else {
+            (body, None)
+        };
+        let mut builder = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(&self.url)
+            .header(http::header::CONTENT_TYPE, "application/x-protobuf");
+        if let Some(encoding) = encoding {
+            builder = builder.header(http::header::CONTENT_ENCODING, encoding);
+        }
+        let Ok(http_request) = builder.body(Bytes::from(body)) else {
+            return Outcome::Refused(reason::OTHER);
+        };
+        // The client notes the failure's reason, the Retry-After and the partial success.
+        match poll_to_end(self.client.send_bytes(http_request)) {
+            Ok(response) => http_outcome(response.status().as_u16()),
+            Err(_) => Outcome::Retry(reason::NETWORK),
+        }
+    }
+}
+
+/// OTLP/gRPC through tonic's generated client.
+pub struct GrpcTransport {
+    pub client: MetricsServiceClient<tonic::transport::Channel>,
+    pub metadata: tonic::metadata::MetadataMap,
+    pub timeout: Duration,
+    pub delivery: Arc<Delivery>,
+    pub rejections: RejectionLog,
+    pub shown: String,
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// The outcome a gRPC status stands for, with the reason it is filed under.
+pub fn grpc_outcome(status: &tonic::Status) -> Outcome {
+    use tonic::Code;
+    let text = format!("{}: {}", status.message(), crate::causes::causes(status));
+    let lower = text.to_ascii_lowercase();
+    if status.code() == Code::ResourceExhausted
+        && (lower.contains("larger than max") || lower.contains("message length too large"))
+    {
+        return Outcome::TooLarge;
+    }
+    if let Some(why) = reason_in_text(&text) {
+        return Outcome::Retry(why);
+    }
+    match status.code() {
+        Code::Ok => Outcome::Delivered,
+        Code::DeadlineExceeded => Outcome::Retry(reason::TIMEOUT),
+        Code::ResourceExhausted => Outcome::Retry(reason::THROTTLED),
+        Code::Unavailable if lower.contains("refused") || lower.contains("dns") => {
+            Outcome::Retry(reason::CONNECT)
+        }
+        Code::Unavailable => Outcome::Retry(reason::UNAVAILABLE),
+        Code::Unauthenticated | Code::PermissionDenied => Outcome::Refused(reason::AUTH),
+        Code::InvalidArgument
+        | Code::FailedPrecondition
+        | Code::OutOfRange
+        | Code::Unimplemented
+        | Code::NotFound
+        | Code::AlreadyExists => Outcome::Refused(reason::REJECTED),
+        Code::Cancelled | Code::Aborted | Code::Unknown | Code::Internal | Code::DataLoss => {
+            Outcome::Retry(reason::NETWORK)
+        }
+    }
+}
+
+impl Transport for GrpcTransport {
+    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+        let mut call = tonic::Request::new(request.clone());
+        *call.metadata_mut() = self.metadata.clone();
+        call.set_timeout(self.timeout);
+        let mut client = self.client.clone();
+        let limit = self.timeout + Duration::from_millis(500);
+        let answer = self
+            .runtime
+            .block_on(async move { tokio::time::timeout(limit, client.export(call)).await });
+        match answer {
+            Err(_elapsed) => Outcome::Retry(reason::TIMEOUT),
+            Ok(Ok(response)) => {
+                if let Some(p) = response.into_inner().partial_success {
+                    let rejected = u64::try_from(p.rejected_data_points).unwrap_or(0);
+                    if rejected > 0 {
+                        self.delivery.note_rejected(Signal::Metrics, rejected);
+                    }
+                    if rejected > 0 || !p.error_message.is_empty() {
+                        self.rejections.log(
+                            &self.shown,
+                            Signal::Metrics,
+                            rejected,
+                            &p.error_message,
+                        );
+                    }
+                }
+                Outcome::Delivered
+            }
+            Ok(Err(status)) => {
+                let outcome = grpc_outcome(&status);
+                if let Outcome::Retry(why) | Outcome::Refused(why) = outcome {
+                    self.rejections.log_failure(
+                        &self.shown,
+                        why,
+                        &format!("{:?}: {}", status.code(), status.message()),
+                    );
+                }
+                outcome
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transport that answers from a script, recording what it was sent.
+    struct Scripted {
+        answers: Vec<Outcome>,
+        sent: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Transport for Scripted {
+        fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+            if let Ok(mut sent) = self.sent.lock() {
+                sent.push(super::super::split::points(request));
+            }
+            if self.answers.is_empty() {
+                Outcome::Delivered
+            } else {
+                self.answers.remove(0)
+            }
+        }
+    }
+
+    fn request(points: usize) -> ExportMetricsServiceRequest {
+        use opentelemetry_proto::tonic::metrics::v1::{
+            metric::Data, Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics,
+        };
+        ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: vec![Metric {
+                        name: "hw.power".into(),
+                        data: Some(Data::Gauge(Gauge {
+                            // Points of some size, so that half the points is about half the
+                            // bytes.
+                            data_points: (0..points)
+                                .map(|i| NumberDataPoint {
+                                    time_unix_nano: 1_796_025_905_000_000_000 + i as u64,
+                                    start_time_unix_nano: 1_796_025_900_000_000_000,
+                                    exemplars: vec![],
+                                    ..NumberDataPoint::default()
+                                })
+                                .collect(),
+                        })),
+                        ..Metric::default()
+                    }],
+                    ..ScopeMetrics::default()
+                }],
+                ..ResourceMetrics::default()
+            }],
+        }
+    }
+
+    /// Runs a sender over `batches` with the scripted `answers`, until the queue is settled.
+    fn run(batches: Vec<(usize, u64)>, answers: Vec<Outcome>) -> (Arc<Delivery>, Vec<u64>) {
+        let queue = Arc::new(SendQueue::new(1 << 20));
+        let delivery = Arc::new(Delivery::default());
+        for (points, windows) in &batches {
+            for _ in 0..*windows {
+                delivery.window_produced();
+            }
+            let w = delivery.queued(*points as u64);
+            queue.push(Batch::new(request(*points), w));
+        }
+        let control = Arc::new(Control::default());
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let sender = Sender {
+            queue: queue.clone(),
+            delivery: delivery.clone(),
+            control: control.clone(),
+            transport: Scripted {
+                answers,
+                sent: sent.clone(),
+            },
+            backoff: Backoff {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(4),
+            },
+        };
+        let thread = std::thread::spawn(move || sender.run());
+        let started = Instant::now();
+        while !control.idle(&queue) && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        control.stop();
+        let _ = thread.join();
+        let sent = sent.lock().map(|s| s.clone()).unwrap_or_default();
+        (delivery, sent)
+    }
+
+    #[test]
+    fn a_failing_collector_costs_a_delay_not_the_data() {
+        let (d, sent) = run(
+            vec![(10, 2), (20, 1)],
+            vec![
+                Outcome::Retry(reason::CONNECT),
+                Outcome::Retry(reason::UNAVAILABLE),
+            ],
+        );
+        // The first batch three times (two failures), then the second.
+        assert_eq!(sent, [10, 10, 10, 20]);
+        let c = d.counts();
+        assert_eq!((c.windows_delivered, c.windows_dropped), (3, 0));
+        assert_eq!((c.points_delivered, c.points_dropped), (30, 0));
+        assert_eq!((c.attempted(), c.failed()), (4, 2));
+    }
+
+    #[test]
+    fn too_large_halves_until_it_fits_and_a_refusal_drops_only_that_batch() {
+        let (d, sent) = run(
+            vec![(8, 1), (4, 1)],
+            vec![
+                Outcome::TooLarge,
+                Outcome::Delivered,
+                Outcome::Delivered,
+                Outcome::Refused(reason::AUTH),
+            ],
+        );
+        // 8 refused as too large; from then on anything over half its size goes in parts:
+        // its two halves as 2 + 2 each (one part refused for good: dropped alone), then the
+        // second batch as 2 + 2.
+        assert_eq!(sent, [8, 2, 2, 2, 2, 2, 2]);
+        let c = d.counts();
+        assert_eq!((c.points_delivered, c.points_dropped), (10, 2));
+        // A window counts as delivered with the first part of its batch.
+        assert_eq!((c.windows_delivered, c.windows_dropped), (2, 0));
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::TOO_LARGE)),
+            Some(&1)
+        );
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::AUTH)),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn statuses_map_to_outcomes() {
+        assert_eq!(http_outcome(200), Outcome::Delivered);
+        assert_eq!(http_outcome(413), Outcome::TooLarge);
+        assert_eq!(http_outcome(429), Outcome::Retry(reason::THROTTLED));
+        assert_eq!(http_outcome(503), Outcome::Retry(reason::UNAVAILABLE));
+        assert_eq!(http_outcome(307), Outcome::Refused(reason::REDIRECTED));
+        assert_eq!(http_outcome(401), Outcome::Refused(reason::AUTH));
+        assert_eq!(http_outcome(400), Outcome::Refused(reason::REJECTED));
+        assert_eq!(http_outcome(500), Outcome::Retry(reason::OTHER));
+        let big = tonic::Status::resource_exhausted(
+            "grpc: received message after decompression larger than max (4194305 vs. 4194304)",
+        );
+        assert_eq!(grpc_outcome(&big), Outcome::TooLarge);
+        assert_eq!(
+            grpc_outcome(&tonic::Status::resource_exhausted("slow down")),
+            Outcome::Retry(reason::THROTTLED)
+        );
+        assert_eq!(
+            grpc_outcome(&tonic::Status::unauthenticated("no key")),
+            Outcome::Refused(reason::AUTH)
+        );
+        assert_eq!(
+            grpc_outcome(&tonic::Status::cancelled("Timeout expired")),
+            Outcome::Retry(reason::TIMEOUT)
+        );
+        assert_eq!(
+            grpc_outcome(&tonic::Status::unavailable(
+                "tcp connect error: Connection refused"
+            )),
+            Outcome::Retry(reason::CONNECT)
+        );
+    }
+
+    #[test]
+    fn gzip_round_trips() {
+        use std::io::Read as _;
+        let data = request(50).encode_to_vec();
+        let zipped = gzip(&data).expect("gzip");
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&zipped[..])
+            .read_to_end(&mut back)
+            .expect("gunzip");
+        assert_eq!(back, data);
+    }
+}

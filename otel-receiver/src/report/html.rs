@@ -1,0 +1,115 @@
+//! One self-contained HTML page: no script, no external style or font, so that it opens from a
+//! mail attachment or a CI artifact as it was written. A builder of headings, paragraphs,
+//! timelines and tables; `diagnose --html` fills it, and a fleet or job report can too.
+
+use std::fmt::Write as _;
+
+use super::timeline::{escape, Timeline};
+
+/// A page being built.
+#[derive(Debug, Clone, Default)]
+pub struct HtmlPage {
+    title: String,
+    body: String,
+}
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:24px auto;color:#222}\
+h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}\
+p.bottom{font-size:15px;background:#fff6e0;padding:10px 14px;border-left:4px solid #e3672b}\
+table{border-collapse:collapse;margin:8px 0;font-size:13px}\
+td,th{padding:3px 9px;border-bottom:1px solid #eee;text-align:left}\
+td.n{text-align:right}p.note{color:#666;font-size:13px}pre{font-size:12px;background:#f6f6f6;padding:8px}";
+
+impl HtmlPage {
+    /// An empty page with its title (also its first heading).
+    pub fn new(title: &str) -> Self {
+        HtmlPage {
+            title: title.to_string(),
+            body: String::new(),
+        }
+    }
+
+    /// A section heading.
+    pub fn heading(&mut self, text: &str) -> &mut Self {
+        let _ = write!(self.body, "<h2>{}</h2>", escape(text));
+        self
+    }
+
+    /// A paragraph; `class` styles it (`bottom` for the bottom line, `note` for small print).
+    pub fn paragraph(&mut self, class: &str, text: &str) -> &mut Self {
+        let _ = write!(
+            self.body,
+            r#"<p class="{}">{}</p>"#,
+            escape(class),
+            escape(text)
+        );
+        self
+    }
+
+    /// A timeline, drawn inline as SVG.
+    pub fn timeline(&mut self, timeline: &Timeline) -> &mut Self {
+        self.body.push_str(r#"<div class="figure">"#);
+        self.body.push_str(&timeline.svg());
+        self.body.push_str("</div>");
+        self
+    }
+
+    /// A table; cells that parse as a number (after stripping a unit) are right-aligned.
+    pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> &mut Self {
+        self.body.push_str("<table><tr>");
+        for h in header {
+            let _ = write!(self.body, "<th>{}</th>", escape(h));
+        }
+        self.body.push_str("</tr>");
+        for row in rows {
+            self.body.push_str("<tr>");
+            for cell in row {
+                let numeric = cell
+                    .split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.trim_end_matches('%').parse::<f64>().is_ok());
+                let _ = write!(
+                    self.body,
+                    "<td{}>{}</td>",
+                    if numeric { r#" class="n""# } else { "" },
+                    escape(cell)
+                );
+            }
+            self.body.push_str("</tr>");
+        }
+        self.body.push_str("</table>");
+        self
+    }
+
+    /// Text shown as written (a report's detail).
+    pub fn preformatted(&mut self, text: &str) -> &mut Self {
+        let _ = write!(self.body, "<pre>{}</pre>", escape(text));
+        self
+    }
+
+    /// The whole page.
+    pub fn finish(&self) -> String {
+        format!(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{}</body></html>\n",
+            self.body,
+            t = escape(&self.title)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_is_self_contained_and_escaped() {
+        let mut page = HtmlPage::new("a <b>");
+        page.paragraph("bottom", "x & y")
+            .table(&["a", "b"], &[vec!["12 W".into(), "idle".into()]]);
+        let html = page.finish();
+        assert!(html.contains("<title>a &lt;b&gt;</title>"));
+        assert!(html.contains("x &amp; y"));
+        assert!(html.contains(r#"<td class="n">12 W</td><td>idle</td>"#));
+        assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("<link"));
+    }
+}

@@ -1,0 +1,566 @@
+//! The report of `gpuslack diagnose` as its readers meet it (issue #26): the bottom line agrees
+//! with the verdict rows, numbers name their basis, the length stays bounded however long the
+//! run, whose job and the GPU's health show, the JSON validates against docs/output.schema.json,
+//! the bundled fallback says so, and the HTML timeline renders in a real browser.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn gpuslack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(args)
+        .output()
+        .expect("gpuslack runs")
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn fixture(name: &str) -> String {
+    repo("tests/fixtures")
+        .join(name)
+        .join("samples.csv")
+        .display()
+        .to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The text with every run of whitespace as one space: what a wrapped line says.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuslack-report-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The fixtures every report test reads: one GPU and two, with and without processes.
+const FIXTURES: [&str; 5] = [
+    "h200-diagnose-job",
+    "h200-reference",
+    "h200x2-scenarios",
+    "h200-health",
+    "h200-live-torch",
+];
+
+fn diagnose(args: &[&str]) -> String {
+    let out = gpuslack(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+fn json_of(trace: &str) -> Value {
+    let text = diagnose(&["diagnose", "--trace", trace, "--format", "json"]);
+    serde_json::from_str(&text).expect("one JSON document")
+}
+
+/// The share printed in "Bottom line: 57% of the GPU time".
+fn bottom_line_share(report: &str) -> f64 {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("Bottom line: "))
+        .unwrap_or_else(|| panic!("no bottom line in\n{report}"));
+    let pct = line
+        .trim_start_matches("Bottom line: ")
+        .split('%')
+        .next()
+        .expect("a share");
+    pct.parse()
+        .unwrap_or_else(|_| panic!("not a share: {line}"))
+}
+
+const SLACK: [&str; 6] = [
+    "idle_held",
+    "launch_bound",
+    "transfer_bound",
+    "input_starved",
+    "sync_wait",
+    "hung",
+];
+
+#[test]
+fn the_bottom_line_slack_share_is_the_sum_of_the_slack_verdicts() {
+    for name in FIXTURES {
+        let trace = fixture(name);
+        let report = diagnose(&["diagnose", "--trace", &trace]);
+        let json = json_of(&trace);
+        let (mut slack, mut total) = (0.0, 0.0);
+        for gpu in json["gpus"].as_array().expect("gpus") {
+            for (class, spent) in gpu["time_by_verdict"].as_object().expect("verdicts") {
+                let s = spent["seconds"].as_f64().expect("seconds");
+                total += s;
+                if SLACK.contains(&class.as_str()) {
+                    slack += s;
+                }
+            }
+        }
+        let expected = 100.0 * slack / total;
+        let printed = bottom_line_share(&report);
+        assert!(
+            (printed - expected).abs() <= 0.5,
+            "{name}: bottom line says {printed}%, the verdicts sum to {expected:.2}%"
+        );
+        let share = json["bottom_line"]["slack_share"].as_f64().expect("share");
+        assert!((100.0 * share - expected).abs() < 1e-6, "{name}");
+        // The report opens with it, before any GPU's details.
+        let bottom = report.find("Bottom line: ").expect("bottom line");
+        let first_gpu = report.find("\nGPU 0 ·").expect("GPU 0");
+        assert!(bottom < first_gpu, "{name}: the bottom line comes first");
+        assert!(
+            report.contains("GPU-hours") && report.contains("kWh"),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_price_puts_a_cost_on_the_slack() {
+    let trace = fixture("h200x2-scenarios");
+    let report = diagnose(&[
+        "diagnose",
+        "--trace",
+        &trace,
+        "--price-gpu-hour",
+        "2.5",
+        "--price-kwh",
+        "0.2",
+    ]);
+    assert!(
+        report.contains("at 2.5 per GPU-hour and 0.2 per kWh"),
+        "{report}"
+    );
+    let out = gpuslack(&["diagnose", "--trace", &trace, "--price-kwh=-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--price-kwh must be a price of 0 or more"));
+}
+
+#[test]
+fn every_number_names_its_basis_and_flags_fit_the_class() {
+    for name in FIXTURES {
+        let trace = fixture(name);
+        let report = diagnose(&["diagnose", "--trace", &trace, "--tdp-w", "700"]);
+        // The verdict rows are means over the verdict's windows; the evidence is one window's.
+        assert!(
+            report.contains("means over all its windows"),
+            "{name}: {report}"
+        );
+        assert!(
+            report.contains("the evidence of a typical window"),
+            "{name}"
+        );
+        assert!(!report.contains("(rule: "), "{name}: rule ids only with -v");
+        let detail = diagnose(&["diagnose", "--trace", &trace, "--tdp-w", "700", "--detail"]);
+        let blocks: Vec<&str> = detail.split("\n    ▸ ").skip(1).collect();
+        assert!(!blocks.is_empty(), "{name}: --detail has a block per phase");
+        for block in blocks {
+            let head = block.lines().next().expect("head");
+            assert!(head.contains("figures: phase means over"), "{name}: {head}");
+            assert!(
+                block.contains("evidence from the typical window"),
+                "{name}: {block}"
+            );
+            let idle = head.contains(" idle ·") || head.contains(" idle_held ·");
+            if idle {
+                assert!(!block.contains("under 60% of TDP"), "{name}: {block}");
+            }
+            if head.contains("launch_bound") || head.contains("transfer_bound") {
+                assert!(!block.contains("no work is running"), "{name}: {block}");
+                assert!(!block.contains("compute has stopped"), "{name}: {block}");
+            }
+            assert!(!block.contains("kJ"), "{name}: one unit family: {block}");
+        }
+        let verbose = diagnose(&["diagnose", "--trace", &trace, "-v"]);
+        assert!(verbose.contains("(rule: "), "{name}: -v shows the rule ids");
+    }
+}
+
+#[test]
+fn a_four_hour_trace_gives_a_bounded_report_and_detail_brings_the_blocks_back() {
+    let dir = temp_dir("stretched");
+    let long = dir.join("samples.csv");
+    let stretched = Command::new("python3")
+        .arg(repo("scripts/stretch-trace.py"))
+        .arg(fixture("h200x2-scenarios"))
+        .arg("92")
+        .output()
+        .expect("python3 runs");
+    assert!(stretched.status.success(), "{}", stderr(&stretched));
+    std::fs::write(&long, &stretched.stdout).expect("write");
+    let trace = long.display().to_string();
+    let json = json_of(&trace);
+    let hours = json["bottom_line"]["seconds"].as_f64().expect("seconds") / 3600.0;
+    assert!(
+        hours >= 2.0 * 3.9,
+        "two GPUs of four hours each: {hours} GPU-hours"
+    );
+    let report = diagnose(&["diagnose", "--trace", &trace]);
+    let lines = report.lines().count();
+    assert!(lines <= 150, "{lines} lines:\n{report}");
+    // Each remedy once, whole; the ranked fixes refer to it by number.
+    let flat = one_line(&report);
+    for remedy in json["remedies"].as_array().expect("remedies") {
+        let text = remedy["text"].as_str().expect("text");
+        assert_eq!(flat.matches(text).count(), 1, "{text}");
+        let id = remedy["id"].as_u64().expect("id");
+        assert!(flat.contains(&format!("[{id}] ")), "[{id}]");
+    }
+    let detail = diagnose(&["diagnose", "--trace", &trace, "--detail"]);
+    assert!(
+        detail.lines().count() > 10 * lines,
+        "--detail is the full report"
+    );
+}
+
+#[test]
+fn the_report_says_whose_job_it_was() {
+    let trace = fixture("h200-health");
+    let report = diagnose(&["diagnose", "--trace", &trace]);
+    assert!(
+        report.contains("pid 717 python3 (user root, pgid 715)"),
+        "{report}"
+    );
+    assert!(report.contains("job            pgid:715"), "{report}");
+    let detail = diagnose(&["diagnose", "--trace", &trace, "--detail"]);
+    let blocks = detail.split("\n    ▸ ").skip(1);
+    for block in blocks {
+        assert!(block.contains("who            pid 717 python3"), "{block}");
+    }
+    let json = json_of(&trace);
+    let owner = &json["gpus"][0]["owners"][0];
+    assert_eq!(owner["owner"], "pid 717 python3 (user root, pgid 715)");
+    assert_eq!(owner["process"]["pid"], 717);
+    assert_eq!(owner["process"]["user"], "root");
+    assert_eq!(json["gpus"][0]["phases"][0]["owners"][0], owner["owner"]);
+    // A Slurm job's process in a container, on a GPU the kubelet gave to a pod.
+    let dir = temp_dir("owners");
+    let path = dir.join("samples.csv");
+    let mut text = String::from("t,util_gpu,power_mw,nprocs,processes,pods\n");
+    let procs = r#""[{""pid"":42,""name"":""train.py"",""user"":""alice"",""slurm_job"":""981"",""container_id"":""0123456789abcdef""}]""#;
+    let pods = r#""[{""pod"":""trainer-0"",""namespace"":""ml"",""container"":""main""}]""#;
+    for i in 0..40 {
+        text += &format!("{}.0,100,300000,1,{procs},{pods}\n", 1000 + i);
+    }
+    std::fs::write(&path, text).expect("write");
+    let report = one_line(&diagnose(&[
+        "diagnose",
+        "--trace",
+        &path.display().to_string(),
+    ]));
+    assert!(
+        report.contains("pid 42 train.py (user alice, Slurm job 981, container 0123456789ab)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("pod ml/trainer-0, container main"),
+        "{report}"
+    );
+    assert!(report.contains("job slurm:981"), "{report}");
+    // A trace without a process list says so rather than "nobody".
+    let none = diagnose(&["diagnose", "--trace", &fixture("h200-reference")]);
+    assert!(none.contains("not recorded (no process list"), "{none}");
+}
+
+#[test]
+fn health_shows_where_it_occurred() {
+    let clean = diagnose(&["diagnose", "--trace", &fixture("h200-health")]);
+    assert!(
+        clean.contains(
+            "health         no Xid events, ECC errors, remapped rows, PCIe replays or link errors"
+        ),
+        "{clean}"
+    );
+    // The same recording with an Xid 79 and PCIe replays from its 10th second on.
+    let text = std::fs::read_to_string(fixture("h200-health")).expect("fixture");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).expect(name);
+    let (t, xid, last, replays) = (
+        col("t"),
+        col("xid_events"),
+        col("xid_last"),
+        col("pcie_replays"),
+    );
+    let start: f64 = text
+        .lines()
+        .nth(1)
+        .expect("row")
+        .split(',')
+        .next()
+        .expect("t")
+        .parse()
+        .expect("t");
+    let mut out = header.join(",") + "\n";
+    for line in lines {
+        // Split on commas outside the quoted `processes` cell: it is the last column.
+        let (cells, rest) = match line.find(",\"") {
+            Some(i) => (&line[..i], &line[i..]),
+            None => (line, ""),
+        };
+        let mut cells: Vec<String> = cells.split(',').map(str::to_string).collect();
+        let late = cells[t].parse::<f64>().expect("t") >= start + 10.0;
+        for (c, v) in [(xid, "1"), (last, "79"), (replays, "12")] {
+            if late && c < cells.len() && !cells[c].is_empty() {
+                cells[c] = v.into();
+            }
+        }
+        out += &cells.join(",");
+        out += rest;
+        out += "\n";
+    }
+    let dir = temp_dir("health");
+    let path = dir.join("samples.csv");
+    std::fs::write(&path, out).expect("write");
+    std::fs::copy(
+        repo("tests/fixtures/h200-health/samples.facts.json"),
+        dir.join("samples.facts.json"),
+    )
+    .expect("facts");
+    let trace = path.display().to_string();
+    let report = one_line(&diagnose(&["diagnose", "--trace", &trace]));
+    assert!(
+        report.contains(
+            "health ✗ Xid events: 1 (last: Xid 79), first at 10:49:32 UTC during input_starved"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("PCIe replays: 12, first at"), "{report}");
+    let json = json_of(&trace);
+    let findings = json["gpus"][0]["health"]["findings"]
+        .as_array()
+        .expect("findings");
+    assert!(findings
+        .iter()
+        .any(|f| f["signal"] == "xid_events" && f["severe"] == true));
+}
+
+/// Every `--format json` the tests produce, checked against docs/output.schema.json with the
+/// `jsonschema` package (scripts/test.sh installs it in the test venv).
+#[test]
+fn every_json_report_validates_against_the_schema() {
+    let dir = temp_dir("schema");
+    let mut documents = Vec::new();
+    for name in FIXTURES {
+        documents.push((name.to_string(), json_of(&fixture(name))));
+    }
+    // No GPU here: the bundled recording, marked as such.
+    let out = gpuslack(&["diagnose", "--format", "json", "--seconds", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bundled: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(bundled["source"]["kind"], "bundled");
+    assert!(bundled["source"]["reason"]
+        .as_str()
+        .is_some_and(|r| r.contains("no NVIDIA GPU")));
+    assert_eq!(bundled["schema"], "gpuslack.diagnose.v1");
+    assert_eq!(bundled["gpus"][0]["model"], "NVIDIA H200");
+    documents.push(("bundled".into(), bundled));
+    let trace = json_of(&fixture("h200-health"));
+    assert_eq!(trace["source"]["kind"], "trace");
+    assert_eq!(
+        trace["gpus"][0]["uuid"],
+        "GPU-36115abe-0e13-085e-c915-3fc286e9fc08"
+    );
+    let mut paths = Vec::new();
+    for (name, doc) in &documents {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, doc.to_string()).expect("write");
+        paths.push(path);
+    }
+    let python = [
+        std::env::var("GPUSLACK_PYTHON").ok(),
+        Some("python3".into()),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| {
+        Command::new(p)
+            .args(["-c", "import jsonschema"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+    .expect("a Python with jsonschema: run the tests through scripts/test.sh");
+    let check = Command::new(python)
+        .arg("-c")
+        .arg(
+            "import json, sys, jsonschema\n\
+             schema = json.load(open(sys.argv[1]))\n\
+             jsonschema.Draft202012Validator.check_schema(schema)\n\
+             for path in sys.argv[2:]:\n\
+             \x20   jsonschema.Draft202012Validator(schema).validate(json.load(open(path)))\n\
+             print('valid', len(sys.argv) - 2)\n",
+        )
+        .arg(repo("docs/output.schema.json"))
+        .args(&paths)
+        .output()
+        .expect("python runs");
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert_eq!(stdout(&check).trim(), format!("valid {}", paths.len()));
+}
+
+#[test]
+fn without_a_gpu_the_bundled_recording_is_labelled_and_require_gpu_exits_69() {
+    let out = gpuslack(&["diagnose", "--seconds", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("gpuslack diagnose — BUNDLED RECORDING, not this machine's GPUs")
+    );
+    let out = gpuslack(&["diagnose", "--seconds", "1", "--require-gpu"]);
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+    assert!(stderr(&out).contains("no NVIDIA GPU or driver was found"));
+}
+
+#[test]
+fn a_missing_file_is_named_with_its_cause_once() {
+    for args in [
+        vec!["replay", "/nonexistent/trace.csv"],
+        vec!["diagnose", "--trace", "/nonexistent/trace.csv"],
+        vec![
+            "replay",
+            &*Box::leak(fixture("h200-health").into_boxed_str()),
+            "--profile",
+            "/nonexistent/profile.toml",
+        ],
+    ] {
+        let out = gpuslack(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr(&out);
+        assert_eq!(
+            err.matches("No such file or directory").count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Chromium, as scripts/test.sh installs it (Debian's `chromium`).
+fn chromium() -> String {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("chromium is installed (scripts/test.sh installs it)")
+        .to_string()
+}
+
+fn headless(browser: &str, profile: &Path) -> Command {
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
+
+#[test]
+fn the_html_page_renders_one_band_per_phase_in_a_real_browser() {
+    let browser = chromium();
+    for name in ["h200x2-scenarios", "h200-health"] {
+        let dir = temp_dir(&format!("html-{name}"));
+        let page = dir.join("report.html");
+        let trace = fixture(name);
+        let page_arg = page.display().to_string();
+        let out = gpuslack(&["diagnose", "--trace", &trace, "--html", &page_arg]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json = json_of(&trace);
+        let phases: Vec<usize> = json["gpus"]
+            .as_array()
+            .expect("gpus")
+            .iter()
+            .map(|g| g["phases"].as_array().expect("phases").len())
+            .collect();
+        let dom = headless(&browser, &dir.join("profile"))
+            .arg("--dump-dom")
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium runs");
+        assert!(dom.status.success(), "{}", stderr(&dom));
+        let dom = stdout(&dom);
+        // The DOM as the browser parsed it: one <svg> per GPU, one band per phase.
+        let svgs: Vec<&str> = dom.split("<svg").skip(1).collect();
+        assert_eq!(svgs.len(), phases.len(), "{name}: one timeline per GPU");
+        for (svg, want) in svgs.iter().zip(&phases) {
+            let svg = svg.split("</svg>").next().expect("svg");
+            assert_eq!(svg.matches(r#"class="band""#).count(), *want, "{name}");
+            assert!(svg.contains(r#"class="power""#) && svg.contains(r#"class="activity""#));
+        }
+        assert!(dom.contains("Bottom line: "), "{name}");
+        assert!(dom.contains("<table>"), "{name}");
+    }
+}
+
+/// Writes the screenshot docs/diagnose-report.png from the two-GPU fixture when asked
+/// (`GPUSLACK_SCREENSHOT=1 cargo test --test report screenshot`).
+#[test]
+fn screenshot() {
+    if std::env::var("GPUSLACK_SCREENSHOT").is_err() {
+        return;
+    }
+    let dir = temp_dir("screenshot");
+    let page = dir.join("report.html");
+    let page_arg = page.display().to_string();
+    let trace = fixture("h200x2-scenarios");
+    let out = gpuslack(&[
+        "diagnose", "--trace", &trace, "--tdp-w", "700", "--html", &page_arg,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shot = headless(&chromium(), &dir.join("profile"))
+        .arg("--window-size=1060,1500")
+        .arg(format!(
+            "--screenshot={}",
+            repo("docs/diagnose-report.png").display()
+        ))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(shot.status.success(), "{}", stderr(&shot));
+}
+
+#[test]
+fn a_terminal_gets_a_coloured_strip_and_a_pipe_plain_text() {
+    let trace = fixture("h200x2-scenarios");
+    let piped = diagnose(&["diagnose", "--trace", &trace]);
+    assert!(!piped.contains('\u{1b}'), "no escape codes off a terminal");
+    assert!(!piped.contains("    timeline       "));
+    // `script` gives the command a pseudo-terminal for stdout.
+    let command = format!(
+        "'{}' diagnose --trace '{trace}'",
+        env!("CARGO_BIN_EXE_gpuslack")
+    );
+    let tty = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("script (util-linux) runs");
+    assert!(tty.status.success(), "{}", stderr(&tty));
+    let shown = stdout(&tty);
+    let strips: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("    timeline       "))
+        .collect();
+    assert_eq!(strips.len(), 2, "one strip per GPU:\n{shown}");
+    assert!(strips
+        .iter()
+        .all(|s| s.contains("\u{1b}[38;5;") && s.contains('█')));
+}
