@@ -72,11 +72,20 @@ pub struct Pipeline {
     window_s: f64,
     /// A live clock may step back (NTP): restart the windows instead of refusing samples.
     clock_steps: bool,
-    windowers: BTreeMap<u32, GpuWindower>,
-    last_t: BTreeMap<u32, f64>,
+    windowers: BTreeMap<u32, GpuState>,
+    /// How many GPUs have each window index in progress: the oldest and the newest open window
+    /// are its ends, kept as windows open and close instead of gathered from every GPU on
+    /// every sample.
+    open: BTreeMap<i64, u32>,
     pending: BTreeMap<i64, Vec<WindowStats>>,
     diagnoser: Diagnoser,
     counts: PipelineCounts,
+}
+
+/// One GPU's windower and the time of its last sample (to drop repeated rows).
+struct GpuState {
+    windower: GpuWindower,
+    last_t: Option<f64>,
 }
 
 impl Pipeline {
@@ -87,7 +96,7 @@ impl Pipeline {
             window_s,
             clock_steps: false,
             windowers: BTreeMap::new(),
-            last_t: BTreeMap::new(),
+            open: BTreeMap::new(),
             pending: BTreeMap::new(),
             diagnoser,
             counts: PipelineCounts::default(),
@@ -130,7 +139,8 @@ impl Pipeline {
 
     /// Adds one sample; returns the reports of every time slot it completed.
     pub fn push(&mut self, sample: &Sample) -> Result<Vec<WindowReport>, PushError> {
-        if self.last_t.get(&sample.gpu) == Some(&sample.t) {
+        let known = self.windowers.get(&sample.gpu);
+        if known.is_some_and(|g| g.last_t == Some(sample.t)) {
             self.counts.duplicates += 1;
             return Ok(Vec::new());
         }
@@ -138,15 +148,24 @@ impl Pipeline {
             self.counts.empty += 1;
             return Ok(Vec::new());
         }
-        if !self.windowers.contains_key(&sample.gpu) && self.windowers.len() >= MAX_GPUS {
+        if known.is_none() && self.windowers.len() >= MAX_GPUS {
             return Err(TooManyGpus { gpu: sample.gpu }.into());
         }
         let window_s = self.window_s;
-        let windower = self
+        let state = self
             .windowers
             .entry(sample.gpu)
-            .or_insert_with(|| GpuWindower::new(sample.gpu, window_s));
-        let closed = match windower.push(sample) {
+            .or_insert_with(|| GpuState {
+                windower: GpuWindower::new(sample.gpu, window_s),
+                last_t: None,
+            });
+        if state.windower.add_to_current(sample) {
+            self.counts.samples += 1;
+            state.last_t = Some(sample.t);
+            return Ok(Vec::new());
+        }
+        let was = state.windower.current_index();
+        let closed = match state.windower.push(sample) {
             Ok(closed) => closed,
             Err(late) if self.clock_steps => {
                 tracing::warn!(
@@ -157,7 +176,7 @@ impl Pipeline {
                 self.counts.clock_steps_back += 1;
                 let mut reports = self.finish();
                 self.windowers.clear();
-                self.last_t.clear();
+                self.open.clear();
                 reports.extend(self.push(sample)?);
                 return Ok(reports);
             }
@@ -171,35 +190,54 @@ impl Pipeline {
             }
         };
         self.counts.samples += 1;
-        self.last_t.insert(sample.gpu, sample.t);
+        state.last_t = Some(sample.t);
+        let now = state.windower.current_index();
         if let Some(stats) = closed {
             self.pending
-                .entry(windower.window_index(stats.start + window_s / 2.0))
+                .entry(state.windower.window_index(stats.start + window_s / 2.0))
                 .or_default()
                 .push(stats);
+        }
+        if was == now {
+            // Neither a window closed nor the oldest or newest open window moved: nothing
+            // can be released that could not be before.
+            return Ok(Vec::new());
+        }
+        if let Some(was) = was {
+            self.forget_open(was);
+        }
+        if let Some(now) = now {
+            *self.open.entry(now).or_default() += 1;
         }
         Ok(self.release(false))
     }
 
+    fn forget_open(&mut self, index: i64) {
+        if let Some(count) = self.open.get_mut(&index) {
+            *count -= 1;
+            if *count == 0 {
+                self.open.remove(&index);
+            }
+        }
+    }
+
     /// Closes every window in progress and returns the remaining reports.
     pub fn finish(&mut self) -> Vec<WindowReport> {
-        for windower in self.windowers.values_mut() {
-            if let Some(stats) = windower.finish() {
-                let index = windower.window_index(stats.start + self.window_s / 2.0);
+        for state in self.windowers.values_mut() {
+            if let Some(stats) = state.windower.finish() {
+                let index = state
+                    .windower
+                    .window_index(stats.start + self.window_s / 2.0);
                 self.pending.entry(index).or_default().push(stats);
             }
         }
+        self.open.clear();
         self.release(true)
     }
 
     fn release(&mut self, all: bool) -> Vec<WindowReport> {
-        let current: Vec<i64> = self
-            .windowers
-            .values()
-            .filter_map(GpuWindower::current_index)
-            .collect();
-        let newest = current.iter().copied().max();
-        let oldest = current.iter().copied().min();
+        let newest = self.open.last_key_value().map(|(&index, _)| index);
+        let oldest = self.open.first_key_value().map(|(&index, _)| index);
         let mut out = Vec::new();
         while let Some(entry) = self.pending.first_entry() {
             let index = *entry.key();

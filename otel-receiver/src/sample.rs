@@ -100,6 +100,7 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// At most 64: [`Sample`] keeps a bit per metric in a `u64`.
     pub const COUNT: usize = 52;
 
     pub const ALL: [Metric; Metric::COUNT] = [
@@ -256,6 +257,9 @@ pub struct Sample {
     pub gpu: u32,
     pub clk_reasons: Option<u64>,
     values: [Option<f64>; Metric::COUNT],
+    /// Bit `i` set when `values[i]` is: the windows visit the metrics a sample has, not all of
+    /// them (a trace of 20 columns would cost as much as one of 52).
+    present: u64,
     /// The processes holding the GPU, where the process list was read (once a second).
     pub processes: Option<std::sync::Arc<Vec<GpuProcess>>>,
     /// The Kubernetes containers the kubelet assigned the GPU to, read with the process list
@@ -270,6 +274,7 @@ impl Sample {
             gpu,
             clk_reasons: None,
             values: [None; Metric::COUNT],
+            present: 0,
             processes: None,
             pods: None,
         }
@@ -281,6 +286,22 @@ impl Sample {
 
     pub fn set(&mut self, metric: Metric, value: f64) {
         self.values[metric.index()] = Some(value);
+        self.present |= 1 << metric.index();
+    }
+
+    /// The metrics this sample carries and their values, in [`Metric::ALL`]'s order.
+    pub fn metrics(&self) -> impl Iterator<Item = (Metric, f64)> + '_ {
+        let mut left = self.present;
+        std::iter::from_fn(move || {
+            while left != 0 {
+                let i = left.trailing_zeros() as usize;
+                left &= left - 1;
+                if let Some(v) = self.values[i] {
+                    return Some((Metric::ALL[i], v));
+                }
+            }
+            None
+        })
     }
 
     /// Builder form of [`Sample::set`], handy in tests and sources.
@@ -313,6 +334,7 @@ impl Sample {
     pub fn clear_gpm(&mut self) {
         for m in Metric::ALL.into_iter().filter(|m| m.is_gpm()) {
             self.values[m.index()] = None;
+            self.present &= !(1 << m.index());
         }
     }
 }

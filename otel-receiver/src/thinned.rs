@@ -43,6 +43,15 @@ impl<T> Thinned<T> {
         self.values.push(value);
     }
 
+    /// [`Thinned::new`] with room for `capacity` values from the start: a window's four
+    /// robust metrics would otherwise grow their vectors 4 → 8 → 16 → 32 → 64 in every window,
+    /// a tenth of the offline pipeline's time.
+    pub fn preallocated(capacity: usize) -> Self {
+        let mut thinned = Thinned::new(capacity);
+        thinned.values.reserve_exact(thinned.capacity);
+        thinned
+    }
+
     /// What is kept, in stream order.
     pub fn values(&self) -> &[T] {
         &self.values

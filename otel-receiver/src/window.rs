@@ -285,7 +285,7 @@ impl Accumulator {
             last_mem,
             mem_swing: None,
             clock_reasons: ClockReasonCounts::default(),
-            thinned: std::array::from_fn(|_| Thinned::new(ROBUST_CAPACITY)),
+            thinned: std::array::from_fn(|_| Thinned::preallocated(ROBUST_CAPACITY)),
             stale_gpm: 0,
             processes: None,
             pods: None,
@@ -294,7 +294,10 @@ impl Accumulator {
 
     fn add(&mut self, s: &Sample) {
         let cleaned;
-        let s = if s.has_stale_gpm() {
+        // A stale pair reads SM activity 0 without DRAM: most samples are told apart by that
+        // before the whole GPM set is looked at.
+        let maybe_stale = s.get(Metric::GpmSm) == Some(0.0) && s.get(Metric::GpmDram).is_none();
+        let s = if maybe_stale && s.has_stale_gpm() {
             self.stale_gpm += 1;
             let mut copy = s.clone();
             copy.clear_gpm();
@@ -306,10 +309,9 @@ impl Accumulator {
         self.samples += 1;
         self.first_t = self.first_t.min(s.t);
         self.last_t = self.last_t.max(s.t);
-        for metric in Metric::ALL {
-            if let Some(v) = s.get(metric) {
-                self.metrics[metric as usize].add(v);
-            }
+        // Only the metrics the sample has: a trace's 20 columns, not all 52.
+        for (metric, v) in s.metrics() {
+            self.metrics[metric as usize].add(v);
         }
         for (thinned, metric) in self.thinned.iter_mut().zip(ROBUST_METRICS) {
             if let Some(v) = s.get(metric) {
@@ -389,6 +391,21 @@ impl GpuWindower {
     /// Index of the window in progress, if any.
     pub fn current_index(&self) -> Option<i64> {
         self.current.as_ref().map(|a| a.index)
+    }
+
+    /// Adds a sample that belongs to the window in progress and returns true; returns false,
+    /// changing nothing, for any other ([`GpuWindower::push`] takes those). Most samples are of
+    /// the window in progress, and this path moves no [`WindowStats`] (2.5 KB) through a
+    /// return value.
+    pub fn add_to_current(&mut self, sample: &Sample) -> bool {
+        let index = self.window_index(sample.t);
+        match self.current.as_mut() {
+            Some(acc) if acc.index == index => {
+                acc.add(sample);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Adds a sample; returns the window it closed, if it started a new one.

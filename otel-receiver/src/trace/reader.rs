@@ -1,7 +1,21 @@
+//! The trace reader: CSV bytes to [`Sample`]s, as fast as the pipeline can take them.
+//!
+//! The file is cut into chunks of whole records by a scan that only looks for line ends,
+//! quotes and comment marks (`memchr`, many bytes a step); each chunk is parsed straight from
+//! its bytes, with no row copied, trimmed into a string or checked as UTF-8 first: only the
+//! cells that must be text (JSON lists, an error's quote) are decoded. A trace opened from a
+//! regular file is parsed on several threads, chunk by chunk, while the caller's thread feeds
+//! the pipeline in the file's order; a fixed number of chunks is ever in flight, so memory does
+//! not grow with the trace.
+
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 
+use crate::attribution::{GpuProcess, PodContainer};
 use crate::sample::{Metric, Sample};
 
 /// Why a trace could not be read. Every variant names the file; those about a row name its line
@@ -19,11 +33,26 @@ pub enum TraceError {
     NoTimeColumn { path: String, found: String },
     #[error("{path}: the header names column `{column}` twice")]
     DuplicateColumn { path: String, column: String },
+    /// Kept for callers that name it; the reader no longer parses through the `csv` crate.
     #[error("{path}:{line}: {source}")]
     Csv {
         path: String,
         line: u64,
         source: csv::Error,
+    },
+    #[error("{path}:{line}: cannot read: {source}")]
+    Read {
+        path: String,
+        line: u64,
+        source: std::io::Error,
+    },
+    /// A row with more or fewer cells than the header has columns.
+    #[error("{path}:{line}: the row has {found} cells but the header has {expected} columns")]
+    Ragged {
+        path: String,
+        line: u64,
+        found: usize,
+        expected: usize,
     },
     /// A line longer than any trace writes: `/dev/zero`, a crash-truncated file full of NULs,
     /// a binary file. Refused before it is buffered whole, which would take all memory.
@@ -52,93 +81,191 @@ enum Column {
     ClkReasons,
     Processes,
     Pods,
-    Metric(Metric),
+    /// A metric, and whether it is a percentage (bounded): looked up once, not per cell.
+    Metric(Metric, bool),
     Ignored,
 }
 
 /// The longest line a trace may have. A row of every column `record` writes is under 2 KiB; a
 /// `processes` cell of a few hundred processes some 100 KiB. Past this the input is not a
-/// trace, and buffering it whole (csv would, looking for the line's end) takes all memory.
+/// trace, and buffering it whole looking for the line's end would take all memory.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// Columns that earlier recorders wrote and that are ignored without a warning: `call_us`, the
 /// time one sampling call took, in the bundled H200 recording.
 const KNOWN_EXTRAS: [&str; 1] = ["call_us"];
 
-/// Streams [`Sample`]s out of a trace, one row at a time: memory stays flat however long the
-/// trace, and however long a line (at most `MAX_LINE_BYTES`). Unknown columns are ignored, as
-/// the format says, with one warning naming them: a typo (`powr_mw`) must not pass for a
-/// column that was never sampled.
-pub struct TraceReader<R: Read> {
+/// Bytes of whole records per chunk: large enough that the per-chunk costs (a channel send, an
+/// allocation) vanish per row, small enough that the chunks in flight stay a few MiB.
+const CHUNK_BYTES: usize = 128 * 1024;
+
+/// Bytes asked of the input per read.
+const READ_BYTES: usize = 128 * 1024;
+
+/// Chunks parsed or being parsed ahead of the pipeline, whatever the number of threads: this
+/// bounds the reader's memory (about 1 MiB of text and 3 MiB of parsed rows).
+const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// A regular file smaller than this is parsed on the caller's thread: the threads would cost
+/// more to start than they save.
+const PARALLEL_MIN_BYTES: u64 = 1 << 20;
+
+/// What every chunk's parser needs to know of the trace: where errors point, the columns.
+#[derive(Debug)]
+struct Layout {
     path: String,
-    csv: csv::Reader<Lines<R>>,
     /// The header's names, to say which column an over-long line was in.
     names: Vec<String>,
     columns: Vec<Column>,
+}
+
+/// One parsed row, its metrics stored apart in the batch (only the cells the row has).
+#[derive(Debug)]
+struct Row {
+    t: f64,
+    gpu: u32,
+    clk_reasons: Option<u64>,
+    line: u64,
+    values: std::ops::Range<u32>,
+    processes: Option<Arc<Vec<GpuProcess>>>,
+    pods: Option<Arc<Vec<PodContainer>>>,
+}
+
+/// A chunk's rows (or the errors in their place), in order.
+#[derive(Debug, Default)]
+struct Batch {
+    /// Each error with the line it names (what [`TraceReader::line`] says after it).
+    rows: Vec<Result<Row, (u64, Box<TraceError>)>>,
+    values: Vec<(Metric, f64)>,
+    /// The input failed after these rows (a read error, an over-long line): nothing follows.
+    fatal: bool,
+}
+
+/// A run of whole records, and the line its first byte is on.
+struct Chunk {
+    bytes: Vec<u8>,
+    first_line: u64,
+}
+
+/// Streams [`Sample`]s out of a trace, in the file's order: memory stays flat however long the
+/// trace, and however long a line (at most `MAX_LINE_BYTES`). Unknown columns are ignored, as
+/// the format says, with one warning naming them: a typo (`powr_mw`) must not pass for a
+/// column that was never sampled.
+///
+/// Lines may end in `\n`, `\r\n` or a lone `\r`; rows are named by the line they start on
+/// whichever it is. Fields are trimmed of ASCII whitespace; a field that starts with `"` is
+/// quoted (`""` inside is one quote) and may span lines; a line that starts with `#` is a
+/// comment; blank lines are skipped.
+pub struct TraceReader<R: Read> {
+    layout: Arc<Layout>,
     ignored: Vec<String>,
-    record: csv::StringRecord,
-    /// The parser's line once the last row was read: the line after the row's last.
-    end_line: u64,
+    source: Source<R>,
+    /// The rows of the batch being handed out, and their metrics.
+    rows: std::vec::IntoIter<Result<Row, (u64, Box<TraceError>)>>,
+    values: Vec<(Metric, f64)>,
+    /// Nothing follows the batch being handed out (the input failed).
+    fatal: bool,
+    /// The line of the row read last (0 before the first).
+    line: u64,
+}
+
+enum Source<R> {
+    Serial(Splitter<R>),
+    Parallel(Parallel),
+    Done,
 }
 
 impl TraceReader<BufReader<File>> {
+    /// Opens a trace file. A regular file of more than a MiB is parsed on
+    /// `std::thread::available_parallelism()` threads (at most 8; `GPUSLACK_TRACE_THREADS=N`
+    /// sets the number, 1 for none) while the caller's thread runs the pipeline.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
         let file = File::open(path).map_err(|source| TraceError::Open {
             path: path.display().to_string(),
             source,
         })?;
-        TraceReader::new(
+        let size = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map_or(0, |m| m.len());
+        let reader = TraceReader::new(
             path.display().to_string(),
             BufReader::with_capacity(64 * 1024, file),
-        )
+        )?;
+        let threads = parse_threads();
+        if size >= PARALLEL_MIN_BYTES && threads > 1 {
+            Ok(reader.parallel(threads))
+        } else {
+            Ok(reader)
+        }
     }
+}
+
+/// Threads parsing chunks: the machine's cores (as this process may use them), or
+/// `GPUSLACK_TRACE_THREADS`.
+fn parse_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    std::env::var("GPUSLACK_TRACE_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(cores)
+        .clamp(1, 8)
 }
 
 impl<R: Read> TraceReader<R> {
     /// `path` is only used to name the source in errors (it can be `<stdin>` or `<bundled …>`).
     pub fn new(path: String, input: R) -> Result<Self, TraceError> {
-        let mut csv = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .trim(csv::Trim::All)
-            .comment(Some(b'#'))
-            .from_reader(Lines::new(input, MAX_LINE_BYTES));
-        let headers = csv
-            .headers()
-            .map_err(|source| csv_error(&path, &[], 1, source))?
-            .clone();
-        if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-            return Err(TraceError::Empty { path });
+        let mut splitter = Splitter::new(input);
+        let layout = Layout {
+            path,
+            names: Vec::new(),
+            columns: Vec::new(),
+        };
+        // The header: the first record, after any blank or comment lines.
+        let (header, first) = loop {
+            let Some(chunk) = splitter.next_chunk(&layout)? else {
+                return Err(TraceError::Empty { path: layout.path });
+            };
+            if let Some((names, offset, line)) = read_header(&chunk) {
+                break (names, (chunk, offset, line));
+            }
+        };
+        if header.is_empty() || (header.len() == 1 && header[0].is_empty()) {
+            return Err(TraceError::Empty { path: layout.path });
         }
-        let mut columns = Vec::with_capacity(headers.len());
-        for (i, name) in headers.iter().enumerate() {
-            if !name.is_empty() && headers.iter().take(i).any(|earlier| earlier == name) {
+        let path = layout.path;
+        let mut columns = Vec::with_capacity(header.len());
+        for (i, name) in header.iter().enumerate() {
+            if !name.is_empty() && header.iter().take(i).any(|earlier| earlier == name) {
                 return Err(TraceError::DuplicateColumn {
                     path,
                     column: name.to_string(),
                 });
             }
-            columns.push(match name {
+            columns.push(match name.as_str() {
                 "t" => Column::Time,
                 "gpu" => Column::Gpu,
                 "clk_reasons" => Column::ClkReasons,
                 "processes" => Column::Processes,
                 "pods" => Column::Pods,
-                other => Metric::from_column(other).map_or(Column::Ignored, Column::Metric),
+                other => Metric::from_column(other)
+                    .map_or(Column::Ignored, |m| Column::Metric(m, m.is_percent())),
             });
         }
         if !columns.iter().any(|c| matches!(c, Column::Time)) {
             return Err(TraceError::NoTimeColumn {
                 path,
-                found: headers.iter().collect::<Vec<_>>().join(","),
+                found: header.join(","),
             });
         }
-        let ignored: Vec<String> = headers
+        let ignored: Vec<String> = header
             .iter()
             .zip(&columns)
             .filter(|(name, column)| {
-                matches!(column, Column::Ignored) && !KNOWN_EXTRAS.contains(name)
+                matches!(column, Column::Ignored) && !KNOWN_EXTRAS.contains(&name.as_str())
             })
-            .map(|(name, _)| format!("`{}`", quote(name)))
+            .map(|(name, _)| format!("`{}`", quote(name.as_bytes())))
             .collect();
         if !ignored.is_empty() {
             tracing::warn!(
@@ -147,19 +274,27 @@ impl<R: Read> TraceReader<R> {
                 "ignoring columns gpuslack does not know (a typo, or a newer recorder's?): docs/OUTPUT.md lists the columns it reads"
             );
         }
-        Ok(TraceReader {
+        let layout = Arc::new(Layout {
             path,
-            csv,
-            names: headers.iter().map(str::to_string).collect(),
+            names: header,
             columns,
+        });
+        // The rest of the header's chunk is rows.
+        let (chunk, offset, line) = first;
+        let batch = parse_chunk(&layout, &chunk.bytes[offset..], line);
+        Ok(TraceReader {
+            layout,
             ignored,
-            record: csv::StringRecord::new(),
-            end_line: 0,
+            source: Source::Serial(splitter),
+            rows: batch.rows.into_iter(),
+            values: batch.values,
+            fatal: batch.fatal,
+            line: 0,
         })
     }
 
     pub fn path(&self) -> &str {
-        &self.path
+        &self.layout.path
     }
 
     /// The header's columns that are read as nothing (each quoted, as the warning names them),
@@ -168,94 +303,723 @@ impl<R: Read> TraceReader<R> {
         &self.ignored
     }
 
-    /// The line of the row read last (the header is line 1); 0 before the first.
-    ///
-    /// Counted back from where the row ended, not taken from where the parser started looking
-    /// for it: that start is before any comment or blank line above the row.
+    /// The line the row read last starts on (the header is line 1); 0 before the first.
     pub fn line(&self) -> u64 {
-        // Every row ends in a `\n` (see `Lines`), counted by then; a quoted cell may hold more.
-        let inside: usize = self
-            .record
-            .iter()
-            .map(|cell| cell.bytes().filter(|&b| b == b'\n').count())
-            .sum();
-        self.end_line.saturating_sub(1 + inside as u64)
+        self.line
     }
 
-    fn bad(&self, column: &str, value: &str, problem: &'static str) -> TraceError {
-        TraceError::BadValue {
-            path: self.path.clone(),
-            line: self.line(),
-            column: column.to_string(),
-            value: quote(value),
-            problem,
+    /// The next batch of rows, from the caller's thread or the parsing threads; `None` at the
+    /// end of the input.
+    fn refill(&mut self) -> Option<Batch> {
+        match &mut self.source {
+            Source::Serial(splitter) => match splitter.next_chunk(&self.layout) {
+                Ok(Some(chunk)) => Some(parse_chunk(&self.layout, &chunk.bytes, chunk.first_line)),
+                Ok(None) => None,
+                Err(e) => Some(Batch {
+                    rows: vec![Err((error_line(&e), Box::new(e)))],
+                    values: Vec::new(),
+                    fatal: true,
+                }),
+            },
+            Source::Parallel(parallel) => parallel.next(),
+            Source::Done => None,
+        }
+    }
+}
+
+impl<R: Read + Send + 'static> TraceReader<R> {
+    /// Moves the reading and parsing onto `threads` threads (one reads and cuts the input into
+    /// chunks, the others parse them); batches come back in order through [`Parallel`].
+    fn parallel(mut self, threads: usize) -> Self {
+        let Source::Serial(splitter) = std::mem::replace(&mut self.source, Source::Done) else {
+            return self;
+        };
+        self.source = Source::Parallel(Parallel::start(splitter, self.layout.clone(), threads));
+        self
+    }
+}
+
+impl<R: Read> Iterator for TraceReader<R> {
+    type Item = Result<Sample, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.rows.next() {
+                Some(Ok(row)) => {
+                    self.line = row.line;
+                    // Built where it is returned: a sample is 900 bytes, and each move a copy.
+                    let mut out = Some(Ok(Sample::new(row.t, row.gpu)));
+                    if let Some(Ok(sample)) = &mut out {
+                        sample.clk_reasons = row.clk_reasons;
+                        let (a, z) = (row.values.start as usize, row.values.end as usize);
+                        for &(metric, v) in &self.values[a..z] {
+                            sample.set(metric, v);
+                        }
+                        sample.processes = row.processes;
+                        sample.pods = row.pods;
+                    }
+                    return out;
+                }
+                Some(Err((line, e))) => {
+                    self.line = line;
+                    return Some(Err(*e));
+                }
+                None => {}
+            }
+            if self.fatal {
+                self.source = Source::Done;
+            }
+            let batch = self.refill()?;
+            self.rows = batch.rows.into_iter();
+            self.values = batch.values;
+            self.fatal = batch.fatal;
+        }
+    }
+}
+
+/// Reads the input and cuts it into chunks of whole records, checking every line's length on
+/// the way. Only line ends, quotes at the start of a field and `#` at the start of a record
+/// are looked at.
+struct Splitter<R> {
+    input: R,
+    buf: Vec<u8>,
+    /// Bytes of `buf` already known to be whole records (or skipped lines).
+    scanned: usize,
+    /// Lines ended before `buf[0]`.
+    lines_before: u64,
+    /// Lines ended in `buf[..scanned]`.
+    lines_scanned: u64,
+    eof: bool,
+    failed: bool,
+    /// A failure found after whole records: given once those records are out.
+    pending: Option<Failure>,
+    cells: Cells,
+}
+
+impl<R: Read> Splitter<R> {
+    fn new(input: R) -> Self {
+        Splitter {
+            input,
+            buf: Vec::with_capacity(CHUNK_BYTES + READ_BYTES),
+            scanned: 0,
+            lines_before: 0,
+            lines_scanned: 0,
+            eof: false,
+            failed: false,
+            pending: None,
+            cells: Cells::default(),
         }
     }
 
-    fn parse_row(&self) -> Result<Sample, TraceError> {
-        let mut t = None;
-        let mut gpu = 0;
-        let mut sample = Sample::new(0.0, 0);
-        for (column, cell) in self.columns.iter().zip(self.record.iter()) {
-            // GPM divides by the sample interval and can return NaN for a degenerate pair;
-            // recorders write that as `nan`. It means "no defined value", like an empty cell.
-            if cell.is_empty() || cell.eq_ignore_ascii_case("nan") {
-                continue;
+    fn next_chunk(&mut self, layout: &Layout) -> Result<Option<Chunk>, TraceError> {
+        if let Some(failure) = self.pending.take() {
+            return Err(failure.error(layout));
+        }
+        if self.failed {
+            return Ok(None);
+        }
+        loop {
+            // Records, as far as the bytes read go.
+            loop {
+                match scan(&self.buf, self.scanned, self.eof, &mut self.cells, false) {
+                    Scan::End => break,
+                    Scan::Incomplete { line_start, lines } => {
+                        if self.buf.len() - line_start > MAX_LINE_BYTES {
+                            let line =
+                                self.lines_before + self.lines_scanned + u64::from(lines) + 1;
+                            let failure = self.too_long(line, line_start);
+                            return self.fail_after_records(failure, layout);
+                        }
+                        break;
+                    }
+                    Scan::Line {
+                        next,
+                        lines,
+                        longest,
+                        ..
+                    } => {
+                        if longest.len > MAX_LINE_BYTES {
+                            let line = self.lines_before
+                                + self.lines_scanned
+                                + u64::from(longest.line)
+                                + 1;
+                            let failure = self.too_long(line, longest.start);
+                            return self.fail_after_records(failure, layout);
+                        }
+                        self.scanned = next;
+                        self.lines_scanned += u64::from(lines);
+                    }
+                }
             }
-            match *column {
-                Column::Ignored => {}
-                Column::Time => {
-                    let v =
-                        parse_number(cell).ok_or_else(|| self.bad("t", cell, "not a number"))?;
-                    if v <= 0.0 {
-                        return Err(self.bad("t", cell, "must be positive unix seconds"));
-                    }
-                    if v > MAX_UNIX_S {
-                        return Err(self.bad("t", cell, "is past the year 2286: not unix seconds"));
-                    }
-                    t = Some(v);
+            if self.scanned > 0 && (self.scanned >= CHUNK_BYTES || self.eof) {
+                return Ok(Some(self.take_chunk()));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            let len = self.buf.len();
+            self.buf.resize(len + READ_BYTES, 0);
+            let read = loop {
+                match self.input.read(&mut self.buf[len..]) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
                 }
-                Column::Gpu => {
-                    gpu = cell
-                        .parse::<u32>()
-                        .map_err(|_| self.bad("gpu", cell, "not a GPU index (0, 1, …)"))?;
+            };
+            match read {
+                Ok(n) => {
+                    self.buf.truncate(len + n);
+                    self.eof = n == 0;
                 }
-                Column::ClkReasons => {
-                    let digits = cell
-                        .strip_prefix("0x")
-                        .or_else(|| cell.strip_prefix("0X"))
-                        .unwrap_or(cell);
-                    let mask = u64::from_str_radix(digits, 16)
-                        .map_err(|_| self.bad("clk_reasons", cell, "not a hex bitmask"))?;
-                    sample.clk_reasons = Some(mask);
-                }
-                Column::Processes => {
-                    let list = serde_json::from_str(cell)
-                        .map_err(|_| self.bad("processes", cell, "not a JSON list of processes"))?;
-                    sample.processes = Some(std::sync::Arc::new(list));
-                }
-                Column::Pods => {
-                    let list = serde_json::from_str(cell)
-                        .map_err(|_| self.bad("pods", cell, "not a JSON list of pod containers"))?;
-                    sample.pods = Some(std::sync::Arc::new(list));
-                }
-                Column::Metric(metric) => {
-                    let v = parse_number(cell)
-                        .ok_or_else(|| self.bad(metric.column(), cell, "not a number"))?;
-                    if v < 0.0 {
-                        return Err(self.bad(metric.column(), cell, "must not be negative"));
-                    }
-                    if metric.is_percent() && v > 100.5 {
-                        return Err(self.bad(metric.column(), cell, "a percentage above 100"));
-                    }
-                    sample.set(metric, v);
+                Err(source) => {
+                    self.buf.truncate(len);
+                    self.failed = true;
+                    let failure = Failure::Read {
+                        line: self.lines_before + self.lines_scanned + 1,
+                        source,
+                    };
+                    return self.fail_after_records(failure, layout);
                 }
             }
         }
-        sample.t = t.ok_or_else(|| self.bad("t", "", "missing: every row needs a time"))?;
-        sample.gpu = gpu;
-        Ok(sample)
     }
+
+    /// The records scanned so far, out of the buffer.
+    fn take_chunk(&mut self) -> Chunk {
+        let rest = self.buf.split_off(self.scanned);
+        let bytes = std::mem::replace(&mut self.buf, rest);
+        self.buf.reserve(CHUNK_BYTES + READ_BYTES);
+        let first_line = self.lines_before + 1;
+        self.lines_before += self.lines_scanned;
+        self.lines_scanned = 0;
+        self.scanned = 0;
+        Chunk { bytes, first_line }
+    }
+
+    /// The whole records before a failure first, then the failure.
+    fn fail_after_records(
+        &mut self,
+        failure: Failure,
+        layout: &Layout,
+    ) -> Result<Option<Chunk>, TraceError> {
+        if self.scanned == 0 {
+            return Err(failure.error(layout));
+        }
+        self.pending = Some(failure);
+        Ok(Some(self.take_chunk()))
+    }
+
+    /// A line past the limit, with the column the limit was passed in (commas outside quotes
+    /// before it, counted from the line's start).
+    fn too_long(&mut self, line: u64, start: usize) -> Failure {
+        self.failed = true;
+        let end = (start + MAX_LINE_BYTES).min(self.buf.len());
+        let mut quoted = false;
+        let mut column = 0;
+        let text = &self.buf[start..end];
+        if text.first() != Some(&b'#') {
+            for &b in text {
+                match b {
+                    b'"' => quoted = !quoted,
+                    b',' if !quoted => column += 1,
+                    _ => {}
+                }
+            }
+        }
+        Failure::TooLong { line, column }
+    }
+}
+
+/// Why the input stopped, before the header's names are known to name the column.
+enum Failure {
+    TooLong { line: u64, column: usize },
+    Read { line: u64, source: io::Error },
+}
+
+impl Failure {
+    fn error(self, layout: &Layout) -> TraceError {
+        match self {
+            Failure::TooLong { line, column } => TraceError::LineTooLong {
+                path: layout.path.clone(),
+                line,
+                // The header's own line: no names to give yet.
+                column: layout.names.get(column).map(|name| quote(name.as_bytes())),
+                limit_bytes: MAX_LINE_BYTES,
+            },
+            Failure::Read { line, source } => TraceError::Read {
+                path: layout.path.clone(),
+                line,
+                source,
+            },
+        }
+    }
+}
+
+/// A physical line of a record, by where it starts (in the buffer) and which it is (0-based).
+#[derive(Debug, Clone, Copy, Default)]
+struct LineSpan {
+    start: usize,
+    line: u32,
+    len: usize,
+}
+
+enum Scan {
+    /// No byte left.
+    End,
+    /// The record at the position does not end before the bytes do: more must be read.
+    Incomplete { line_start: usize, lines: u32 },
+    /// A record, a blank line or a comment, up to `next` (its line end included), spanning
+    /// `lines` line ends; `longest` is its longest physical line. A record without a quote is
+    /// one line, whose text ends at `end`; one with (`quoted`) left its cells in [`Cells`].
+    Line {
+        next: usize,
+        lines: u32,
+        longest: LineSpan,
+        end: usize,
+        quoted: bool,
+    },
+}
+
+/// The cells of a record that holds a quote, unescaped; ranges into `text`.
+#[derive(Debug, Default)]
+struct Cells {
+    text: Vec<u8>,
+    ranges: Vec<(u32, u32)>,
+}
+
+/// Where the line end at `at` (`\n`, `\r\n` or `\r`) ends; `None` when a `\r` is the last byte
+/// read and the input may go on (a `\n` after it would belong to the same line end).
+fn line_end(b: &[u8], at: usize, eof: bool) -> Option<usize> {
+    if b[at] == b'\r' {
+        match b.get(at + 1) {
+            Some(b'\n') => Some(at + 2),
+            Some(_) => Some(at + 1),
+            None if eof => Some(at + 1),
+            None => None,
+        }
+    } else {
+        Some(at + 1)
+    }
+}
+
+/// Finds the end of the record (or skipped line) at `pos`. With `collect`, a record holding a
+/// quote leaves its cells in `cells` (records without are split by the caller, faster).
+fn scan(b: &[u8], pos: usize, eof: bool, cells: &mut Cells, collect: bool) -> Scan {
+    let Some(&first) = b.get(pos) else {
+        return Scan::End;
+    };
+    let incomplete = Scan::Incomplete {
+        line_start: pos,
+        lines: 0,
+    };
+    let rest = &b[pos..];
+    let eol = memchr::memchr2(b'\n', b'\r', rest).map(|i| pos + i);
+    let simple = first == b'#' || memchr::memchr(b'"', &b[pos..eol.unwrap_or(b.len())]).is_none();
+    if simple {
+        // A comment, a blank line or a record without quotes: one physical line.
+        let (next, end) = match eol {
+            Some(at) => match line_end(b, at, eof) {
+                Some(next) => (next, at),
+                None => return incomplete,
+            },
+            None if eof => (b.len(), b.len()),
+            None => return incomplete,
+        };
+        return Scan::Line {
+            next,
+            lines: u32::from(eol.is_some()),
+            longest: LineSpan {
+                start: pos,
+                line: 0,
+                len: end - pos,
+            },
+            end,
+            quoted: false,
+        };
+    }
+    scan_quoted(b, pos, eof, cells, collect)
+}
+
+/// A record with a quote somewhere: field by field, as the CSV format has it. A field that
+/// starts with `"` runs to the next lone `"` (`""` is a quote in it), across line ends; what
+/// follows up to the comma is part of it. A `"` elsewhere is an ordinary byte.
+fn scan_quoted(b: &[u8], pos: usize, eof: bool, cells: &mut Cells, collect: bool) -> Scan {
+    if collect {
+        cells.text.clear();
+        cells.ranges.clear();
+    }
+    let mut p = pos;
+    let mut lines = 0u32;
+    let mut line_start = pos;
+    let mut longest = LineSpan::default();
+    let note = |start: usize, end: usize, line: u32, longest: &mut LineSpan| {
+        if end - start > longest.len {
+            *longest = LineSpan {
+                start,
+                line,
+                len: end - start,
+            };
+        }
+    };
+    loop {
+        let cell_start = cells.text.len();
+        if b.get(p) == Some(&b'"') {
+            p += 1;
+            loop {
+                let Some(i) = memchr::memchr3(b'"', b'\n', b'\r', &b[p..]) else {
+                    if !eof {
+                        return Scan::Incomplete { line_start, lines };
+                    }
+                    // An unclosed quote runs to the end of the input.
+                    if collect {
+                        cells.text.extend_from_slice(&b[p..]);
+                    }
+                    p = b.len();
+                    break;
+                };
+                let q = p + i;
+                if collect {
+                    cells.text.extend_from_slice(&b[p..q]);
+                }
+                match b[q] {
+                    b'"' => match b.get(q + 1) {
+                        Some(b'"') => {
+                            if collect {
+                                cells.text.push(b'"');
+                            }
+                            p = q + 2;
+                        }
+                        None if !eof => return Scan::Incomplete { line_start, lines },
+                        _ => {
+                            p = q + 1;
+                            break;
+                        }
+                    },
+                    _ => {
+                        let Some(next) = line_end(b, q, eof) else {
+                            return Scan::Incomplete { line_start, lines };
+                        };
+                        if collect {
+                            cells.text.push(b'\n');
+                        }
+                        note(line_start, q, lines, &mut longest);
+                        lines += 1;
+                        line_start = next;
+                        p = next;
+                    }
+                }
+            }
+        }
+        // The unquoted part of the field, up to a comma or the line's end.
+        let found = memchr::memchr3(b',', b'\n', b'\r', &b[p.min(b.len())..]).map(|i| p + i);
+        let end = match found {
+            Some(at) => at,
+            None if eof => b.len(),
+            None => return Scan::Incomplete { line_start, lines },
+        };
+        if collect {
+            cells.text.extend_from_slice(&b[p.min(end)..end]);
+            cells
+                .ranges
+                .push((cell_start as u32, cells.text.len() as u32));
+        }
+        match found {
+            Some(at) if b[at] == b',' => p = at + 1,
+            Some(at) => {
+                let Some(next) = line_end(b, at, eof) else {
+                    return Scan::Incomplete { line_start, lines };
+                };
+                note(line_start, at, lines, &mut longest);
+                return Scan::Line {
+                    next,
+                    lines: lines + 1,
+                    longest,
+                    end: at,
+                    quoted: true,
+                };
+            }
+            None => {
+                note(line_start, b.len(), lines, &mut longest);
+                return Scan::Line {
+                    next: b.len(),
+                    lines,
+                    longest,
+                    end: b.len(),
+                    quoted: true,
+                };
+            }
+        }
+    }
+}
+
+/// The line an error names (0 for those about the whole file).
+fn error_line(e: &TraceError) -> u64 {
+    match e {
+        TraceError::Csv { line, .. }
+        | TraceError::Read { line, .. }
+        | TraceError::Ragged { line, .. }
+        | TraceError::LineTooLong { line, .. }
+        | TraceError::BadValue { line, .. } => *line,
+        TraceError::Open { .. }
+        | TraceError::Empty { .. }
+        | TraceError::NoTimeColumn { .. }
+        | TraceError::DuplicateColumn { .. } => 0,
+    }
+}
+
+/// Trims ASCII whitespace, as every cell and header name is.
+fn trim(cell: &[u8]) -> &[u8] {
+    cell.trim_ascii()
+}
+
+/// The header in a chunk: its names, where the rows start, and the line they start on; `None`
+/// when the chunk holds only blank lines and comments.
+fn read_header(chunk: &Chunk) -> Option<(Vec<String>, usize, u64)> {
+    let b = &chunk.bytes;
+    let mut pos = 0;
+    let mut line = chunk.first_line;
+    let mut cells = Cells::default();
+    loop {
+        let Scan::Line {
+            next,
+            lines,
+            end,
+            quoted,
+            ..
+        } = scan(b, pos, true, &mut cells, true)
+        else {
+            return None;
+        };
+        let record = &b[pos..next];
+        let skipped = matches!(record.first(), Some(b'#' | b'\n' | b'\r'));
+        if !skipped {
+            let names = if !quoted {
+                b[pos..end]
+                    .split(|&c| c == b',')
+                    .map(|name| String::from_utf8_lossy(trim(name)).into_owned())
+                    .collect()
+            } else {
+                cells
+                    .ranges
+                    .iter()
+                    .map(|&(a, z)| {
+                        String::from_utf8_lossy(trim(&cells.text[a as usize..z as usize]))
+                            .into_owned()
+                    })
+                    .collect()
+            };
+            return Some((names, next, line + u64::from(lines)));
+        }
+        pos = next;
+        line += u64::from(lines);
+    }
+}
+
+/// Parses a chunk of whole records whose first byte is on `first_line`.
+fn parse_chunk(layout: &Layout, b: &[u8], first_line: u64) -> Batch {
+    let mut batch = Batch {
+        rows: Vec::with_capacity(b.len() / 64),
+        values: Vec::with_capacity(b.len() / 8),
+        fatal: false,
+    };
+    let mut cells = Cells::default();
+    let mut commas: Vec<(u32, u32)> = Vec::with_capacity(layout.columns.len() + 1);
+    let mut pos = 0;
+    let mut line = first_line;
+    while let Scan::Line {
+        next,
+        lines,
+        end,
+        quoted,
+        ..
+    } = scan(b, pos, true, &mut cells, true)
+    {
+        let start = pos;
+        let row_line = line;
+        line += u64::from(lines);
+        pos = next;
+        match b.get(start) {
+            Some(b'#' | b'\n' | b'\r') | None => continue,
+            _ => {}
+        }
+        let (text, ranges): (&[u8], &[(u32, u32)]) = if quoted {
+            (&cells.text, &cells.ranges)
+        } else {
+            split_commas(&b[start..end], &mut commas);
+            (&b[start..end], &commas)
+        };
+        if ranges.len() != layout.columns.len() {
+            // Named by the row's last line, as a ragged row always was.
+            let last = line - u64::from(lines > 0);
+            batch.rows.push(Err((
+                last,
+                Box::new(TraceError::Ragged {
+                    path: layout.path.clone(),
+                    line: last,
+                    found: ranges.len(),
+                    expected: layout.columns.len(),
+                }),
+            )));
+            continue;
+        }
+        let first_value = batch.values.len();
+        match parse_row(layout, text, ranges, row_line, &mut batch.values) {
+            Ok(mut row) => {
+                row.values = first_value as u32..batch.values.len() as u32;
+                batch.rows.push(Ok(row));
+            }
+            Err(e) => {
+                batch.values.truncate(first_value);
+                batch.rows.push(Err((row_line, Box::new(e))));
+            }
+        }
+    }
+    batch
+}
+
+/// The cells of a line without quotes, as ranges.
+fn split_commas(line: &[u8], ranges: &mut Vec<(u32, u32)>) {
+    ranges.clear();
+    let mut from = 0u32;
+    for (at, &c) in line.iter().enumerate() {
+        if c == b',' {
+            ranges.push((from, at as u32));
+            from = at as u32 + 1;
+        }
+    }
+    ranges.push((from, line.len() as u32));
+}
+
+fn bad(
+    layout: &Layout,
+    line: u64,
+    column: &str,
+    value: &[u8],
+    problem: &'static str,
+) -> TraceError {
+    TraceError::BadValue {
+        path: layout.path.clone(),
+        line,
+        column: column.to_string(),
+        value: quote(value),
+        problem,
+    }
+}
+
+fn parse_row(
+    layout: &Layout,
+    text: &[u8],
+    ranges: &[(u32, u32)],
+    line: u64,
+    values: &mut Vec<(Metric, f64)>,
+) -> Result<Row, TraceError> {
+    let mut row = Row {
+        t: 0.0,
+        gpu: 0,
+        clk_reasons: None,
+        line,
+        values: 0..0,
+        processes: None,
+        pods: None,
+    };
+    let mut t = None;
+    for (column, &(a, z)) in layout.columns.iter().zip(ranges) {
+        let cell = trim(&text[a as usize..z as usize]);
+        // GPM divides by the sample interval and can return NaN for a degenerate pair;
+        // recorders write that as `nan`. It means "no defined value", like an empty cell.
+        if cell.is_empty() || cell.eq_ignore_ascii_case(b"nan") {
+            continue;
+        }
+        match *column {
+            Column::Ignored => {}
+            Column::Time => {
+                let v = parse_number(cell)
+                    .ok_or_else(|| bad(layout, line, "t", cell, "not a number"))?;
+                if v <= 0.0 {
+                    return Err(bad(
+                        layout,
+                        line,
+                        "t",
+                        cell,
+                        "must be positive unix seconds",
+                    ));
+                }
+                if v > MAX_UNIX_S {
+                    return Err(bad(
+                        layout,
+                        line,
+                        "t",
+                        cell,
+                        "is past the year 2286: not unix seconds",
+                    ));
+                }
+                t = Some(v);
+            }
+            Column::Gpu => {
+                row.gpu = parse_u32(cell)
+                    .ok_or_else(|| bad(layout, line, "gpu", cell, "not a GPU index (0, 1, …)"))?;
+            }
+            Column::ClkReasons => {
+                let digits = cell
+                    .strip_prefix(b"0x")
+                    .or_else(|| cell.strip_prefix(b"0X"))
+                    .unwrap_or(cell);
+                let mask = std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|d| u64::from_str_radix(d, 16).ok())
+                    .ok_or_else(|| bad(layout, line, "clk_reasons", cell, "not a hex bitmask"))?;
+                row.clk_reasons = Some(mask);
+            }
+            Column::Processes => {
+                let list = serde_json::from_slice(cell).map_err(|_| {
+                    bad(
+                        layout,
+                        line,
+                        "processes",
+                        cell,
+                        "not a JSON list of processes",
+                    )
+                })?;
+                row.processes = Some(Arc::new(list));
+            }
+            Column::Pods => {
+                let list = serde_json::from_slice(cell).map_err(|_| {
+                    bad(
+                        layout,
+                        line,
+                        "pods",
+                        cell,
+                        "not a JSON list of pod containers",
+                    )
+                })?;
+                row.pods = Some(Arc::new(list));
+            }
+            Column::Metric(metric, percent) => {
+                let v = parse_number(cell)
+                    .ok_or_else(|| bad(layout, line, metric.column(), cell, "not a number"))?;
+                if v < 0.0 {
+                    return Err(bad(
+                        layout,
+                        line,
+                        metric.column(),
+                        cell,
+                        "must not be negative",
+                    ));
+                }
+                if percent && v > 100.5 {
+                    return Err(bad(
+                        layout,
+                        line,
+                        metric.column(),
+                        cell,
+                        "a percentage above 100",
+                    ));
+                }
+                values.push((metric, v));
+            }
+        }
+    }
+    row.t = t.ok_or_else(|| bad(layout, line, "t", b"", "missing: every row needs a time"))?;
+    Ok(row)
 }
 
 /// Unix seconds past this (the year 2286) are not unix seconds: a corrupted cell, milliseconds,
@@ -263,218 +1027,202 @@ impl<R: Read> TraceReader<R> {
 const MAX_UNIX_S: f64 = 1e10;
 
 /// At most a few dozen characters of a bad cell: a 50 MB line must not become the error message.
-fn quote(value: &str) -> String {
+fn quote(value: &[u8]) -> String {
     const MAX_CHARS: usize = 40;
-    if value.chars().count() <= MAX_CHARS {
-        return value.to_string();
+    // A cell cut at 160 bytes still has its first 40 characters, and the cut costs nothing
+    // however long the cell.
+    let head = String::from_utf8_lossy(&value[..value.len().min(4 * MAX_CHARS)]);
+    if value.len() <= 4 * MAX_CHARS && head.chars().count() <= MAX_CHARS {
+        return head.into_owned();
     }
-    let head: String = value.chars().take(MAX_CHARS).collect();
+    let head: String = head.chars().take(MAX_CHARS).collect();
     format!("{head}… ({} bytes)", value.len())
 }
 
+/// Powers of ten that an `f64` holds exactly.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
 /// A finite decimal number; infinities are refused because they poison every mean.
-fn parse_number(cell: &str) -> Option<f64> {
-    cell.parse::<f64>().ok().filter(|v| v.is_finite())
-}
-
-impl<R: Read> Iterator for TraceReader<R> {
-    type Item = Result<Sample, TraceError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let read = self.csv.read_record(&mut self.record);
-        self.end_line = self.csv.position().line();
-        match read {
-            Ok(false) => None,
-            Ok(true) => Some(self.parse_row()),
-            Err(source) => {
-                // A read that failed stopped anywhere; a row that was refused was read whole.
-                let line = match source.kind() {
-                    csv::ErrorKind::Io(_) => self.line() + 1,
-                    _ => self.end_line.saturating_sub(1),
-                };
-                Some(Err(csv_error(&self.path, &self.names, line, source)))
-            }
+///
+/// Plain decimals (`123`, `4.0332937554`) with at most 2^53 as their digits and at most 22
+/// after the point are one integer conversion and one division: both operands are exact, so
+/// the quotient is the correctly rounded value, bit for bit what `str::parse` gives (Clinger's
+/// fast path). Anything else (exponents, signs, 17 digits) goes to `str::parse`.
+fn parse_number(cell: &[u8]) -> Option<f64> {
+    // At most 19 digits after the leading zeros (`0.000…`): the mantissa cannot overflow.
+    let leading = cell.iter().take_while(|&&c| c == b'0' || c == b'.').count();
+    if cell.len() - leading > 19 {
+        return parse_number_slow(cell);
+    }
+    let mut mantissa: u64 = 0;
+    let mut point = usize::MAX;
+    for (i, &c) in cell.iter().enumerate() {
+        let digit = c.wrapping_sub(b'0');
+        if digit < 10 {
+            mantissa = mantissa * 10 + u64::from(digit);
+        } else if c == b'.' && point == usize::MAX {
+            point = i;
+        } else {
+            return parse_number_slow(cell);
         }
     }
-}
-
-/// A CSV error as a [`TraceError`]: an over-long line (see [`Lines`]) by its own variant.
-fn csv_error(path: &str, names: &[String], line: u64, source: csv::Error) -> TraceError {
-    let too_long = match source.kind() {
-        csv::ErrorKind::Io(e) => e
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<LineTooLong>())
-            .copied(),
-        _ => None,
+    let (digits, frac) = if point == usize::MAX {
+        (cell.len(), 0)
+    } else {
+        (cell.len() - 1, cell.len() - point - 1)
     };
-    match too_long {
-        Some(LineTooLong {
-            line,
-            column,
-            limit_bytes,
-        }) => TraceError::LineTooLong {
-            path: path.to_string(),
-            line,
-            // Line 1 is the header: no name to give yet.
-            column: if line > 1 {
-                names.get(column).map(|name| quote(name))
-            } else {
-                None
-            },
-            limit_bytes,
-        },
-        None => TraceError::Csv {
-            path: path.to_string(),
-            line,
-            source,
-        },
+    if digits == 0 || frac >= POW10.len() {
+        return parse_number_slow(cell);
     }
-}
-
-/// What [`Lines`] says when a line passes its limit: where (1-based line, 0-based column).
-#[derive(Debug, Clone, Copy)]
-struct LineTooLong {
-    line: u64,
-    column: usize,
-    limit_bytes: usize,
-}
-
-impl std::fmt::Display for LineTooLong {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "line {} is longer than {} bytes",
-            self.line, self.limit_bytes
-        )
+    if mantissa > (1u64 << 53) {
+        return checked_quotient(mantissa, frac).or_else(|| parse_number_slow(cell));
     }
+    Some(mantissa as f64 / POW10[frac])
 }
 
-impl std::error::Error for LineTooLong {}
-
-/// The input as the CSV parser should see it: every line ending (`\n`, `\r\n` or a lone `\r`)
-/// made `\n`, a last line without one given one, and no line longer than `limit_bytes`.
-///
-/// The parser counts lines by their `\n` but ends a row at the `\r` of a `\r\n`, and a lone
-/// `\r` is no line to it: rows are named by counting back from where they ended (see
-/// [`TraceReader::line`]), which needs one kind of line end, after every row. A `\r` in a
-/// quoted cell becomes `\n` too: the only quoted cells are JSON lists, to which both are
-/// whitespace.
-///
-/// Without a bound the parser buffers a line until its end, so `/dev/zero` or a file of NULs
-/// is read until memory runs out. Here such a line is an error naming its line and the column
-/// it was in (commas outside quotes, counted on the way), before more than the limit is held.
-struct Lines<R> {
-    inner: R,
-    limit_bytes: usize,
-    /// Lines ended so far.
-    lines: u64,
-    /// Bytes of the current line so far.
-    line_bytes: usize,
-    /// Unquoted commas of the current line so far: the 0-based column.
-    column: usize,
-    quoted: bool,
-    /// The current line started with `#`: a comment, whose quotes mean nothing.
-    comment: bool,
-    /// The last byte was a `\r`, already passed on as `\n`: a `\n` right after it is dropped.
-    after_cr: bool,
-    /// The last byte passed on was a `\n` (or none was): at the end, none is added.
-    ended: bool,
-    failed: Option<LineTooLong>,
+/// `mantissa / 10^frac` for a mantissa past 2^53 (the 17 digits of a shortest `f64` form):
+/// the quotient of the two nearest doubles, kept only when exact integer arithmetic shows it is
+/// the correctly rounded value (within half a unit in the last place, or on a tie with an even
+/// last digit), which it is for all but about one number in a thousand. `None`: not shown, or
+/// out of the range where the check fits in 128 bits (below 2^-11, above 2^53, a power of two).
+fn checked_quotient(mantissa: u64, frac: usize) -> Option<f64> {
+    let x = mantissa as f64 / POW10[frac];
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    let m = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    // x = m × 2^-shift exactly.
+    let shift = 1075 - biased;
+    if biased == 0 || m == 1u64 << 52 || !(1..=63).contains(&shift) {
+        return None;
+    }
+    let scaled = u128::from(mantissa) << shift;
+    let pow = 10u128.pow(frac as u32);
+    let nearest = u128::from(m) * pow;
+    let twice_error = 2 * scaled.abs_diff(nearest);
+    (twice_error < pow || (twice_error == pow && m.is_multiple_of(2))).then_some(x)
 }
 
-impl<R: Read> Lines<R> {
-    fn new(inner: R, limit_bytes: usize) -> Self {
-        Lines {
-            inner,
-            limit_bytes,
-            lines: 0,
-            line_bytes: 0,
-            column: 0,
-            quoted: false,
-            comment: false,
-            after_cr: false,
-            ended: true,
-            failed: None,
+fn parse_number_slow(cell: &[u8]) -> Option<f64> {
+    std::str::from_utf8(cell)
+        .ok()?
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+}
+
+/// A GPU index: decimal digits (a `+` allowed, as `str::parse` allows it).
+fn parse_u32(cell: &[u8]) -> Option<u32> {
+    let digits = cell.strip_prefix(b"+").unwrap_or(cell);
+    if digits.is_empty() || digits.len() > 10 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = digits
+        .iter()
+        .fold(0u64, |v, &c| v * 10 + u64::from(c - b'0'));
+    u32::try_from(v).ok()
+}
+
+/// The parsing threads and the reorder buffer that gives their batches back in the file's
+/// order. One thread reads and splits; `threads - 1` parse (at least one). At most
+/// [`CHUNKS_IN_FLIGHT`] chunks exist between the read and the caller: the splitter takes a
+/// token for each and the caller gives it back when the batch is consumed.
+struct Parallel {
+    results: Receiver<(u64, Batch)>,
+    tokens: SyncSender<()>,
+    waiting: BTreeMap<u64, Batch>,
+    next_seq: u64,
+    /// The splitter said the input ended after this many chunks.
+    done: bool,
+}
+
+impl Parallel {
+    fn start<R: Read + Send + 'static>(
+        mut splitter: Splitter<R>,
+        layout: Arc<Layout>,
+        threads: usize,
+    ) -> Parallel {
+        let workers = threads.saturating_sub(1).max(1);
+        let (token_tx, token_rx) = mpsc::sync_channel::<()>(CHUNKS_IN_FLIGHT);
+        for _ in 0..CHUNKS_IN_FLIGHT {
+            // The channel has room for every token.
+            let _ = token_tx.try_send(());
         }
-    }
-
-    fn too_long(&self) -> io::Error {
-        let at = self.failed.unwrap_or(LineTooLong {
-            line: self.lines + 1,
-            column: self.column,
-            limit_bytes: self.limit_bytes,
-        });
-        io::Error::new(io::ErrorKind::InvalidData, at)
-    }
-}
-
-impl<R: Read> Read for Lines<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.failed.is_some() {
-            return Err(self.too_long());
-        }
-        loop {
-            let n = self.inner.read(buf)?;
-            if n == 0 {
-                if self.ended || buf.is_empty() {
-                    return Ok(0);
-                }
-                self.ended = true;
-                buf[0] = b'\n';
-                return Ok(1);
-            }
-            // Rewritten in place: what is kept never runs ahead of what is read.
-            let mut kept = 0;
-            for i in 0..n {
-                let byte = buf[i];
-                if std::mem::take(&mut self.after_cr) && byte == b'\n' {
-                    continue;
-                }
-                let byte = match byte {
-                    b'\r' => {
-                        self.after_cr = true;
-                        b'\n'
-                    }
-                    other => other,
+        let (job_tx, job_rx) =
+            mpsc::sync_channel::<(u64, Result<Chunk, TraceError>)>(CHUNKS_IN_FLIGHT);
+        let (result_tx, result_rx) = mpsc::sync_channel::<(u64, Batch)>(CHUNKS_IN_FLIGHT);
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        for _ in 0..workers {
+            let jobs = Arc::clone(&job_rx);
+            let results = result_tx.clone();
+            let layout = Arc::clone(&layout);
+            std::thread::spawn(move || loop {
+                let job = match jobs.lock() {
+                    Ok(jobs) => jobs.recv(),
+                    Err(_) => return,
                 };
-                if byte == b'\n' {
-                    self.lines += 1;
-                    self.line_bytes = 0;
-                    self.column = 0;
-                    self.comment = false;
-                } else {
-                    if self.line_bytes == 0 && byte == b'#' && !self.quoted {
-                        self.comment = true;
-                    }
-                    self.line_bytes += 1;
-                    if !self.comment {
-                        match byte {
-                            b'"' => self.quoted = !self.quoted,
-                            b',' if !self.quoted => self.column += 1,
-                            _ => {}
-                        }
-                    }
-                    if self.line_bytes > self.limit_bytes {
-                        self.failed = Some(LineTooLong {
-                            line: self.lines + 1,
-                            column: self.column,
-                            limit_bytes: self.limit_bytes,
-                        });
-                        // What came before the limit is passed on; the next read fails.
-                        return if kept > 0 {
-                            Ok(kept)
-                        } else {
-                            Err(self.too_long())
-                        };
-                    }
+                let Ok((seq, chunk)) = job else { return };
+                let batch = match chunk {
+                    Ok(chunk) => parse_chunk(&layout, &chunk.bytes, chunk.first_line),
+                    Err(e) => Batch {
+                        rows: vec![Err((error_line(&e), Box::new(e)))],
+                        values: Vec::new(),
+                        fatal: true,
+                    },
+                };
+                if results.send((seq, batch)).is_err() {
+                    return;
                 }
-                buf[kept] = byte;
-                kept += 1;
-                self.ended = byte == b'\n';
+            });
+        }
+        drop(result_tx);
+        std::thread::spawn(move || {
+            let mut seq = 0;
+            loop {
+                // The caller gone (the reader dropped), or the end of the input: stop.
+                if token_rx.recv().is_err() {
+                    return;
+                }
+                let chunk = match splitter.next_chunk(&layout) {
+                    Ok(Some(chunk)) => Ok(chunk),
+                    Ok(None) => return,
+                    Err(e) => Err(e),
+                };
+                let last = chunk.is_err();
+                if job_tx.send((seq, chunk)).is_err() || last {
+                    return;
+                }
+                seq += 1;
             }
-            // A read of nothing but a dropped `\n` is not the end of the input.
-            if kept > 0 {
-                return Ok(kept);
+        });
+        Parallel {
+            results: result_rx,
+            tokens: token_tx,
+            waiting: BTreeMap::new(),
+            next_seq: 0,
+            done: false,
+        }
+    }
+
+    fn next(&mut self) -> Option<Batch> {
+        loop {
+            if let Some(batch) = self.waiting.remove(&self.next_seq) {
+                self.next_seq += 1;
+                // The token of the batch consumed before this one: its memory is free again.
+                let _ = self.tokens.try_send(());
+                return Some(batch);
+            }
+            if self.done {
+                return None;
+            }
+            match self.results.recv() {
+                Ok((seq, batch)) => {
+                    self.waiting.insert(seq, batch);
+                }
+                // Every thread has ended: the input is read and every batch is here.
+                Err(_) => self.done = true,
             }
         }
     }
@@ -667,5 +1415,162 @@ mod tests {
         let known =
             TraceReader::new("t.csv".into(), "t,call_us\n1.0,3\n".as_bytes()).expect("header");
         assert!(known.ignored_columns().is_empty());
+    }
+
+    #[test]
+    fn the_fast_number_path_is_bit_for_bit_str_parse() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..200_000 {
+            let v = f64::from_bits(next() % 0x4340_0000_0000_0000);
+            let text = match i % 4 {
+                0 => format!("{v}"),
+                1 => format!("{:.*}", (next() % 12) as usize, v.min(1e12)),
+                2 => format!(
+                    "0.{:0>width$}",
+                    next() % 10_000_000_000_000_000,
+                    width = (next() % 22) as usize
+                ),
+                _ => format!("{}", next() % (1 << 60)),
+            };
+            let want = text.parse::<f64>().ok().filter(|v| v.is_finite());
+            let got = parse_number(text.as_bytes());
+            assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{text}");
+        }
+        // The shortest forms of doubles of every size a trace holds: 17 digits past 2^53.
+        let (mut long, mut checked) = (0, 0);
+        for _ in 0..200_000 {
+            let v =
+                (next() >> 11) as f64 / (1u64 << 53) as f64 * 10f64.powi((next() % 14) as i32 - 3);
+            let text = format!("{v}");
+            let want = text.parse::<f64>().ok();
+            assert_eq!(
+                parse_number(text.as_bytes()).map(f64::to_bits),
+                want.map(f64::to_bits),
+                "{text}"
+            );
+            let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+            let frac = text.find('.').map_or(0, |p| text.len() - p - 1);
+            if let Ok(m) = digits.parse::<u64>() {
+                if m > 1 << 53 && frac < POW10.len() {
+                    long += 1;
+                    checked += usize::from(checked_quotient(m, frac).is_some());
+                }
+            }
+        }
+        // The rest are below 2^-11 (a fifth of these values) or lost a rounding: `str::parse`.
+        assert!(
+            long > 50_000 && checked * 100 > long * 60,
+            "{checked} of {long} checked"
+        );
+        for odd in [
+            "5.",
+            ".5",
+            ".",
+            "",
+            "+1",
+            "-0",
+            "1e5",
+            "1.2.3",
+            "00012.5000",
+            "inf",
+            "NaN",
+        ] {
+            let want = odd.parse::<f64>().ok().filter(|v| v.is_finite());
+            assert_eq!(
+                parse_number(odd.as_bytes()).map(f64::to_bits),
+                want.map(f64::to_bits),
+                "{odd}"
+            );
+        }
+    }
+
+    /// A trace of several chunks: quoted JSON cells across lines and chunk ends, CRLF and CR
+    /// line ends, comments, a bad cell near the end.
+    fn long_trace() -> String {
+        let mut text = String::from("t,gpu,power_mw,processes,gpm_sm\r\n# recorded by a test\r\n");
+        for i in 0..30_000u32 {
+            let t = 1_796_025_905.0 + f64::from(i) * 0.1;
+            let end = if i % 7 == 0 { "\r" } else { "\r\n" };
+            if i % 50 == 0 {
+                text.push_str(&format!(
+                    "{t:.4},{},{},\"[{{\"\"pid\"\":\r\n{i}}}]\",{}.25{end}",
+                    i % 8,
+                    80_000 + i,
+                    i % 100
+                ));
+            } else {
+                text.push_str(&format!(
+                    "{t:.4},{},{},,0.{:0>16}{end}",
+                    i % 8,
+                    80_000 + i,
+                    i
+                ));
+            }
+            if i % 1000 == 999 {
+                text.push_str("# a comment line\n\n");
+            }
+        }
+        text.push_str("1796030000.0,0,x,,\n1796030000.1,0,5,,\n");
+        text
+    }
+
+    fn outcomes<R: Read>(reader: TraceReader<R>) -> Vec<(u64, Result<Sample, String>)> {
+        let mut reader = reader;
+        let mut out = Vec::new();
+        while let Some(row) = reader.next() {
+            out.push((reader.line(), row.map_err(|e| e.to_string())));
+        }
+        out
+    }
+
+    #[test]
+    fn a_trace_parsed_on_threads_reads_as_on_one() {
+        let text = long_trace();
+        assert!(
+            text.len() > 3 * CHUNK_BYTES,
+            "{} bytes: several chunks",
+            text.len()
+        );
+        let one = outcomes(TraceReader::new("t.csv".into(), text.as_bytes()).expect("header"));
+        let dir = std::env::temp_dir().join(format!("gpuslack-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("long.csv");
+        std::fs::write(&path, &text).expect("write");
+        for threads in [2, 3, 5] {
+            let file = File::open(&path).expect("open");
+            let reader = TraceReader::new("t.csv".into(), BufReader::new(file))
+                .expect("header")
+                .parallel(threads);
+            assert!(matches!(reader.source, Source::Parallel(_)));
+            assert_eq!(outcomes(reader), one, "{threads} threads");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        // What was read: every row, the quoted cells whole, the bad cell by its line.
+        assert_eq!(one.len(), 30_002);
+        let with_list = one[50].1.as_ref().expect("row 50");
+        assert_eq!(with_list.processes.as_ref().map(|p| p[0].pid), Some(50));
+        assert_eq!(with_list.get(Metric::GpmSm), Some(50.25));
+        assert_eq!(
+            one[1].1.as_ref().expect("row 1").get(Metric::GpmSm),
+            Some(1e-16)
+        );
+        // Header, comment, 30,000 rows of which 600 span two lines, 30 comments and 30 blanks.
+        let bad_line = 2 + 30_000 + 600 + 60 + 1;
+        assert_eq!(one[30_000].0, bad_line as u64, "the line an error names");
+        assert_eq!(
+            one[30_000].1.as_ref().err().map(String::as_str),
+            Some(format!("t.csv:{bad_line}: column `power_mw`: not a number: \"x\"").as_str())
+        );
+        assert_eq!(
+            one[30_001].0,
+            bad_line as u64 + 1,
+            "rows after an error still come"
+        );
     }
 }

@@ -1,0 +1,71 @@
+//! Offline throughput (issue #28, part 3): a generated 8-GPU trace (ten minutes at 10 Hz,
+//! 48,000 samples, `support/trace_gen.rs`) read alone, and read through the whole pipeline
+//! (parse → window → diagnose) as `gpuslack replay` runs it. Throughput is in samples.
+//!
+//! `serial` parses on the bench's thread; `parallel` goes through a file, as `replay` opens it,
+//! on every core this process may use (`GPUSLACK_TRACE_THREADS` sets the number).
+
+#[path = "support/trace_gen.rs"]
+mod trace_gen;
+
+use std::io::Write;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::trace::TraceReader;
+use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
+
+fn pipeline() -> Pipeline {
+    let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+    Pipeline::new(2.0, diagnoser)
+}
+
+fn replay_reader<R: std::io::Read>(reader: TraceReader<R>) -> usize {
+    let mut pipeline = pipeline();
+    let mut windows = 0;
+    replay(reader, &mut pipeline, |_| {
+        windows += 1;
+        Ok(())
+    })
+    .expect("replay");
+    windows
+}
+
+fn bench(c: &mut Criterion) {
+    let (bytes, samples) = trace_gen::trace_bytes(trace_gen::UNIT_GPUS, trace_gen::UNIT_SECONDS);
+    let path = std::env::temp_dir().join(format!("gpuslack-offline-{}.csv", std::process::id()));
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(&bytes))
+        .expect("write the trace");
+
+    let mut group = c.benchmark_group("offline_8gpu_10min");
+    group.throughput(Throughput::Elements(samples));
+    group.sample_size(20);
+    group.bench_function("read_serial", |b| {
+        b.iter(|| {
+            TraceReader::new("gen".into(), bytes.as_slice())
+                .expect("header")
+                .filter(Result::is_ok)
+                .count()
+        })
+    });
+    group.bench_function("replay_serial", |b| {
+        b.iter(|| replay_reader(TraceReader::new("gen".into(), bytes.as_slice()).expect("header")))
+    });
+    group.bench_function("read_parallel", |b| {
+        b.iter(|| {
+            TraceReader::open(&path)
+                .expect("open")
+                .filter(Result::is_ok)
+                .count()
+        })
+    });
+    group.bench_function("replay_parallel", |b| {
+        b.iter(|| replay_reader(TraceReader::open(&path).expect("open")))
+    });
+    group.finish();
+    let _ = std::fs::remove_file(&path);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
