@@ -1,0 +1,172 @@
+//! The series budget over a simulated day (issue #30): an 8-GPU node exporting every 10 s for
+//! 24 h, a new owner (job) on every GPU every 5 minutes (288 owners a GPU in the day), 2 s
+//! windows. At every export it counts the series the node exposes (OTLP points of one
+//! collection, `/metrics` samples) and the bytes of each form, and prints the maximum and the
+//! mean; it fails if the series ever pass the budget's bound (docs/EXPORT.md, "Series budget").
+//! The windows are the two-GPU fixture's busiest, with each GPU's owner set as the agent would.
+//!
+//! `cargo bench -p gpuslack-receiver --bench series_budget` (about a minute in release).
+
+use std::sync::{Arc, RwLock};
+
+use gpuslack_receiver::attribution::GpuProcess;
+use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::export::config::{resolve, Layer};
+use gpuslack_receiver::export::state::DEFAULT_OWNER_SERIES;
+use gpuslack_receiver::export::{otlp, prometheus, split, ExportState};
+use gpuslack_receiver::source::replay::replay;
+use gpuslack_receiver::trace::TraceReader;
+use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds, WindowReport};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::reader::MetricReader;
+use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+use prost::Message;
+
+const SCENARIOS: &[u8] = include_bytes!("../../tests/fixtures/h200x2-scenarios/samples.csv");
+const GPUS: u32 = 8;
+const DAY_S: u32 = 24 * 3600;
+const WINDOW_S: u32 = 2;
+const EXPORT_S: u32 = 10;
+const OWNER_S: u32 = 300;
+/// docs/EXPORT.md's bound per GPU at the defaults.
+const BOUND_PER_GPU: usize = 292;
+
+/// The fixture's windows of GPU 0 in its busiest stretch: the pattern each GPU repeats.
+fn pattern() -> Vec<WindowReport> {
+    let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+    let mut pipeline = Pipeline::new(f64::from(WINDOW_S), diagnoser);
+    let mut reports = Vec::new();
+    let reader = TraceReader::new("scenarios".into(), SCENARIOS).expect("trace");
+    replay(reader, &mut pipeline, |r| {
+        reports.push(r);
+        Ok(())
+    })
+    .expect("replay");
+    reports.retain(|r| r.stats.gpu == 0);
+    reports
+}
+
+/// A ManualReader kept by the bench while the provider holds it too.
+#[derive(Debug, Clone)]
+struct Shared(Arc<ManualReader>);
+
+impl MetricReader for Shared {
+    fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+        self.0.register_pipeline(p)
+    }
+    fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(
+        &self,
+        t: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(t)
+    }
+    fn temporality(
+        &self,
+        kind: opentelemetry_sdk::metrics::InstrumentKind,
+    ) -> opentelemetry_sdk::metrics::Temporality {
+        self.0.temporality(kind)
+    }
+}
+
+fn main() {
+    let pattern = pattern();
+    let config = resolve(vec![Layer::default()], &|_| None).expect("config");
+    let state = Arc::new(RwLock::new(
+        ExportState::default().with_owner_series(DEFAULT_OWNER_SERIES),
+    ));
+    let reader = Shared(Arc::new(ManualReader::builder().build()));
+    let provider = SdkMeterProvider::builder()
+        .with_reader(reader.clone())
+        .with_view(otlp::cardinality_view(DEFAULT_OWNER_SERIES))
+        .build();
+    otlp::register_for_bench(
+        &opentelemetry::metrics::MeterProvider::meter(&provider, "gpuslack"),
+        &state,
+    );
+    let facts: Vec<DeviceFacts> = (0..GPUS)
+        .map(|g| DeviceFacts {
+            name: Some("NVIDIA H200".into()),
+            driver: Some("580.159.04".into()),
+            uuid: Some(format!("GPU-{g:08x}-budget")),
+            ..DeviceFacts::default()
+        })
+        .collect();
+    let t0 = 1_796_025_900.0;
+    let (mut max_series, mut sum_series, mut exports) = (0usize, 0usize, 0usize);
+    let (mut max_otlp, mut sum_otlp, mut max_text, mut sum_text) = (0usize, 0usize, 0usize, 0usize);
+    let mut owners = std::collections::BTreeSet::new();
+    let started = std::time::Instant::now();
+    for w in 0..DAY_S / WINDOW_S {
+        let start = t0 + f64::from(w * WINDOW_S);
+        let mut state_w = state.write().expect("state");
+        for gpu in 0..GPUS {
+            let mut r = pattern[(w as usize + gpu as usize * 7) % pattern.len()].clone();
+            r.stats.gpu = gpu;
+            r.stats.start = start;
+            r.stats.end = start + f64::from(WINDOW_S);
+            // A new job every 5 minutes, staggered across the GPUs.
+            let owner = (w * WINDOW_S + gpu * 37) / OWNER_S * 100 + gpu;
+            owners.insert(owner);
+            r.stats.processes = Some(Arc::new(vec![GpuProcess {
+                pid: owner,
+                name: Some("train".into()),
+                pgid: Some(owner),
+                ..GpuProcess::default()
+            }]));
+            r.job = Some(format!("pgid:{owner}"));
+            state_w.update(&r, &facts[gpu as usize]);
+        }
+        drop(state_w);
+        if (w * WINDOW_S) % EXPORT_S == EXPORT_S - WINDOW_S {
+            let mut rm = ResourceMetrics::default();
+            reader.collect(&mut rm).expect("collect");
+            let request = ExportMetricsServiceRequest::from(&rm);
+            let points = split::points(&request) as usize;
+            assert_eq!(split::overflowed(&request), 0, "no point folded");
+            let otlp_bytes = request.encode_to_vec().len();
+            let text = prometheus::render(
+                &state.read().expect("state"),
+                &config,
+                prometheus::Format::Text,
+            );
+            max_series = max_series.max(points);
+            sum_series += points;
+            max_otlp = max_otlp.max(otlp_bytes);
+            sum_otlp += otlp_bytes;
+            max_text = max_text.max(text.len());
+            sum_text += text.len();
+            exports += 1;
+        }
+    }
+    let agent_series = 20; // gpuslack.agent.* and the like, per node
+    assert!(
+        max_series <= GPUS as usize * BOUND_PER_GPU + agent_series,
+        "{max_series} series at most, bound {}",
+        GPUS as usize * BOUND_PER_GPU
+    );
+    println!(
+        "{GPUS} GPUs, 24 h, export every {EXPORT_S} s, a new owner every {OWNER_S} s on each GPU ({} owners in all), --owner-series {DEFAULT_OWNER_SERIES}",
+        owners.len()
+    );
+    println!(
+        "series per export: max {max_series}, mean {} ({} per GPU at most; bound {BOUND_PER_GPU})",
+        sum_series / exports.max(1),
+        max_series / GPUS as usize
+    );
+    println!(
+        "OTLP protobuf per export: max {max_otlp} B, mean {} B; /metrics text: max {max_text} B, mean {} B",
+        sum_otlp / exports.max(1),
+        sum_text / exports.max(1)
+    );
+    println!(
+        "{exports} exports simulated in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
