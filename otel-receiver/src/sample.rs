@@ -353,6 +353,55 @@ pub struct GpuProcess {
     pub pod_uid: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job: Option<String>,
+    /// The job's identity as its launcher put it in the process environment (`RANK`,
+    /// `SLURM_ACCOUNT`, …): what lets ranks on different nodes be told apart and joined into
+    /// one job by the engine that aggregates them (docs/EXPORT.md, `gpuslack.job.info`).
+    #[serde(default, flatten)]
+    pub identity: JobIdentity,
+}
+
+/// What a process's environment says of the job it belongs to, each field where set: a
+/// launcher (torchrun, Slurm's `srun`) writes the same job key, account and world size into
+/// every rank's environment, on every node, which is what makes a job one across nodes.
+/// Carried in the trace's `processes` column under these names, so that a recording replays
+/// as the node it was recorded on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobIdentity {
+    /// `RANK`: the process's rank in the whole job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// `LOCAL_RANK`: its rank on its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    /// `WORLD_SIZE`: how many ranks the job has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// A key the same on every rank of a torchrun/NCCL job without a scheduler:
+    /// `TORCHELASTIC_RUN_ID`, else `MASTER_ADDR:MASTER_PORT` (the rendezvous every rank dials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_key: Option<String>,
+    /// `SLURM_STEP_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_step: Option<String>,
+    /// `SLURM_ARRAY_TASK_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_array_task: Option<String>,
+    /// `SLURM_JOB_USER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_user: Option<String>,
+    /// `SLURM_JOB_ACCOUNT`: the team a Slurm site bills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_account: Option<String>,
+    /// `SLURM_JOB_PARTITION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_partition: Option<String>,
+}
+
+impl JobIdentity {
+    /// True when the environment named nothing of the job.
+    pub fn is_empty(&self) -> bool {
+        *self == JobIdentity::default()
+    }
 }
 
 impl GpuProcess {
@@ -363,6 +412,11 @@ impl GpuProcess {
         }
         if let Some(job) = &self.slurm_job {
             return Some(format!("slurm:{job}"));
+        }
+        // Before the container: each node of a torchrun job runs its own container, and only
+        // the rendezvous key is the same on all of them.
+        if let Some(key) = &self.identity.job_key {
+            return Some(format!("torch:{key}"));
         }
         if let Some(id) = &self.container_id {
             return Some(format!("container:{}", &id[..id.len().min(12)]));

@@ -147,7 +147,8 @@ impl Attributor {
                     pgid: Some(host.pgid),
                     container_id: host.owner.container_id,
                     pod_uid: host.owner.pod_uid,
-                    slurm_job: host.owner.slurm_job,
+                    slurm_job: host.owner.slurm_job.or(host.slurm_job_env),
+                    identity: host.identity,
                     ..p.clone()
                 }
             })
@@ -170,11 +171,13 @@ mod tests {
     }
 
     #[test]
-    fn jobs_are_named_by_pod_then_slurm_then_container_then_process_group() {
+    fn jobs_are_named_by_pod_then_slurm_then_torch_then_container_then_process_group() {
         let mut a = p(10, 7);
         assert_eq!(a.job().as_deref(), Some("pgid:7"));
         a.container_id = Some("3f4c2e1b9a8d7c6b5a4f".into());
         assert_eq!(a.job().as_deref(), Some("container:3f4c2e1b9a8d"));
+        a.identity.job_key = Some("node-a:29500".into());
+        assert_eq!(a.job().as_deref(), Some("torch:node-a:29500"));
         a.slurm_job = Some("42".into());
         assert_eq!(a.job().as_deref(), Some("slurm:42"));
         a.pod_uid = Some("0b6b".into());
