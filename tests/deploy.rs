@@ -49,6 +49,26 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
     assert!(test.contains("SUCCESS"), "{test}");
 }
 
+/// The job and team rules (deploy/prometheus/gpuslack-jobs.yml): cost per verdict, the hung job
+/// and its culprit, the dead rank, the straggler, each at its threshold (tests/fleet.rs runs
+/// them live on four replayed nodes).
+#[test]
+fn the_job_rules_check_and_pass_their_unit_tests() {
+    let dir = repo("deploy/prometheus");
+    let check = run_ok(
+        Command::new(promtool())
+            .args(["check", "rules", "gpuslack-jobs.yml"])
+            .current_dir(&dir),
+    );
+    assert!(check.contains("SUCCESS: 32 rules found"), "{check}");
+    let test = run_ok(
+        Command::new(promtool())
+            .args(["test", "rules", "gpuslack-jobs.test.yml"])
+            .current_dir(&dir),
+    );
+    assert!(test.contains("SUCCESS"), "{test}");
+}
+
 /// The example scrape job is named as the agent alerts select it (`up{job="gpuslack"}`),
 /// keeps the DaemonSet's pods on their `metrics` port, and passes `promtool check config`
 /// (with static targets in place of the Kubernetes discovery, which Debian's promtool lacks).
