@@ -194,9 +194,15 @@ fn grafana_queries() -> Vec<(String, String)> {
 }
 
 fn rule_queries() -> Vec<(String, String)> {
-    // The rule file is YAML; its `expr:` lines are one-line PromQL.
-    let text =
-        std::fs::read_to_string(repo("deploy/prometheus/gpuslack-rules.yml")).expect("rules");
+    let out = rule_file_queries("deploy/prometheus/gpuslack-rules.yml");
+    assert_eq!(out.len(), 14, "{out:?}");
+    out
+}
+
+/// Every rule's name and expression in a rule file (YAML, whose `expr:` lines are one-line
+/// PromQL).
+fn rule_file_queries(path: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo(path)).expect("rules");
     let mut out = Vec::new();
     let mut name = String::new();
     for line in text.lines().map(str::trim) {
@@ -209,7 +215,6 @@ fn rule_queries() -> Vec<(String, String)> {
             out.push((name.clone(), expr.to_string()));
         }
     }
-    assert_eq!(out.len(), 14, "{out:?}");
     out
 }
 
@@ -402,9 +407,12 @@ fn table_and_bar_panels_use_instant_queries() {
 /// series per GPU (or fewer), so an owner change neither resets it nor fires it twice.
 #[test]
 fn counter_queries_take_increase_per_series_and_then_sum_over_owners() {
+    let jobs = rule_file_queries("deploy/prometheus/gpuslack-jobs.yml");
+    assert_eq!(jobs.len(), 32, "{jobs:?}");
     let queries: Vec<(String, String)> = grafana_queries()
         .into_iter()
         .chain(rule_queries())
+        .chain(jobs)
         .collect();
     let aggregations = ["sum", "max", "min", "avg", "count"];
     for (what, expr) in &queries {

@@ -441,6 +441,30 @@ mod tests {
     }
 
     #[test]
+    fn the_processes_column_carries_the_job_identity_flat() {
+        // As `record` writes it and tests/fleet.rs poses nodes with it.
+        let cell = r#"[{"pid":4100,"name":"python","rank":1,"local_rank":0,"world_size":2,"job_key":"10.0.0.1:29500","slurm_account":"vision"}]"#;
+        let list: Vec<GpuProcess> = serde_json::from_str(cell).expect("a processes cell");
+        let p = &list[0];
+        assert_eq!((p.identity.rank, p.identity.world_size), (Some(1), Some(2)));
+        assert_eq!(p.identity.slurm_account.as_deref(), Some("vision"));
+        assert_eq!(p.job().as_deref(), Some("torch:10.0.0.1:29500"));
+        let written = serde_json::to_string(&list).expect("written");
+        assert_eq!(
+            serde_json::from_str::<Vec<GpuProcess>>(&written).expect("read back"),
+            list
+        );
+        // A cell of an older recording, without them: no identity, and the same job as before.
+        let old: Vec<GpuProcess> = serde_json::from_str(r#"[{"pid":7,"pgid":5}]"#).expect("old");
+        assert!(old[0].identity.is_empty());
+        assert_eq!(old[0].job().as_deref(), Some("pgid:5"));
+        assert!(
+            !written.contains("null"),
+            "absent fields are left out: {written}"
+        );
+    }
+
+    #[test]
     fn an_unrefreshed_gpm_pair_is_told_from_an_idle_gpu() {
         // Recorded on an H200 (h200x2-scenarios, t=1796026049.1259): every rate 0, DRAM NaN.
         let stale = Sample::new(1.0, 0)

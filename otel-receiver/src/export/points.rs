@@ -374,7 +374,6 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     push(XID_LAST, view.held(Metric::XidLast), vec![]);
     process_points(view, top, &mut push);
     assignment_points(view, &mut push);
-    drop(push);
     job_info_point(view, &mut out);
     counter_points(view, &mut out);
     out
