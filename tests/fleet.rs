@@ -199,6 +199,9 @@ fn four_nodes_two_jobs_a_hung_job_names_its_culprit_and_a_dead_rank_is_reported(
     wait_for_port(prom_port, "prometheus");
     let mut agents = Vec::new();
     let start = Instant::now();
+    let start_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     for ((host, trace), port) in traces.iter().zip(&ports) {
         let path = dir.join(format!("{host}.csv"));
         std::fs::write(&path, trace).expect("trace");
@@ -237,11 +240,55 @@ fn four_nodes_two_jobs_a_hung_job_names_its_culprit_and_a_dead_rank_is_reported(
     }
     // Each node says who it is: host.name reaches target_info.
     let hosts = prometheus_query(prom_port, "count by (host_name) (target_info)");
-    let hosts = hosts["data"]["result"].as_array().map_or(0, Vec::len);
+    let hosts: std::collections::BTreeSet<String> = hosts["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["metric"]["host_name"].as_str().map(String::from))
+        .collect();
+    // And each rank's identity, from its trace's processes column, reaches Prometheus.
+    let ranks = prometheus_query(
+        prom_port,
+        &format!("gpuslack_job_info{{gpuslack_job_id=\"torch:{hang_key}\",gpuslack_job_world_size=\"2\"}}"),
+    );
+    let ranks: std::collections::BTreeSet<(String, String)> = ranks["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let l = |k: &str| r["metric"][k].as_str().unwrap_or_default().to_string();
+            (l("instance"), l("gpuslack_job_rank"))
+        })
+        .collect();
+    // When the rule's condition first held (before its `for:`), in replay time.
+    let first = prometheus_query(
+        prom_port,
+        &format!("min_over_time(timestamp(gpuslack_job:hung{{gpuslack_job_id=\"torch:{hang_key}\"}} == 1)[3m:1s])"),
+    );
+    let condition_at = first["data"]["result"][0]["value"][1]
+        .as_str()
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|t| (t - start_unix) * SPEED);
+    eprintln!("gpuslack_job:hung first held at replay {condition_at:?} s");
     eprintln!(
         "hang began at replay {LEAD_S} s; GpuslackJobHung fired at replay {hung_at:?} s, the culprit at {culprit_at:?} s; the rank died at replay 20 s, GpuslackJobRankDied fired at {died_at_alert:?} s"
     );
-    assert_eq!(hosts, 4, "target_info of four hosts");
+    assert_eq!(
+        hosts,
+        ["node-a", "node-b", "node-c", "node-d"]
+            .map(String::from)
+            .into(),
+        "target_info names each node"
+    );
+    assert_eq!(
+        ranks,
+        [
+            (instance("node-a"), "0".to_string()),
+            (instance("node-b"), "1".to_string())
+        ]
+        .into(),
+        "the hung job's ranks"
+    );
     let hung_at = hung_at.expect("GpuslackJobHung fired");
     assert!(
         hung_at - LEAD_S <= 90.0,
