@@ -176,6 +176,7 @@ fn fill_in(expr: &str) -> String {
     expr.replace("$__rate_interval", "1m")
         .replace("$__range", "1h")
         .replace("$instance", ".*")
+        .replace("$job", ".*")
 }
 
 fn grafana_queries() -> Vec<(String, String)> {
