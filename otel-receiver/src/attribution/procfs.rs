@@ -32,12 +32,15 @@ pub struct HostProcess {
     /// has dozens, and reading them all is most of what attribution costs.
     pub threads: Option<HashMap<u32, f64>>,
     pub owner: CgroupOwner,
-    /// The job as the process's environment names it, where the agent may read it.
-    pub identity: JobIdentity,
-    /// `SLURM_JOB_ID` from the environment: the job where the cgroup does not name it (Slurm
-    /// without its cgroup plugin, or a container that hides the host's cgroup path).
-    pub slurm_job_env: Option<String>,
+    /// When the process started (clock ticks since boot, `stat`'s 22nd field): with the PID,
+    /// what tells a process from a later one that reuses its PID.
+    pub start_ticks: u64,
 }
+
+/// What a process's environment names of its job: the identity, and `SLURM_JOB_ID` (the job
+/// where the cgroup does not name it: Slurm without its cgroup plugin, or a container that
+/// hides the host's cgroup path).
+pub type EnvironJob = (JobIdentity, Option<String>);
 
 /// The job identity in a `/proc/PID/environ` text (NUL-separated `KEY=value`), and
 /// `SLURM_JOB_ID`. Values that are not UTF-8, or ranks that are not numbers, are left out.
@@ -105,6 +108,12 @@ pub fn parse_stat(text: &str) -> Option<(String, u32, u32, f64)> {
     Some((name, ppid, pgid, ticks / TICKS_PER_S))
 }
 
+/// The start time of a `stat` line (clock ticks since boot).
+pub fn parse_start_ticks(text: &str) -> Option<u64> {
+    // After the command, starttime is the 20th field (the 22nd of the line).
+    stat_fields(text)?.1.get(19)?.parse().ok()
+}
+
 /// The real uid of a `status` file.
 pub fn parse_uid(status: &str) -> Option<u32> {
     status
@@ -151,7 +160,8 @@ impl Procfs {
     /// One reading of `pid`, its threads too if `with_threads`; `None` when it is gone or not
     /// visible (another PID namespace).
     pub fn process(&self, pid: u32, with_threads: bool) -> Option<HostProcess> {
-        let (name, ppid, pgid, cpu_s) = parse_stat(&self.read(pid, "stat")?)?;
+        let stat = self.read(pid, "stat")?;
+        let (name, ppid, pgid, cpu_s) = parse_stat(&stat)?;
         let user = self
             .read(pid, "status")
             .and_then(|s| parse_uid(&s))
@@ -162,10 +172,6 @@ impl Procfs {
                     .or(Some(uid.to_string()))
             });
         let threads = with_threads.then(|| self.threads(pid));
-        let (identity, slurm_job_env) = self
-            .environ(pid)
-            .map(|e| parse_environ(&e))
-            .unwrap_or_default();
         Some(HostProcess {
             pid,
             name,
@@ -178,9 +184,16 @@ impl Procfs {
                 .read(pid, "cgroup")
                 .map(|c| cgroup::parse(&c))
                 .unwrap_or_default(),
-            identity,
-            slurm_job_env,
+            start_ticks: parse_start_ticks(&stat).unwrap_or(0),
         })
+    }
+
+    /// The job `pid`'s environment names; `None` when it cannot be read (another user's
+    /// process and no `CAP_SYS_PTRACE`, or gone). Read once per process by the caller
+    /// ([`super::Attributor`]): an environment does not change after `exec`, and reading it
+    /// takes the process's memory-map lock, which a training process uses heavily.
+    pub fn environ_job(&self, pid: u32) -> Option<EnvironJob> {
+        self.environ(pid).map(|e| parse_environ(&e))
     }
 
     /// The first [`ENVIRON_MAX_BYTES`] of `pid`'s environment; `None` when it cannot be read
@@ -405,10 +418,10 @@ mod tests {
         let p = procfs.process(4242, true).expect("the process");
         assert_eq!(p.user.as_deref(), Some("root"));
         assert_eq!(p.owner.slurm_job.as_deref(), Some("77"));
-        assert_eq!(
-            (p.identity.rank, p.slurm_job_env.as_deref()),
-            (Some(37), Some("4711"))
-        );
+        assert_eq!(p.start_ticks, 90210);
+        let (identity, slurm) = procfs.environ_job(4242).expect("the environment");
+        assert_eq!((identity.rank, slurm.as_deref()), (Some(37), Some("4711")));
+        assert_eq!(procfs.environ_job(9999), None);
         assert_eq!(p.threads, Some(HashMap::from([(4242, 91.0), (4250, 30.2)])));
         assert_eq!(procfs.process(4242, false).and_then(|p| p.threads), None);
         assert_eq!(procfs.parents().get(&4242), Some(&4100));
