@@ -49,6 +49,26 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
     assert!(test.contains("SUCCESS"), "{test}");
 }
 
+/// The job and team rules (deploy/prometheus/gpuslack-jobs.yml): cost per verdict, the hung job
+/// and its culprit, the dead rank, the straggler, each at its threshold (tests/fleet.rs runs
+/// them live on four replayed nodes).
+#[test]
+fn the_job_rules_check_and_pass_their_unit_tests() {
+    let dir = repo("deploy/prometheus");
+    let check = run_ok(
+        Command::new(promtool())
+            .args(["check", "rules", "gpuslack-jobs.yml"])
+            .current_dir(&dir),
+    );
+    assert!(check.contains("SUCCESS: 32 rules found"), "{check}");
+    let test = run_ok(
+        Command::new(promtool())
+            .args(["test", "rules", "gpuslack-jobs.test.yml"])
+            .current_dir(&dir),
+    );
+    assert!(test.contains("SUCCESS"), "{test}");
+}
+
 /// The example scrape job is named as the agent alerts select it (`up{job="gpuslack"}`),
 /// keeps the DaemonSet's pods on their `metrics` port, and passes `promtool check config`
 /// (with static targets in place of the Kubernetes discovery, which Debian's promtool lacks).
@@ -156,6 +176,7 @@ fn fill_in(expr: &str) -> String {
     expr.replace("$__rate_interval", "1m")
         .replace("$__range", "1h")
         .replace("$instance", ".*")
+        .replace("$job", ".*")
 }
 
 fn grafana_queries() -> Vec<(String, String)> {
@@ -174,9 +195,15 @@ fn grafana_queries() -> Vec<(String, String)> {
 }
 
 fn rule_queries() -> Vec<(String, String)> {
-    // The rule file is YAML; its `expr:` lines are one-line PromQL.
-    let text =
-        std::fs::read_to_string(repo("deploy/prometheus/gpuslack-rules.yml")).expect("rules");
+    let out = rule_file_queries("deploy/prometheus/gpuslack-rules.yml");
+    assert_eq!(out.len(), 14, "{out:?}");
+    out
+}
+
+/// Every rule's name and expression in a rule file (YAML, whose `expr:` lines are one-line
+/// PromQL).
+fn rule_file_queries(path: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo(path)).expect("rules");
     let mut out = Vec::new();
     let mut name = String::new();
     for line in text.lines().map(str::trim) {
@@ -189,7 +216,6 @@ fn rule_queries() -> Vec<(String, String)> {
             out.push((name.clone(), expr.to_string()));
         }
     }
-    assert_eq!(out.len(), 14, "{out:?}");
     out
 }
 
@@ -382,9 +408,12 @@ fn table_and_bar_panels_use_instant_queries() {
 /// series per GPU (or fewer), so an owner change neither resets it nor fires it twice.
 #[test]
 fn counter_queries_take_increase_per_series_and_then_sum_over_owners() {
+    let jobs = rule_file_queries("deploy/prometheus/gpuslack-jobs.yml");
+    assert_eq!(jobs.len(), 32, "{jobs:?}");
     let queries: Vec<(String, String)> = grafana_queries()
         .into_iter()
         .chain(rule_queries())
+        .chain(jobs)
         .collect();
     let aggregations = ["sum", "max", "min", "avg", "count"];
     for (what, expr) in &queries {

@@ -375,6 +375,55 @@ pub struct GpuProcess {
     pub pod_uid: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job: Option<String>,
+    /// The job's identity as its launcher put it in the process environment (`RANK`,
+    /// `SLURM_ACCOUNT`, …): what lets ranks on different nodes be told apart and joined into
+    /// one job by the engine that aggregates them (docs/EXPORT.md, `gpuslack.job.info`).
+    #[serde(default, flatten)]
+    pub identity: JobIdentity,
+}
+
+/// What a process's environment says of the job it belongs to, each field where set: a
+/// launcher (torchrun, Slurm's `srun`) writes the same job key, account and world size into
+/// every rank's environment, on every node, which is what makes a job one across nodes.
+/// Carried in the trace's `processes` column under these names, so that a recording replays
+/// as the node it was recorded on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobIdentity {
+    /// `RANK`: the process's rank in the whole job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// `LOCAL_RANK`: its rank on its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    /// `WORLD_SIZE`: how many ranks the job has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// A key the same on every rank of a torchrun/NCCL job without a scheduler:
+    /// `TORCHELASTIC_RUN_ID`, else `MASTER_ADDR:MASTER_PORT` (the rendezvous every rank dials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_key: Option<String>,
+    /// `SLURM_STEP_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_step: Option<String>,
+    /// `SLURM_ARRAY_TASK_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_array_task: Option<String>,
+    /// `SLURM_JOB_USER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_user: Option<String>,
+    /// `SLURM_JOB_ACCOUNT`: the team a Slurm site bills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_account: Option<String>,
+    /// `SLURM_JOB_PARTITION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_partition: Option<String>,
+}
+
+impl JobIdentity {
+    /// True when the environment named nothing of the job.
+    pub fn is_empty(&self) -> bool {
+        *self == JobIdentity::default()
+    }
 }
 
 impl GpuProcess {
@@ -385,6 +434,11 @@ impl GpuProcess {
         }
         if let Some(job) = &self.slurm_job {
             return Some(format!("slurm:{job}"));
+        }
+        // Before the container: each node of a torchrun job runs its own container, and only
+        // the rendezvous key is the same on all of them.
+        if let Some(key) = &self.identity.job_key {
+            return Some(format!("torch:{key}"));
         }
         if let Some(id) = &self.container_id {
             return Some(format!("container:{}", &id[..id.len().min(12)]));
@@ -406,6 +460,30 @@ mod tests {
             assert_eq!(Metric::from_column(m.column()), Some(m));
         }
         assert_eq!(Metric::from_column("call_us"), None);
+    }
+
+    #[test]
+    fn the_processes_column_carries_the_job_identity_flat() {
+        // As `record` writes it and tests/fleet.rs poses nodes with it.
+        let cell = r#"[{"pid":4100,"name":"python","rank":1,"local_rank":0,"world_size":2,"job_key":"10.0.0.1:29500","slurm_account":"vision"}]"#;
+        let list: Vec<GpuProcess> = serde_json::from_str(cell).expect("a processes cell");
+        let p = &list[0];
+        assert_eq!((p.identity.rank, p.identity.world_size), (Some(1), Some(2)));
+        assert_eq!(p.identity.slurm_account.as_deref(), Some("vision"));
+        assert_eq!(p.job().as_deref(), Some("torch:10.0.0.1:29500"));
+        let written = serde_json::to_string(&list).expect("written");
+        assert_eq!(
+            serde_json::from_str::<Vec<GpuProcess>>(&written).expect("read back"),
+            list
+        );
+        // A cell of an older recording, without them: no identity, and the same job as before.
+        let old: Vec<GpuProcess> = serde_json::from_str(r#"[{"pid":7,"pgid":5}]"#).expect("old");
+        assert!(old[0].identity.is_empty());
+        assert_eq!(old[0].job().as_deref(), Some("pgid:5"));
+        assert!(
+            !written.contains("null"),
+            "absent fields are left out: {written}"
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::sample::Sample;
 pub use crate::sample::{GpuProcess, PodContainer};
 use kubelet::{GpuIds, PodWatcher};
-use procfs::{CpuMeter, Procfs};
+use procfs::{CpuMeter, EnvironJob, Procfs};
 
 /// The job a GPU's processes form: the first of their job names (the same on every GPU of a
 /// job, since they share it).
@@ -102,6 +102,11 @@ pub struct Attributor {
     procfs: Procfs,
     cpu: CpuMeter,
     pods: Option<(PodWatcher, HashMap<u32, GpuIds>)>,
+    /// Each process's environment, read once (it does not change after `exec`): by PID and
+    /// start time, so that a reused PID is read afresh, with when it was last seen, so that
+    /// the map stays the size of the GPUs' users. An unreadable one is kept as empty, not
+    /// retried every second.
+    environs: HashMap<(u32, u64), (EnvironJob, f64)>,
 }
 
 impl Attributor {
@@ -110,6 +115,7 @@ impl Attributor {
             procfs,
             cpu: CpuMeter::default(),
             pods: None,
+            environs: HashMap::new(),
         }
     }
 
@@ -139,6 +145,13 @@ impl Attributor {
                     return p.clone();
                 };
                 let (cpu_pct, thread_pct) = self.cpu.rate(&host, t);
+                let procfs = &self.procfs;
+                let ((identity, slurm_env), seen) = self
+                    .environs
+                    .entry((p.pid, host.start_ticks))
+                    .or_insert_with(|| (procfs.environ_job(p.pid).unwrap_or_default(), t));
+                *seen = t;
+                let (identity, slurm_env) = (identity.clone(), slurm_env.clone());
                 GpuProcess {
                     name: Some(host.name),
                     user: host.user,
@@ -147,12 +160,14 @@ impl Attributor {
                     pgid: Some(host.pgid),
                     container_id: host.owner.container_id,
                     pod_uid: host.owner.pod_uid,
-                    slurm_job: host.owner.slurm_job,
+                    slurm_job: host.owner.slurm_job.or(slurm_env),
+                    identity,
                     ..p.clone()
                 }
             })
             .collect();
         self.cpu.forget_before(t - 60.0);
+        self.environs.retain(|_, (_, seen)| *seen >= t - 60.0);
         sample.processes = Some(Arc::new(enriched));
     }
 }
@@ -170,11 +185,13 @@ mod tests {
     }
 
     #[test]
-    fn jobs_are_named_by_pod_then_slurm_then_container_then_process_group() {
+    fn jobs_are_named_by_pod_then_slurm_then_torch_then_container_then_process_group() {
         let mut a = p(10, 7);
         assert_eq!(a.job().as_deref(), Some("pgid:7"));
         a.container_id = Some("3f4c2e1b9a8d7c6b5a4f".into());
         assert_eq!(a.job().as_deref(), Some("container:3f4c2e1b9a8d"));
+        a.identity.job_key = Some("node-a:29500".into());
+        assert_eq!(a.job().as_deref(), Some("torch:node-a:29500"));
         a.slurm_job = Some("42".into());
         assert_eq!(a.job().as_deref(), Some("slurm:42"));
         a.pod_uid = Some("0b6b".into());
@@ -231,6 +248,41 @@ mod tests {
         // Time-slicing: two pods on one GPU.
         assert_eq!(pod_owner_of(&[c("a", "x"), c("b", "x")]), None);
         assert_eq!(pod_owner_of(&[]), None);
+    }
+
+    #[test]
+    fn a_process_environment_is_read_once_and_afresh_for_a_reused_pid() {
+        let root = std::env::temp_dir().join(format!("gpuslack-environ-{}", std::process::id()));
+        let dir = root.join("4242");
+        std::fs::create_dir_all(&dir).expect("dirs");
+        let stat = |start: u32| {
+            format!("4242 (python) S 1 4242 4242 0 -1 0 0 0 0 0 100 50 0 0 20 0 1 0 {start} 1 1")
+        };
+        std::fs::write(dir.join("stat"), stat(500)).expect("stat");
+        std::fs::write(dir.join("environ"), "RANK=3\0SLURM_JOB_ID=77\0").expect("environ");
+        let mut attributor = Attributor::new(Procfs::new(&root, &root.join("passwd")));
+        let rank_at = |a: &mut Attributor, t: f64| {
+            let mut s = Sample::new(t, 0);
+            s.processes = Some(Arc::new(vec![GpuProcess {
+                pid: 4242,
+                ..GpuProcess::default()
+            }]));
+            a.enrich(&mut s);
+            let p = s.processes.as_deref().expect("processes")[0].clone();
+            (p.identity.rank, p.slurm_job)
+        };
+        assert_eq!(rank_at(&mut attributor, 1.0), (Some(3), Some("77".into())));
+        // Read once: a later change to the file (no process's environment changes after exec)
+        // is not read again.
+        std::fs::write(dir.join("environ"), "RANK=9\0").expect("environ");
+        assert_eq!(rank_at(&mut attributor, 2.0).0, Some(3));
+        // The PID reused by a process started later: its own environment.
+        std::fs::write(dir.join("stat"), stat(900)).expect("stat");
+        assert_eq!(rank_at(&mut attributor, 3.0), (Some(9), None));
+        // The first process's entry goes once it has not been seen for a minute.
+        rank_at(&mut attributor, 100.0);
+        assert_eq!(attributor.environs.len(), 1);
+        let _ = std::fs::remove_dir_all(root);
     }
 
     #[test]

@@ -3,9 +3,17 @@
 //! cgroup. CPU use is a rate, so [`CpuMeter`] keeps the last reading of each process.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::cgroup::{self, CgroupOwner};
+use crate::sample::JobIdentity;
+
+/// The most of a process's `environ` read: the variables a launcher sets come first or early,
+/// and an environment can be megabytes (a shell's exported functions, a conda activation), so
+/// the read is bounded and a variable cut at the bound is dropped rather than half-read.
+pub const ENVIRON_MAX_BYTES: u64 = 256 * 1024;
 
 /// Clock ticks per second of `/proc/*/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
 const TICKS_PER_S: f64 = 100.0;
@@ -24,7 +32,62 @@ pub struct HostProcess {
     /// has dozens, and reading them all is most of what attribution costs.
     pub threads: Option<HashMap<u32, f64>>,
     pub owner: CgroupOwner,
+    /// When the process started (clock ticks since boot, `stat`'s 22nd field): with the PID,
+    /// what tells a process from a later one that reuses its PID.
+    pub start_ticks: u64,
 }
+
+/// What a process's environment names of its job: the identity, and `SLURM_JOB_ID` (the job
+/// where the cgroup does not name it: Slurm without its cgroup plugin, or a container that
+/// hides the host's cgroup path).
+pub type EnvironJob = (JobIdentity, Option<String>);
+
+/// The job identity in a `/proc/PID/environ` text (NUL-separated `KEY=value`), and
+/// `SLURM_JOB_ID`. Values that are not UTF-8, or ranks that are not numbers, are left out.
+pub fn parse_environ(environ: &[u8]) -> (JobIdentity, Option<String>) {
+    let mut id = JobIdentity::default();
+    let mut slurm_job = None;
+    let (mut master_addr, mut master_port, mut run_id) = (None, None, None);
+    for var in environ.split(|b| *b == 0) {
+        let Ok(var) = std::str::from_utf8(var) else {
+            continue;
+        };
+        let Some((key, value)) = var.split_once('=') else {
+            continue;
+        };
+        let value = value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        let text = || Some(value.to_string());
+        match key {
+            "RANK" => id.rank = value.parse().ok(),
+            "LOCAL_RANK" => id.local_rank = value.parse().ok(),
+            "WORLD_SIZE" => id.world_size = value.parse().ok(),
+            "MASTER_ADDR" => master_addr = text(),
+            "MASTER_PORT" => master_port = text(),
+            // torchrun's default run id is "none": not a key that tells jobs apart.
+            "TORCHELASTIC_RUN_ID" if value != "none" => run_id = text(),
+            "SLURM_JOB_ID" => slurm_job = text(),
+            "SLURM_STEP_ID" => id.slurm_step = text(),
+            "SLURM_ARRAY_TASK_ID" => id.slurm_array_task = text(),
+            "SLURM_JOB_USER" => id.slurm_user = text(),
+            "SLURM_JOB_ACCOUNT" => id.slurm_account = text(),
+            "SLURM_JOB_PARTITION" => id.slurm_partition = text(),
+            _ => {}
+        }
+    }
+    id.job_key = run_id.or_else(|| {
+        master_addr
+            .zip(master_port)
+            .map(|(addr, port)| format!("{addr}:{port}"))
+    });
+    (id, slurm_job)
+}
+
+/// Whether an unreadable `environ` was logged: once per agent, since another user's processes
+/// stay unreadable to an unprivileged agent on every read of every window.
+static ENVIRON_DENIED_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// The fields of a `stat` line after the command (which may hold spaces and parentheses).
 fn stat_fields(text: &str) -> Option<(String, Vec<&str>)> {
@@ -43,6 +106,12 @@ pub fn parse_stat(text: &str) -> Option<(String, u32, u32, f64)> {
     let pgid = f.get(2)?.parse().ok()?;
     let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
     Some((name, ppid, pgid, ticks / TICKS_PER_S))
+}
+
+/// The start time of a `stat` line (clock ticks since boot).
+pub fn parse_start_ticks(text: &str) -> Option<u64> {
+    // After the command, starttime is the 20th field (the 22nd of the line).
+    stat_fields(text)?.1.get(19)?.parse().ok()
 }
 
 /// The real uid of a `status` file.
@@ -91,7 +160,8 @@ impl Procfs {
     /// One reading of `pid`, its threads too if `with_threads`; `None` when it is gone or not
     /// visible (another PID namespace).
     pub fn process(&self, pid: u32, with_threads: bool) -> Option<HostProcess> {
-        let (name, ppid, pgid, cpu_s) = parse_stat(&self.read(pid, "stat")?)?;
+        let stat = self.read(pid, "stat")?;
+        let (name, ppid, pgid, cpu_s) = parse_stat(&stat)?;
         let user = self
             .read(pid, "status")
             .and_then(|s| parse_uid(&s))
@@ -114,7 +184,43 @@ impl Procfs {
                 .read(pid, "cgroup")
                 .map(|c| cgroup::parse(&c))
                 .unwrap_or_default(),
+            start_ticks: parse_start_ticks(&stat).unwrap_or(0),
         })
+    }
+
+    /// The job `pid`'s environment names; `None` when it cannot be read (another user's
+    /// process and no `CAP_SYS_PTRACE`, or gone). Read once per process by the caller
+    /// ([`super::Attributor`]): an environment does not change after `exec`, and reading it
+    /// takes the process's memory-map lock, which a training process uses heavily.
+    pub fn environ_job(&self, pid: u32) -> Option<EnvironJob> {
+        self.environ(pid).map(|e| parse_environ(&e))
+    }
+
+    /// The first [`ENVIRON_MAX_BYTES`] of `pid`'s environment; `None` when it cannot be read
+    /// (another user's process and no `CAP_SYS_PTRACE`, or gone), logged once at debug level.
+    fn environ(&self, pid: u32) -> Option<Vec<u8>> {
+        let path = self.root.join(pid.to_string()).join("environ");
+        let read = std::fs::File::open(&path).and_then(|f| {
+            let mut buf = Vec::new();
+            f.take(ENVIRON_MAX_BYTES).read_to_end(&mut buf)?;
+            Ok(buf)
+        });
+        match read {
+            Ok(mut buf) => {
+                // Cut at the bound: the last variable may be partial, so it goes.
+                if buf.len() as u64 >= ENVIRON_MAX_BYTES {
+                    let end = buf.iter().rposition(|b| *b == 0).unwrap_or(0);
+                    buf.truncate(end);
+                }
+                Some(buf)
+            }
+            Err(error) => {
+                if !ENVIRON_DENIED_LOGGED.swap(true, Ordering::Relaxed) {
+                    tracing::debug!(%error, path = %path.display(), "process environment unreadable; job identity from it skipped (logged once)");
+                }
+                None
+            }
+        }
     }
 
     /// Each thread's CPU time (s), by thread ID.
@@ -233,6 +339,47 @@ mod tests {
         assert_eq!(parse_stat("garbage"), None);
     }
 
+    /// Recorded on the device machine: a rank of `torchrun --nnodes 2` started by `srun`
+    /// (`tr '\\0' '\\n' < /proc/PID/environ`, trimmed, NULs restored).
+    const ENVIRON: &str = "SHELL=/bin/bash\0SLURM_JOB_ID=4711\0SLURM_STEP_ID=0\0SLURM_JOB_USER=alice\0SLURM_JOB_ACCOUNT=vision\0SLURM_JOB_PARTITION=h200\0SLURM_ARRAY_TASK_ID=3\0MASTER_ADDR=node-a\0MASTER_PORT=29500\0TORCHELASTIC_RUN_ID=none\0RANK=37\0LOCAL_RANK=5\0WORLD_SIZE=64\0PATH=/usr/bin\0";
+
+    #[test]
+    fn the_environment_names_the_rank_and_the_job() {
+        let (id, slurm) = parse_environ(ENVIRON.as_bytes());
+        assert_eq!(slurm.as_deref(), Some("4711"));
+        assert_eq!(
+            (id.rank, id.local_rank, id.world_size),
+            (Some(37), Some(5), Some(64))
+        );
+        // torchrun's default run id "none" is no key: the rendezvous address is.
+        assert_eq!(id.job_key.as_deref(), Some("node-a:29500"));
+        assert_eq!(
+            (
+                id.slurm_step.as_deref(),
+                id.slurm_array_task.as_deref(),
+                id.slurm_user.as_deref(),
+                id.slurm_account.as_deref(),
+                id.slurm_partition.as_deref()
+            ),
+            (
+                Some("0"),
+                Some("3"),
+                Some("alice"),
+                Some("vision"),
+                Some("h200")
+            )
+        );
+        let elastic = "TORCHELASTIC_RUN_ID=run-9\0MASTER_ADDR=a\0MASTER_PORT=1\0RANK=x\0";
+        let (id, slurm) = parse_environ(elastic.as_bytes());
+        assert_eq!(
+            (id.job_key.as_deref(), id.rank, slurm),
+            (Some("run-9"), None, None)
+        );
+        // Garbage, invalid UTF-8 and an empty environment: nothing, and no panic.
+        assert!(parse_environ(b"\xff\xfe=1\0=\0RANK\0\0").0.is_empty());
+        assert!(parse_environ(b"").0.is_empty());
+    }
+
     #[test]
     fn users_come_from_the_uid_and_passwd() {
         let status = "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\n";
@@ -261,12 +408,20 @@ mod tests {
         .expect("t");
         std::fs::write(pid_dir.join("status"), "Uid:\t0\t0\t0\t0\n").expect("status");
         std::fs::write(pid_dir.join("cgroup"), "0::/slurm/uid_0/job_77/step_0\n").expect("cgroup");
+        // An environment past the bound: the variables before it are read, the cut one is not.
+        let mut environ = ENVIRON.as_bytes().to_vec();
+        environ.extend(std::iter::repeat_n(b'x', ENVIRON_MAX_BYTES as usize));
+        std::fs::write(pid_dir.join("environ"), environ).expect("environ");
         let passwd = root.join("passwd");
         std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").expect("passwd");
         let procfs = Procfs::new(&root, &passwd);
         let p = procfs.process(4242, true).expect("the process");
         assert_eq!(p.user.as_deref(), Some("root"));
         assert_eq!(p.owner.slurm_job.as_deref(), Some("77"));
+        assert_eq!(p.start_ticks, 90210);
+        let (identity, slurm) = procfs.environ_job(4242).expect("the environment");
+        assert_eq!((identity.rank, slurm.as_deref()), (Some(37), Some("4711")));
+        assert_eq!(procfs.environ_job(9999), None);
         assert_eq!(p.threads, Some(HashMap::from([(4242, 91.0), (4250, 30.2)])));
         assert_eq!(procfs.process(4242, false).and_then(|p| p.threads), None);
         assert_eq!(procfs.parents().get(&4242), Some(&4100));

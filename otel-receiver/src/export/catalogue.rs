@@ -247,7 +247,14 @@ pub const XID_LAST: MetricDef = gauge(
 )
 .int();
 
-pub const ALL: [MetricDef; 41] = [
+pub const JOB_INFO: MetricDef = gauge(
+    "gpuslack.job.info",
+    "1",
+    "1 for the job of the GPU's current owner, with the job's identity (rank, world size, Slurm's and Kubernetes' ids; gpuslack.job.state running or allocated_idle): join it on hw.id for the job's labels",
+)
+.int();
+
+pub const ALL: [MetricDef; 42] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -289,6 +296,7 @@ pub const ALL: [MetricDef; 41] = [
     PROCESS_MEMORY,
     PROCESS_CPU,
     POD_ASSIGNMENT,
+    JOB_INFO,
 ];
 
 pub const PROCESS_SM: MetricDef = gauge(

@@ -3,7 +3,7 @@
 //! other for it.
 
 use super::catalogue::MetricDef;
-use crate::attribution::{owner_of, pod_owner_of};
+use crate::attribution::{owner_of, pod_owner_of, GpuProcess};
 use crate::diagnosis::WindowReport;
 
 /// One value of one metric for one GPU, with its whole attribute set (the GPU's, its owner's,
@@ -48,4 +48,54 @@ pub fn owner_attributes(report: &WindowReport) -> Attributes {
         attrs.push(("gpuslack.job.id", job.clone()));
     }
     attrs
+}
+
+/// The job a GPU's current owner belongs to, by the names of docs/EXPORT.md: the agent's job id,
+/// the ranks and the scheduler's own identity where the process environment gave them, the pod
+/// and namespace where the kubelet did. `None` when no process names a job. These ride on the
+/// one `gpuslack.job.info` series per GPU, never on every series: a Slurm job's six
+/// identifiers and the ranks on every gauge would pass the 20 labels a series may carry.
+pub fn job_attributes(report: &WindowReport) -> Option<Attributes> {
+    let job = report.job.as_ref()?;
+    let processes: &[GpuProcess] = report.stats.processes.as_deref().map_or(&[], |p| p);
+    // The process that names the job (the lowest rank first, where several do: a launcher and
+    // its worker on one GPU).
+    let named = processes
+        .iter()
+        .filter(|p| p.job().as_ref() == Some(job))
+        .min_by_key(|p| p.identity.rank.unwrap_or(u32::MAX));
+    let mut attrs = vec![("gpuslack.job.id", job.clone())];
+    if let Some(p) = named {
+        push_identity(&mut attrs, p);
+    }
+    if let Some(pod) = report.stats.pods.as_deref().and_then(|p| pod_owner_of(p)) {
+        attrs.push(("k8s.pod.name", pod.pod.to_string()));
+        attrs.push(("k8s.namespace.name", pod.namespace.to_string()));
+    }
+    Some(attrs)
+}
+
+fn push_identity(attrs: &mut Attributes, p: &GpuProcess) {
+    let id = &p.identity;
+    let mut push = |key: &'static str, value: Option<String>| {
+        if let Some(v) = value {
+            attrs.push((key, v));
+        }
+    };
+    push("gpuslack.job.rank", id.rank.map(|r| r.to_string()));
+    push(
+        "gpuslack.job.local_rank",
+        id.local_rank.map(|r| r.to_string()),
+    );
+    push(
+        "gpuslack.job.world_size",
+        id.world_size.map(|r| r.to_string()),
+    );
+    push("slurm.job.id", p.slurm_job.clone());
+    push("slurm.job.step", id.slurm_step.clone());
+    push("slurm.job.array_task", id.slurm_array_task.clone());
+    push("slurm.job.user", id.slurm_user.clone());
+    push("slurm.job.account", id.slurm_account.clone());
+    push("slurm.job.partition", id.slurm_partition.clone());
+    push("k8s.pod.uid", p.pod_uid.clone());
 }

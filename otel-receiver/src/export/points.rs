@@ -189,6 +189,27 @@ fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>
     }
 }
 
+/// The GPU's `gpuslack.job.info` point: its identity (`hw.id` and index only: the job's own
+/// attributes fill the rest of the label budget) and its job's. Its attributes are its own, not
+/// the owner's of the gauges: the pod a dead rank ran in no longer owns the GPU's series.
+fn job_info_point(view: &GpuView, out: &mut Vec<Point>) {
+    let Some(job) = view.job() else {
+        return;
+    };
+    let identity = identity_attributes(view);
+    let mut attributes: Attributes = identity
+        .into_iter()
+        .filter(|(k, _)| matches!(*k, "hw.id" | "gpuslack.gpu.index"))
+        .collect();
+    attributes.extend(job.attributes.iter().cloned());
+    attributes.push(("gpuslack.job.state", job.state.to_string()));
+    out.push(Point {
+        def: JOB_INFO,
+        value: 1.0,
+        attributes,
+    });
+}
+
 fn share(pct: Option<f64>) -> Option<f64> {
     pct.map(|p| p / 100.0)
 }
@@ -353,6 +374,7 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     push(XID_LAST, view.held(Metric::XidLast), vec![]);
     process_points(view, top, &mut push);
     assignment_points(view, &mut push);
+    job_info_point(view, &mut out);
     counter_points(view, &mut out);
     out
 }
@@ -675,6 +697,145 @@ mod tests {
         assert_eq!(changes[0].from, None);
         assert_eq!(changes[1].from, Some(changes[0].to));
         assert_ne!(changes[1].to, changes[0].to);
+    }
+
+    /// The rank of a Slurm job under Kubernetes, with every identity the environment can give.
+    fn rank_everything() -> GpuProcess {
+        GpuProcess {
+            pid: 4242,
+            name: Some("pt_main_thread".into()),
+            user: Some("alice".into()),
+            gpu_mem_bytes: Some(1e9),
+            sm_pct: Some(50.0),
+            cpu_pct: Some(100.0),
+            thread_pct: Some(99.0),
+            pgid: Some(4200),
+            container_id: Some("3f4c2e1b9a8d7c6b5a4f".into()),
+            pod_uid: Some("0b6b-uid".into()),
+            slurm_job: Some("4711".into()),
+            identity: crate::sample::JobIdentity {
+                rank: Some(37),
+                local_rank: Some(5),
+                world_size: Some(64),
+                job_key: Some("node-a:29500".into()),
+                slurm_step: Some("0".into()),
+                slurm_array_task: Some("3".into()),
+                slurm_user: Some("alice".into()),
+                slurm_account: Some("vision".into()),
+                slurm_partition: Some("h200".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn the_job_info_names_the_rank_and_a_dead_rank_leaves_its_gpu_allocated_idle() {
+        let rank = Arc::new(vec![rank_everything()]);
+        let pods = Arc::new(vec![crate::sample::PodContainer {
+            pod: "trainer-5".into(),
+            namespace: "vision".into(),
+            container: "trainer".into(),
+        }]);
+        // The rank holds the GPU for 10 s, then dies; the kubelet keeps the GPU assigned.
+        let reports = reports(20, |t, mut s| {
+            s.pods = Some(pods.clone());
+            s.processes = Some(if t < 110.0 {
+                rank.clone()
+            } else {
+                Arc::new(vec![])
+            });
+            s
+        });
+        let mut state = ExportState::default();
+        let mut infos = Vec::new();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+            let view = state.get(0).expect("gpu 0");
+            let info: Vec<Point> = points(view, 5)
+                .into_iter()
+                .filter(|p| p.def == JOB_INFO)
+                .collect();
+            assert_eq!(info.len(), 1, "one job info point per GPU");
+            infos.push(info[0].clone());
+        }
+        let attr = |p: &Point, k: &str| {
+            p.attributes
+                .iter()
+                .find(|(pk, _)| *pk == k)
+                .map(|(_, v)| v.clone())
+        };
+        let first = &infos[0];
+        for (k, v) in [
+            ("gpuslack.job.id", "pod:0b6b-uid"),
+            ("gpuslack.job.rank", "37"),
+            ("gpuslack.job.world_size", "64"),
+            ("slurm.job.id", "4711"),
+            ("slurm.job.account", "vision"),
+            ("k8s.namespace.name", "vision"),
+            ("gpuslack.job.state", "running"),
+            ("hw.id", "gpu-0"),
+        ] {
+            assert_eq!(attr(first, k).as_deref(), Some(v), "{k}");
+        }
+        let last = infos.last().expect("a last window");
+        assert_eq!(
+            attr(last, "gpuslack.job.state").as_deref(),
+            Some("allocated_idle")
+        );
+        // The dead rank's job and rank stay on its empty GPU: the rank-died case, named.
+        assert_eq!(
+            attr(last, "gpuslack.job.id").as_deref(),
+            Some("pod:0b6b-uid")
+        );
+        assert_eq!(attr(last, "gpuslack.job.rank").as_deref(), Some("37"));
+    }
+
+    #[test]
+    fn no_point_carries_more_than_20_attributes_at_the_worst_case() {
+        // A MIG instance with every fact, one process with every identity, in a pod the
+        // kubelet assigned it to, and every metric sampled: the most labels any point gets.
+        let rank = Arc::new(vec![rank_everything()]);
+        let pods = Arc::new(vec![crate::sample::PodContainer {
+            pod: "trainer-5".into(),
+            namespace: "vision".into(),
+            container: "trainer".into(),
+        }]);
+        let reports = reports(10, |t, mut s| {
+            for m in Metric::ALL {
+                s.set(m, 1.0);
+            }
+            s.set(Metric::EnergyMj, 5e9 + t * 1e5);
+            s.clk_reasons = Some(0x4);
+            s.pods = Some(pods.clone());
+            s.processes = Some(rank.clone());
+            s
+        });
+        let facts = DeviceFacts {
+            name: Some("NVIDIA H200 MIG 1g.18gb".into()),
+            uuid: Some("MIG-5c8f".into()),
+            driver: Some("580.95.05".into()),
+            mig_parent: Some(0),
+            power_limit_w: Some(700.0),
+            ..DeviceFacts::default()
+        };
+        let mut state = ExportState::default().with_owner_series(1);
+        for r in &reports {
+            state.update(r, &facts);
+        }
+        let all = points(state.get(0).expect("gpu 0"), 5);
+        let widest = all
+            .iter()
+            .max_by_key(|p| p.attributes.len())
+            .expect("points");
+        // /metrics adds otel_scope_name and otel_scope_version: 22, within Prometheus' and
+        // most backends' limits; OTLP carries the scope beside the attributes.
+        assert!(
+            widest.attributes.len() <= 20,
+            "{} carries {}: {:?}",
+            widest.def.name,
+            widest.attributes.len(),
+            widest.attributes
+        );
+        assert!(all.iter().any(|p| p.def == JOB_INFO));
     }
 
     #[test]

@@ -89,9 +89,12 @@ impl Default for Limits {
 }
 
 /// `hw.power` (W, gauge) → `hw_power_watts`; `hw.energy` (J, counter) → `hw_energy_joules_total`.
+/// An info gauge (`gpuslack.job.info`) keeps its `_info` name, as Prometheus' own info metrics
+/// (`target_info`, `kube_pod_info`) do: it is joined on, not read as a ratio.
 pub fn prometheus_name(def: &MetricDef) -> String {
     let mut name = def.name.replace('.', "_");
     let suffix = match (def.unit, def.kind) {
+        _ if def.name.ends_with(".info") => "",
         ("W", _) => "_watts",
         ("J", _) => "_joules",
         ("By", _) => "_bytes",
@@ -508,6 +511,10 @@ mod tests {
         assert_eq!(prometheus_name(&HW_ENERGY), "hw_energy_joules_total");
         assert_eq!(prometheus_name(&HW_GPU_IO), "hw_gpu_io_bytes_total");
         assert_eq!(prometheus_name(&DIAGNOSIS), "gpuslack_diagnosis_ratio");
+        assert_eq!(
+            prometheus_name(&crate::export::catalogue::JOB_INFO),
+            "gpuslack_job_info"
+        );
         assert_eq!(prometheus_name(&CLOCK_SM), "gpuslack_clock_sm_hertz");
         assert_eq!(
             prometheus_name(&DIAGNOSIS_TIME),

@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::delivery::Delivery;
-use super::point::{owner_attributes, Attributes, Point};
+use super::point::{job_attributes, owner_attributes, Attributes, Point};
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, Spent, WindowReport};
 use crate::sample::Metric;
+use crate::sample::PodContainer;
 
 /// A counter that keeps counting from the agent's start across resets of the one it follows:
 /// NVML's energy and error counters count since the driver loaded, so exporting them as they
@@ -144,6 +145,28 @@ pub struct GpuView {
     /// The verdict last announced, and a different one waiting to hold long enough.
     announced: Class,
     pending: Option<(Class, u32)>,
+    /// What `gpuslack.job.info` says of the GPU: its job's attributes and state.
+    job: Option<JobSeen>,
+}
+
+/// A GPU's job as the job info point reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSeen {
+    /// The job's attributes ([`job_attributes`]), as last seen while a process held the GPU.
+    pub attributes: Attributes,
+    /// `running` while a process holds the GPU; `allocated_idle` once none does but the kubelet
+    /// still assigns the GPU to the same pods: the rank died (or never started) and its GPU
+    /// sits allocated and empty, which no verdict of the GPU alone tells from a job's end.
+    pub state: &'static str,
+    /// The pods the kubelet assigned the GPU to while the job held it.
+    pods: Option<Vec<PodContainer>>,
+}
+
+impl JobSeen {
+    /// The job while a process holds the GPU.
+    pub const RUNNING: &'static str = "running";
+    /// The job's GPU, assigned and empty.
+    pub const ALLOCATED_IDLE: &'static str = "allocated_idle";
 }
 
 impl GpuView {
@@ -160,6 +183,52 @@ impl GpuView {
             held: [None; Metric::COUNT],
             announced: report.class,
             pending: None,
+            job: None,
+        }
+    }
+
+    /// The GPU's job, for its `gpuslack.job.info` point: `None` when no job holds it and the
+    /// kubelet assigns it to none.
+    pub fn job(&self) -> Option<&JobSeen> {
+        self.job.as_ref()
+    }
+
+    /// Follows the GPU's job across a window: the job of its processes; else, where the kubelet
+    /// still assigns the GPU to the pods the last job ran in, that job, allocated and idle;
+    /// else, assigned to pods no job was seen in, the pods alone.
+    fn follow_job(&mut self, report: &WindowReport) {
+        let pods = report.stats.pods.as_deref().filter(|p| !p.is_empty());
+        let held = report
+            .stats
+            .processes
+            .as_deref()
+            .is_some_and(|p| !p.is_empty());
+        if let Some(attributes) = job_attributes(report).filter(|_| held) {
+            self.job = Some(JobSeen {
+                attributes,
+                state: JobSeen::RUNNING,
+                pods: pods.cloned(),
+            });
+            return;
+        }
+        let Some(pods) = pods.filter(|_| !held) else {
+            self.job = None;
+            return;
+        };
+        match &mut self.job {
+            Some(seen) if seen.pods.as_ref() == Some(pods) => seen.state = JobSeen::ALLOCATED_IDLE,
+            _ => {
+                let mut attributes = Attributes::new();
+                if let Some(pod) = crate::attribution::pod_owner_of(pods) {
+                    attributes.push(("k8s.pod.name", pod.pod.to_string()));
+                    attributes.push(("k8s.namespace.name", pod.namespace.to_string()));
+                }
+                self.job = Some(JobSeen {
+                    attributes,
+                    state: JobSeen::ALLOCATED_IDLE,
+                    pods: Some(pods.clone()),
+                });
+            }
         }
     }
 
@@ -274,6 +343,7 @@ impl GpuView {
             *total += delta;
         }
         c.spent.entry(report.class).or_default().add(report);
+        self.follow_job(report);
         self.report = report.clone();
     }
 
