@@ -1,9 +1,10 @@
 //! OTLP export: metrics read from the export state at every collection (observable
-//! instruments, so a slow or failing collector never queues data), and diagnosis changes as
-//! log records. gRPC goes through tonic and needs the tokio runtime the caller has entered;
-//! HTTP/protobuf through a blocking reqwest client of our own ([`OtlpHttpClient`]), which
-//! carries the custom CA and the headers. Both exporters are wrapped to count what they
-//! deliver and drop ([`Delivery`]).
+//! instruments), each collection turned into batches in the bounded sending queue that the
+//! sender thread delivers (`queue.rs`, `sender.rs`: retries, `Retry-After`, size limits), and
+//! diagnosis changes as log records through the SDK's batch exporter. gRPC goes through tonic
+//! and needs the tokio runtime the caller has entered; HTTP/protobuf through a blocking reqwest
+//! client of our own ([`OtlpHttpClient`]), which carries the custom CA and the headers. What
+//! is delivered and dropped is counted in [`Delivery`].
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
