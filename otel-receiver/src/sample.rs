@@ -427,18 +427,19 @@ impl JobIdentity {
 }
 
 impl GpuProcess {
-    /// What names this process's job, most specific first.
+    /// What names this process's job: the name every rank of it shares, on every node. A Slurm
+    /// job id first; then torchrun's rendezvous key, which all the ranks of a multi-node job
+    /// share where their pods (a PyTorchJob's, one pod a node) and containers do not; then the
+    /// pod, the container, the process group.
     pub fn job(&self) -> Option<String> {
-        if let Some(uid) = &self.pod_uid {
-            return Some(format!("pod:{uid}"));
-        }
         if let Some(job) = &self.slurm_job {
             return Some(format!("slurm:{job}"));
         }
-        // Before the container: each node of a torchrun job runs its own container, and only
-        // the rendezvous key is the same on all of them.
         if let Some(key) = &self.identity.job_key {
             return Some(format!("torch:{key}"));
+        }
+        if let Some(uid) = &self.pod_uid {
+            return Some(format!("pod:{uid}"));
         }
         if let Some(id) = &self.container_id {
             return Some(format!("container:{}", &id[..id.len().min(12)]));

@@ -185,17 +185,18 @@ mod tests {
     }
 
     #[test]
-    fn jobs_are_named_by_pod_then_slurm_then_torch_then_container_then_process_group() {
+    fn jobs_are_named_by_slurm_then_torch_then_pod_then_container_then_process_group() {
         let mut a = p(10, 7);
         assert_eq!(a.job().as_deref(), Some("pgid:7"));
         a.container_id = Some("3f4c2e1b9a8d7c6b5a4f".into());
         assert_eq!(a.job().as_deref(), Some("container:3f4c2e1b9a8d"));
+        a.pod_uid = Some("0b6b".into());
+        assert_eq!(a.job().as_deref(), Some("pod:0b6b"));
+        // A PyTorchJob's ranks run in a pod each: the rendezvous key is what they share.
         a.identity.job_key = Some("node-a:29500".into());
         assert_eq!(a.job().as_deref(), Some("torch:node-a:29500"));
         a.slurm_job = Some("42".into());
         assert_eq!(a.job().as_deref(), Some("slurm:42"));
-        a.pod_uid = Some("0b6b".into());
-        assert_eq!(a.job().as_deref(), Some("pod:0b6b"));
         // Two ranks of one torchrun share its process group: one job on two GPUs.
         assert_eq!(job_of(&[p(11, 5)]), job_of(&[p(12, 5)]));
         assert_ne!(job_of(&[p(11, 5)]), job_of(&[p(21, 9)]));
