@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::export::config::{resolve, Layer};
+use gpuslack_receiver::export::otlp::SharedReader;
 use gpuslack_receiver::export::{prometheus, ExportState};
 use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::trace::TraceReader;
@@ -15,7 +16,7 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::reader::MetricReader;
-use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use prost::Message;
 
 const SCENARIOS: &[u8] = include_bytes!("../../tests/fixtures/h200x2-scenarios/samples.csv");
@@ -61,40 +62,10 @@ fn bench(c: &mut Criterion) {
     let (state, next, facts) = eight_gpu_state();
     let state = Arc::new(RwLock::new(state));
     let config = resolve(vec![Layer::default()], &|_| None).expect("config");
-    let reader = ManualReader::builder().build();
-    let reader = Arc::new(reader);
-    struct Shared(Arc<ManualReader>);
-    impl std::fmt::Debug for Shared {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("Shared")
-        }
-    }
-    impl MetricReader for Shared {
-        fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
-            self.0.register_pipeline(p)
-        }
-        fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
-            self.0.collect(rm)
-        }
-        fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-            self.0.force_flush()
-        }
-        fn shutdown_with_timeout(
-            &self,
-            t: std::time::Duration,
-        ) -> opentelemetry_sdk::error::OTelSdkResult {
-            self.0.shutdown_with_timeout(t)
-        }
-        fn temporality(
-            &self,
-            kind: opentelemetry_sdk::metrics::InstrumentKind,
-        ) -> opentelemetry_sdk::metrics::Temporality {
-            self.0.temporality(kind)
-        }
-    }
+    let reader = SharedReader::default();
     let provider = SdkMeterProvider::builder()
         .with_resource(gpuslack_receiver::export::otlp::resource(&config))
-        .with_reader(Shared(reader.clone()))
+        .with_reader(reader.clone())
         .build();
     gpuslack_receiver::export::otlp::register_for_bench(&provider.meter("gpuslack"), &state);
 

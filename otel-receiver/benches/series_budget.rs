@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 use gpuslack_receiver::attribution::GpuProcess;
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::export::config::{resolve, Layer};
+use gpuslack_receiver::export::otlp::SharedReader;
 use gpuslack_receiver::export::state::DEFAULT_OWNER_SERIES;
 use gpuslack_receiver::export::{otlp, prometheus, split, ExportState};
 use gpuslack_receiver::source::replay::replay;
@@ -20,7 +21,7 @@ use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds, WindowReport};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::reader::MetricReader;
-use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use prost::Message;
 
 const SCENARIOS: &[u8] = include_bytes!("../../tests/fixtures/h200x2-scenarios/samples.csv");
@@ -47,41 +48,13 @@ fn pattern() -> Vec<WindowReport> {
     reports
 }
 
-/// A ManualReader kept by the bench while the provider holds it too.
-#[derive(Debug, Clone)]
-struct Shared(Arc<ManualReader>);
-
-impl MetricReader for Shared {
-    fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
-        self.0.register_pipeline(p)
-    }
-    fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.collect(rm)
-    }
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.force_flush()
-    }
-    fn shutdown_with_timeout(
-        &self,
-        t: std::time::Duration,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.shutdown_with_timeout(t)
-    }
-    fn temporality(
-        &self,
-        kind: opentelemetry_sdk::metrics::InstrumentKind,
-    ) -> opentelemetry_sdk::metrics::Temporality {
-        self.0.temporality(kind)
-    }
-}
-
 fn main() {
     let pattern = pattern();
     let config = resolve(vec![Layer::default()], &|_| None).expect("config");
     let state = Arc::new(RwLock::new(
         ExportState::default().with_owner_series(DEFAULT_OWNER_SERIES),
     ));
-    let reader = Shared(Arc::new(ManualReader::builder().build()));
+    let reader = SharedReader::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(reader.clone())
         .with_view(otlp::cardinality_view(DEFAULT_OWNER_SERIES))

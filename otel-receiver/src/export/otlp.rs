@@ -556,6 +556,41 @@ pub fn cardinality_view(
     }
 }
 
+/// A manual reader that its maker can collect from while a meter provider holds it too: the
+/// benchmarks and tests read one collection at a time, as an export would.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct SharedReader(Arc<opentelemetry_sdk::metrics::ManualReader>);
+
+impl Default for SharedReader {
+    fn default() -> Self {
+        SharedReader(Arc::new(
+            opentelemetry_sdk::metrics::ManualReader::builder().build(),
+        ))
+    }
+}
+
+impl opentelemetry_sdk::metrics::reader::MetricReader for SharedReader {
+    fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+        self.0.register_pipeline(p)
+    }
+    fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(&self, t: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(t)
+    }
+    fn temporality(
+        &self,
+        kind: opentelemetry_sdk::metrics::InstrumentKind,
+    ) -> opentelemetry_sdk::metrics::Temporality {
+        self.0.temporality(kind)
+    }
+}
+
 /// What `start` registers, for the export benchmark's own meter provider.
 #[doc(hidden)]
 pub fn register_for_bench(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
@@ -806,31 +841,6 @@ impl OtlpExport {
 mod tests {
     use super::*;
 
-    /// A ManualReader the test keeps a handle on while the provider holds it too.
-    #[derive(Debug, Clone)]
-    struct Shared(Arc<opentelemetry_sdk::metrics::ManualReader>);
-
-    impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
-        fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
-            self.0.register_pipeline(p)
-        }
-        fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
-            self.0.collect(rm)
-        }
-        fn force_flush(&self) -> OTelSdkResult {
-            self.0.force_flush()
-        }
-        fn shutdown_with_timeout(&self, t: Duration) -> OTelSdkResult {
-            self.0.shutdown_with_timeout(t)
-        }
-        fn temporality(
-            &self,
-            kind: opentelemetry_sdk::metrics::InstrumentKind,
-        ) -> opentelemetry_sdk::metrics::Temporality {
-            self.0.temporality(kind)
-        }
-    }
-
     #[test]
     fn sixty_four_gpus_of_sixteen_owners_each_lose_no_point_to_the_cardinality_limit() {
         use crate::attribution::GpuProcess;
@@ -869,9 +879,7 @@ mod tests {
             state.update(&r, &facts);
         }
         let state = Arc::new(RwLock::new(state));
-        let reader = Shared(Arc::new(
-            opentelemetry_sdk::metrics::ManualReader::builder().build(),
-        ));
+        let reader = SharedReader::default();
         let provider = SdkMeterProvider::builder()
             .with_reader(reader.clone())
             .with_view(cardinality_view(16))
@@ -896,9 +904,7 @@ mod tests {
         assert_eq!(otlp_points, samples);
         assert_eq!(split::overflowed(&request), 0);
         // Without the view the SDK's default of 2,000 folds the excess.
-        let reader = Shared(Arc::new(
-            opentelemetry_sdk::metrics::ManualReader::builder().build(),
-        ));
+        let reader = SharedReader::default();
         let provider = SdkMeterProvider::builder()
             .with_reader(reader.clone())
             .build();
