@@ -309,4 +309,82 @@ fn fleet_and_job_reports_match_diagnose_of_the_same_traces_within_one_percent() 
         .output()
         .expect("runs");
     assert_eq!(unknown.status.code(), Some(1));
+
+    epilog_stores_the_summary_where_sacct_shows_it(&dir, &url);
+}
+
+/// deploy/slurm/gpuslack-epilog.sh with a stub `scontrol` on PATH: the AdminComment it sets is
+/// `GS1:` and the gzipped, base64 job summary; with Prometheus down it sets none and exits 0.
+fn epilog_stores_the_summary_where_sacct_shows_it(dir: &Path, url: &str) {
+    let bin = dir.join("stub-bin");
+    std::fs::create_dir_all(&bin).expect("stub dir");
+    let calls = dir.join("scontrol-calls");
+    let stub = bin.join("scontrol");
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{}'\n",
+            calls.display()
+        ),
+    )
+    .expect("stub");
+    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let epilog = |url: &str| {
+        Command::new(repo("deploy/slurm/gpuslack-epilog.sh"))
+            .env("PATH", &path)
+            .env("SLURM_JOB_ID", "4711")
+            .env("GPUSLACK", env!("CARGO_BIN_EXE_gpuslack"))
+            .env("GPUSLACK_PROMETHEUS_URL", url)
+            .env(
+                "SLURM_JOB_START_TIME",
+                (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock")
+                    .as_secs()
+                    - 600)
+                    .to_string(),
+            )
+            .output()
+            .expect("the epilog runs")
+    };
+    let out = epilog(url);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = std::fs::read_to_string(&calls).expect("scontrol was called");
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(&args[..2], &["update", "job=4711"], "{args:?}");
+    let encoded = args[2]
+        .strip_prefix("AdminComment=GS1:")
+        .expect("the tagged comment");
+    let decoded = Command::new("sh")
+        .args([
+            "-c",
+            &format!("printf '%s' '{encoded}' | base64 -d | gunzip"),
+        ])
+        .output()
+        .expect("decodes");
+    let summary: Value = serde_json::from_slice(&decoded.stdout).expect("the summary is JSON");
+    assert_eq!(summary["job"], "slurm:4711");
+    assert_eq!(summary["ranks"].as_array().map(Vec::len), Some(4));
+    assert!(summary["gpu_hours"].as_f64().is_some_and(|h| h > 0.0));
+    assert!(
+        encoded.len() < 4000,
+        "small enough for AdminComment: {} bytes",
+        encoded.len()
+    );
+
+    std::fs::remove_file(&calls).expect("reset");
+    let down = epilog(&format!("http://127.0.0.1:{}", free_port()));
+    assert!(down.status.success(), "an epilog never fails the job");
+    assert!(String::from_utf8_lossy(&down.stderr).contains("no summary"));
+    assert!(!calls.exists(), "no comment without a summary");
 }

@@ -50,6 +50,10 @@ enum Sub {
         /// Also write an HTML page with an SVG timeline per rank.
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
+        /// Leave each rank's verdicts over time out of the JSON: the summary alone, small
+        /// enough for Slurm's AdminComment (deploy/slurm/gpuslack-epilog.sh).
+        #[arg(long)]
+        no_timeline: bool,
     },
 }
 
@@ -100,14 +104,23 @@ fn report(args: &Args) -> Result<()> {
                 out!("{}", render::fleet_text(&r));
             }
         }
-        Some(Sub::Job { job, html }) => {
-            let r = fleet::job_report(&prom, job, &options)?;
+        Some(Sub::Job {
+            job,
+            html,
+            no_timeline,
+        }) => {
+            let mut r = fleet::job_report(&prom, job, &options)?;
             if let Some(path) = html {
                 crate::cli::files::write_replacing(
                     "--html",
                     path,
                     render::job_html(&r).as_bytes(),
                 )?;
+            }
+            if *no_timeline {
+                for rank in &mut r.ranks {
+                    rank.bands.clear();
+                }
             }
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&r)?);
