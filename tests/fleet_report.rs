@@ -388,3 +388,101 @@ fn epilog_stores_the_summary_where_sacct_shows_it(dir: &Path, url: &str) {
     assert!(String::from_utf8_lossy(&down.stderr).contains("no summary"));
     assert!(!calls.exists(), "no comment without a summary");
 }
+
+/// The scale benchmark's pipeline in miniature: scripts/synthetic-fleet.py's OpenMetrics,
+/// backfilled by promtool, served by Prometheus, read by `gpuslack fleet`: every GPU-second the
+/// generator wrote is in the report (2 nodes × 8 GPUs × 1.2 h = 19.2 GPU-hours).
+#[test]
+fn a_synthetic_fleet_backfilled_by_promtool_is_read_whole() {
+    let dir = temp_dir("fleet-synthetic");
+    let end = 1_796_000_000u64;
+    let out = Command::new("python3")
+        .arg(repo("scripts/synthetic-fleet.py"))
+        .args([
+            "--nodes",
+            "2",
+            "--days",
+            "0.05",
+            "--end",
+            &end.to_string(),
+            "--out",
+        ])
+        .arg(dir.join("om"))
+        .output()
+        .expect("python3 runs the generator");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for family in ["time", "energy", "ratio", "info", "target"] {
+        let backfill = Command::new(common::promtool())
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(dir.join("om").join(format!("{family}.om")))
+            .arg(dir.join("data"))
+            .output()
+            .expect("promtool runs");
+        assert!(
+            backfill.status.success(),
+            "{family}: {}",
+            String::from_utf8_lossy(&backfill.stderr)
+        );
+    }
+    let port = free_port();
+    std::fs::write(dir.join("prometheus.yml"), "scrape_configs: []\n").expect("config");
+    let _prometheus = Server(
+        Command::new(tool("GPUSLACK_PROMETHEUS"))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg("--storage.tsdb.retention.time=3650d")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts"),
+    );
+    wait_for_port(port, "prometheus");
+    let url = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    let report = loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+            .args([
+                "fleet",
+                "--prometheus",
+                &url,
+                "--since",
+                "2h",
+                "--at",
+                &end.to_string(),
+                "--json",
+            ])
+            .output()
+            .expect("runs");
+        if out.status.success() {
+            break serde_json::from_slice::<Value>(&out.stdout).expect("JSON");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let observed = report["funnel"]["observed_gpu_hours"]
+        .as_f64()
+        .expect("observed");
+    assert!(
+        (observed - 19.2).abs() < 0.192,
+        "observed {observed} GPU-hours, 19.2 written"
+    );
+    assert!(report["teams"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(report["owners_from"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("gpuslack_job_info")));
+}
