@@ -38,6 +38,10 @@ done
 echo "job rule, GPU-seconds by job and verdict over 5m: $(q 'count(sum by (gpuslack_job_id, gpuslack_diagnosis_class) (rate(gpuslack_diagnosis_time_seconds_total{gpuslack_job_id!=""}[5m])))')"
 echo "job rule, share of a job's ranks waiting (hang): $(q 'count(avg by (gpuslack_job_id) (max by (gpuslack_job_id, instance, hw_id) (gpuslack_diagnosis_ratio{gpuslack_diagnosis_class=~"hung|sync_wait",gpuslack_job_id!=""})))')"
 echo "job rule, busy share per rank over 5m (straggler): $(q 'count(sum by (gpuslack_job_id, instance, hw_id) (avg_over_time(gpuslack_diagnosis_ratio{gpuslack_diagnosis_class=~"compute_bound|memory_bound",gpuslack_job_id!=""}[5m])))')"
+m=gpuslack_diagnosis_time_seconds_total r=86400s
+rise="((last_over_time($m[$r]) - (last_over_time($m[5m] offset $r) or last_over_time($m[$r]) * 0)) and (resets($m[$r]) == 0)) or increase($m[$r])"
+echo "the report's main query, time by job and verdict over 1d: $(q "count(sum by (gpuslack_job_id, k8s_namespace_name, process_owner, gpuslack_diagnosis_class) ($rise))")"
+echo "the same with increase() alone: $(q "count(sum by (gpuslack_job_id, gpuslack_diagnosis_class) (increase($m[$r])))")"
 for since in 1d 6h; do
   /usr/bin/time -f "fleet report --since $since: %e s wall, %M KB max RSS (the client)" \
     "$gpuslack" fleet --prometheus http://127.0.0.1:$port --since $since --at "$end" --json > "$work/fleet-$since.json"

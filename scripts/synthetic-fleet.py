@@ -97,6 +97,8 @@ def main():
     ap.add_argument("--keep-owners", type=int, default=4, help="the agent's --owner-series")
     ap.add_argument("--end", type=float, default=None, help="last timestamp (default: now)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--families", default="time,energy,ratio,info,target",
+                    help="which files to write (the others are computed and dropped: small disks)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -104,7 +106,8 @@ def main():
     end = a.end if a.end is not None else float(int(time.time()))
     t0 = end - (steps - 1) * a.step_s
     ts = ["%d" % (t0 + i * a.step_s) for i in range(steps)]
-    files = {k: open(os.path.join(a.out, k + ".om"), "w", buffering=1 << 22)
+    wanted = set(a.families.split(","))
+    files = {k: open(os.path.join(a.out, k + ".om") if k in wanted else os.devnull, "w", buffering=1 << 22)
              for k in ("time", "energy", "ratio", "info", "target")}
     files["time"].write("# TYPE gpuslack_diagnosis_time_seconds counter\n# UNIT gpuslack_diagnosis_time_seconds seconds\n")
     files["energy"].write("# TYPE gpuslack_diagnosis_energy_joules counter\n# UNIT gpuslack_diagnosis_energy_joules joules\n")
