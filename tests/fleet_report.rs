@@ -430,7 +430,102 @@ fn a_synthetic_fleet_backfilled_by_promtool_is_read_whole() {
     }
     let port = free_port();
     std::fs::write(dir.join("prometheus.yml"), "scrape_configs: []\n").expect("config");
-    let _prometheus = Server(
+    let fleet = |url: &str, since: &str, at: u64, extra: &[&str]| -> Value {
+        let started = Instant::now();
+        loop {
+            let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+                .args([
+                    "fleet",
+                    "--prometheus",
+                    url,
+                    "--since",
+                    since,
+                    "--at",
+                    &at.to_string(),
+                    "--json",
+                ])
+                .args(extra)
+                .output()
+                .expect("runs");
+            if out.status.success() {
+                break serde_json::from_slice::<Value>(&out.stdout).expect("JSON");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let report = {
+        let _prometheus = synthetic_prometheus(&dir, port);
+        let url = format!("http://127.0.0.1:{port}");
+        let report = fleet(&url, "2h", end, &[]);
+        // The hourly rules, evaluated over the past by promtool against this Prometheus.
+        let rules = Command::new(common::promtool())
+            .args(["tsdb", "create-blocks-from", "rules"])
+            .arg(format!("--url={url}"))
+            // Evaluations at end − 2 h, end − 1 h and end: hours that tile the report's range
+            // (promtool writes nothing for a range within one of its 2-hour blocks).
+            .arg(format!("--start={}", end - 7200))
+            .arg(format!("--end={}", end + 3600))
+            .arg("--eval-interval=1h")
+            .arg(format!("--output-dir={}", dir.join("data").display()))
+            .arg(repo("deploy/prometheus/gpuslack-fleet-rules.yml"))
+            .output()
+            .expect("promtool runs");
+        assert!(
+            rules.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rules.stderr)
+        );
+        report
+    };
+    let observed = report["funnel"]["observed_gpu_hours"]
+        .as_f64()
+        .expect("observed");
+    assert!(
+        (observed - 19.2).abs() < 0.192,
+        "observed {observed} GPU-hours, 19.2 written"
+    );
+    // Restarted on the blocks with the rules' output: the report from the rules is the same.
+    let port = free_port();
+    let _prometheus = synthetic_prometheus(&dir, port);
+    // A rule group evaluates at an offset of its own within the hour (promtool's backfill as
+    // Prometheus does): the report from the rules ends at their last evaluation before --at,
+    // so it is asked an hour later and an hour longer, which covers every hour of the data.
+    let from_rules = fleet(
+        &format!("http://127.0.0.1:{port}"),
+        "3h",
+        end + 3600,
+        &["--from-rules"],
+    );
+    for class in report["time_by_verdict"]
+        .as_object()
+        .expect("verdicts")
+        .keys()
+    {
+        let raw = report["time_by_verdict"][class]["seconds"]
+            .as_f64()
+            .unwrap_or(0.0);
+        let ruled = from_rules["time_by_verdict"][class]["seconds"]
+            .as_f64()
+            .unwrap_or(0.0);
+        assert!(
+            (raw - ruled).abs() <= raw * 0.01,
+            "{class}: raw {raw} s, from the rules {ruled} s"
+        );
+    }
+    assert!(report["teams"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(report["owners_from"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("gpuslack_job_info")));
+}
+
+/// A Prometheus serving the blocks in `dir/data`, scraping nothing.
+fn synthetic_prometheus(dir: &Path, port: u16) -> Server {
+    let server = Server(
         Command::new(tool("GPUSLACK_PROMETHEUS"))
             .arg(format!(
                 "--config.file={}",
@@ -448,41 +543,5 @@ fn a_synthetic_fleet_backfilled_by_promtool_is_read_whole() {
             .expect("prometheus starts"),
     );
     wait_for_port(port, "prometheus");
-    let url = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    let report = loop {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-            .args([
-                "fleet",
-                "--prometheus",
-                &url,
-                "--since",
-                "2h",
-                "--at",
-                &end.to_string(),
-                "--json",
-            ])
-            .output()
-            .expect("runs");
-        if out.status.success() {
-            break serde_json::from_slice::<Value>(&out.stdout).expect("JSON");
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let observed = report["funnel"]["observed_gpu_hours"]
-        .as_f64()
-        .expect("observed");
-    assert!(
-        (observed - 19.2).abs() < 0.192,
-        "observed {observed} GPU-hours, 19.2 written"
-    );
-    assert!(report["teams"].as_array().is_some_and(|t| !t.is_empty()));
-    assert!(report["owners_from"]
-        .as_str()
-        .is_some_and(|s| s.starts_with("gpuslack_job_info")));
+    server
 }

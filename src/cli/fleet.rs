@@ -34,6 +34,11 @@ pub struct Args {
     /// How many jobs, teams and users each top list shows.
     #[arg(long, global = true, default_value_t = 10)]
     top: usize,
+    /// The fleet report from the hourly recording rules
+    /// (deploy/prometheus/gpuslack-fleet-rules.yml) rather than every GPU's raw counters: for
+    /// thousands of nodes (docs/benchmarks.md, "Fleet at scale").
+    #[arg(long)]
+    from_rules: bool,
     /// The report as JSON (schema gpuslack.fleet.v1, or gpuslack.fleet.job.v1 for a job).
     #[arg(long, global = true)]
     json: bool,
@@ -94,6 +99,7 @@ fn report(args: &Args) -> Result<()> {
             kwh: args.price_kwh,
         },
         top: args.top,
+        from_rules: args.from_rules,
     };
     match &args.command {
         None => {

@@ -26,6 +26,9 @@ pub struct Options {
     pub prices: Prices,
     /// How many jobs, teams and users each top list keeps.
     pub top: usize,
+    /// Read the hourly recording rules (deploy/prometheus/gpuslack-fleet-rules.yml) instead of
+    /// every GPU's raw counters: the fleet report at the size of thousands of nodes.
+    pub from_rules: bool,
 }
 
 /// Verdicts that wait on something outside the GPU's own work: a peer rank, mostly.
@@ -78,21 +81,45 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         "process_owner",
         "gpuslack_diagnosis_class",
     ];
-    let time = prom.query(&promql::sum_rise(TIME, &by, options.since_s), options.end)?;
+    let (time_q, energy_q, source) = if options.from_rules {
+        (
+            promql::sum_rule(promql::TIME_RULE, &by, options.since_s),
+            promql::sum_rule(promql::ENERGY_RULE, &by, options.since_s),
+            promql::TIME_RULE,
+        )
+    } else {
+        (
+            promql::sum_rise(TIME, &by, options.since_s),
+            promql::sum_rise(ENERGY, &by, options.since_s),
+            TIME,
+        )
+    };
+    let time = prom.query(&time_q, options.end)?;
     if time.is_empty() {
         return Err(FleetError::NoData {
             what: format!(
-                "{}: no {TIME} series in the last {}: no gpuslack agent is scraped there",
+                "{}: no {source} series in the last {}: {}",
                 prom.url(),
-                promql::range(options.since_s)
+                promql::range(options.since_s),
+                if options.from_rules {
+                    "is deploy/prometheus/gpuslack-fleet-rules.yml loaded?"
+                } else {
+                    "no gpuslack agent is scraped there"
+                }
             ),
         });
     }
-    let energy = prom.query(&promql::sum_rise(ENERGY, &by, options.since_s), options.end)?;
+    let energy = prom.query(&energy_q, options.end)?;
+    // From the rules, the info series are read once an hour (a subquery) rather than at every
+    // scrape: a job shorter than an hour between two ticks may go without its team.
+    let info_range = if options.from_rules {
+        format!("{}:1h", promql::range(options.since_s))
+    } else {
+        promql::range(options.since_s)
+    };
     let info = prom.query(
         &format!(
-            "max by (gpuslack_job_id, slurm_job_user, slurm_job_account, k8s_namespace_name) (last_over_time({JOB_INFO}[{}]))",
-            promql::range(options.since_s)
+            "max by (gpuslack_job_id, slurm_job_user, slurm_job_account, k8s_namespace_name) (max_over_time({JOB_INFO}[{info_range}]))"
         ),
         options.end,
     )?;

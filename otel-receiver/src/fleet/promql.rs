@@ -17,6 +17,22 @@ pub const RATIO: &str = "gpuslack_diagnosis_ratio";
 /// The per-GPU job info series (one per GPU, its current owner's job), where exported.
 pub const JOB_INFO: &str = "gpuslack_job_info";
 
+/// The hourly rise of [`TIME`] by job, team, user and verdict
+/// (deploy/prometheus/gpuslack-fleet-rules.yml), for `fleet --from-rules`.
+pub const TIME_RULE: &str = "gpuslack:diagnosis_time_seconds:rise1h";
+/// The same of [`ENERGY`].
+pub const ENERGY_RULE: &str = "gpuslack:diagnosis_energy_joules:rise1h";
+
+/// `sum by (labels) (sum_over_time(rule[range]))`: the hourly rises telescope, so their sum
+/// over the range is the range's rise.
+pub fn sum_rule(rule: &str, by: &[&str], range_s: f64) -> String {
+    format!(
+        "sum by ({}) (sum_over_time({rule}[{}]))",
+        by.join(", "),
+        range(range_s)
+    )
+}
+
 /// A `[…]` range selector for `range_s` seconds.
 pub fn range(range_s: f64) -> String {
     format!("{}s", range_s.round().max(1.0) as u64)
