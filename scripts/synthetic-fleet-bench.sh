@@ -53,3 +53,18 @@ head -3 "$work/job.txt"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); f=d["funnel"]; print("funnel GPU-h: observed %.0f allocated %.0f active %.0f effective %.0f; top job %s %.1f slack GPU-h (%s)" % (f["observed_gpu_hours"], f["allocated_gpu_hours"], f["active_gpu_hours"], f["effective_gpu_hours"], d["jobs"][0]["name"], d["jobs"][0]["slack_gpu_hours"], d["jobs"][0]["top_cause"]))' "$work/fleet-1d.json"
 echo "prometheus peak RSS: $(grep VmHWM /proc/$prom/status)"
 echo "blocks on disk: $(du -sh "$tsdb" | cut -f1)"
+
+# The hourly recording rules over the day, as Prometheus' rule manager would have evaluated
+# them (24 evaluations of each), then the report from them on a restarted Prometheus.
+/usr/bin/time -f "rule backfill, 24 hourly evaluations of both fleet rules: %e s wall, %M KB max RSS (promtool)" \
+  promtool tsdb create-blocks-from rules --url=http://127.0.0.1:$port --start=$((end - 86400)) --end=$((end + 3600)) \
+  --output-dir="$tsdb" deploy/prometheus/gpuslack-fleet-rules.yml > /dev/null 2>"$work/rules.log" || tail -3 "$work/rules.log"
+grep "rule backfill" "$work/rules.log"
+kill $prom; wait $prom 2>/dev/null || true
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$tsdb" --storage.tsdb.retention.time=3650d \
+  --web.listen-address=127.0.0.1:$port > "$work/prometheus2.log" 2>&1 &
+prom=$!
+for _ in $(seq 120); do curl -sf 127.0.0.1:$port/-/ready > /dev/null && break; sleep 1; done
+/usr/bin/time -f "fleet report --from-rules --since 1d: %e s wall, %M KB max RSS" \
+  "$gpuslack" fleet --prometheus http://127.0.0.1:$port --from-rules --since 25h --at $((end + 3600)) --json > "$work/fleet-rules.json"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["funnel"]; b=json.load(open(sys.argv[2]))["funnel"]; print("observed GPU-h raw %.2f, from the rules %.2f" % (a["observed_gpu_hours"], b["observed_gpu_hours"]))' "$work/fleet-1d.json" "$work/fleet-rules.json"
