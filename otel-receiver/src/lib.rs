@@ -10,6 +10,7 @@ pub mod device;
 pub mod diagnosis;
 pub mod efficiency;
 pub mod export;
+pub mod fleet;
 pub mod pipeline;
 pub mod report;
 pub mod sample;

@@ -44,6 +44,7 @@ mod diagnose;
 mod export_args;
 mod files;
 mod flags;
+mod fleet;
 mod input;
 mod live;
 mod record;
@@ -86,6 +87,8 @@ enum Command {
     Bench(bench::Args),
     /// Measure each GPU's own power baselines under the reference workloads; write a profile.
     Calibrate(calibrate::Args),
+    /// The fleet's waste report, or one job's across its nodes, from a Prometheus query API.
+    Fleet(fleet::Args),
 }
 
 /// Exit code for a missing GPU, driver or NVML library: sysexits' EX_UNAVAILABLE, apart from
@@ -115,6 +118,7 @@ pub fn main() -> ExitCode {
         Command::Score(args) => score::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Fleet(args) => fleet::run(args),
     };
     match result {
         Ok(code) => code,
