@@ -765,7 +765,8 @@ mod tests {
         };
         let first = &infos[0];
         for (k, v) in [
-            ("gpuslack.job.id", "pod:0b6b-uid"),
+            // Slurm first: its job id is the same on every node.
+            ("gpuslack.job.id", "slurm:4711"),
             ("gpuslack.job.rank", "37"),
             ("gpuslack.job.world_size", "64"),
             ("slurm.job.id", "4711"),
@@ -782,10 +783,7 @@ mod tests {
             Some("allocated_idle")
         );
         // The dead rank's job and rank stay on its empty GPU: the rank-died case, named.
-        assert_eq!(
-            attr(last, "gpuslack.job.id").as_deref(),
-            Some("pod:0b6b-uid")
-        );
+        assert_eq!(attr(last, "gpuslack.job.id").as_deref(), Some("slurm:4711"));
         assert_eq!(attr(last, "gpuslack.job.rank").as_deref(), Some("37"));
     }
 
