@@ -24,7 +24,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, prometheus_query, repo, temp_dir, tool, wait_for_port, Server};
+use common::{free_port, prometheus_query, repo, temp_dir, wait_for_port, Server};
 
 /// The replay speed: replay seconds per wall second.
 const SPEED: f64 = 2.0;
@@ -171,32 +171,13 @@ fn four_nodes_two_jobs_a_hung_job_names_its_culprit_and_a_dead_rank_is_reported(
     );
     std::fs::write(dir.join("gpuslack-jobs.yml"), rules).expect("rules copy");
     let targets: Vec<String> = ports.iter().map(|p| format!("'127.0.0.1:{p}'")).collect();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
+    let (_prometheus, prom_port) = common::start_prometheus_with(
+        &dir,
+        &format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - gpuslack-jobs.yml\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: [{}]\n",
             targets.join(", ")
         ),
-    )
-    .expect("config");
-    let prom_port = free_port();
-    let _prometheus = Server(
-        Command::new(tool("GPUSLACK_PROMETHEUS"))
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus starts"),
     );
-    wait_for_port(prom_port, "prometheus");
     let mut agents = Vec::new();
     let start = Instant::now();
     let start_unix = std::time::SystemTime::now()

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, prometheus_query, repo, temp_dir, tool, wait_for_port, Server};
+use common::{free_port, prometheus_query, repo, temp_dir, wait_for_port, Server};
 use serde_json::Value;
 
 /// `fixture` with a `processes` column naming Slurm job `job` on every sample: the recording
@@ -65,34 +65,14 @@ fn agent(trace: &Path, host: &str, port: u16) -> Server {
 
 /// A Prometheus scraping every target each second; its API's port.
 fn prometheus(dir: &Path, targets: &[u16]) -> (Server, u16) {
-    let port = free_port();
     let list: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
+    common::start_prometheus_with(
+        dir,
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: [{}]\n",
             list.join(", ")
         ),
     )
-    .expect("config");
-    let server = Server(
-        Command::new(tool("GPUSLACK_PROMETHEUS"))
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus starts"),
-    );
-    wait_for_port(port, "prometheus");
-    (server, port)
 }
 
 fn scalar(port: u16, query: &str) -> Option<f64> {
@@ -525,23 +505,5 @@ fn a_synthetic_fleet_backfilled_by_promtool_is_read_whole() {
 
 /// A Prometheus serving the blocks in `dir/data`, scraping nothing.
 fn synthetic_prometheus(dir: &Path, port: u16) -> Server {
-    let server = Server(
-        Command::new(tool("GPUSLACK_PROMETHEUS"))
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg("--storage.tsdb.retention.time=3650d")
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus starts"),
-    );
-    wait_for_port(port, "prometheus");
-    server
+    common::run_prometheus(dir, port, &["--storage.tsdb.retention.time=3650d"])
 }

@@ -222,12 +222,22 @@ pub fn requests(path: &Path) -> Vec<Value> {
 /// A Prometheus (Debian's, GPUSLACK_PROMETHEUS) scraping `127.0.0.1:target` every second, and
 /// the port its HTTP API listens on.
 pub fn start_prometheus(dir: &Path, target: u16) -> (Server, u16) {
-    let port = free_port();
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"),
+    start_prometheus_with(
+        dir,
+        &format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"),
     )
-    .expect("config");
+}
+
+/// A Prometheus with `config` as its `prometheus.yml` in `dir`, on a free port; the port.
+pub fn start_prometheus_with(dir: &Path, config: &str) -> (Server, u16) {
+    std::fs::write(dir.join("prometheus.yml"), config).expect("config");
+    let port = free_port();
+    (run_prometheus(dir, port, &[]), port)
+}
+
+/// A Prometheus reading `dir/prometheus.yml`, its TSDB in `dir/data`, listening on `port`
+/// (with `extra` arguments), once it answers.
+pub fn run_prometheus(dir: &Path, port: u16, extra: &[&str]) -> Server {
     let server = Server(
         Command::new(tool("GPUSLACK_PROMETHEUS"))
             .arg(format!(
@@ -238,6 +248,7 @@ pub fn start_prometheus(dir: &Path, target: u16) -> (Server, u16) {
                 "--storage.tsdb.path={}",
                 dir.join("data").display()
             ))
+            .args(extra)
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -245,7 +256,7 @@ pub fn start_prometheus(dir: &Path, target: u16) -> (Server, u16) {
             .expect("prometheus starts"),
     );
     wait_for_port(port, "prometheus");
-    (server, port)
+    server
 }
 
 /// Debian's promtool, beside the Prometheus server.
