@@ -24,7 +24,7 @@ use super::catalogue::{self, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, SignalConfig, Temporality};
 use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
 use super::http_client::{no_redirects, OtlpHttpClient};
-use super::points::{agent_points, gpu_attributes};
+use super::points::{agent_points, event_attributes};
 use super::queue::{Batch, SendQueue};
 use super::sender::{Backoff, Control, GrpcTransport, HttpTransport, Outcome, Sender, Transport};
 use super::split;
@@ -764,7 +764,7 @@ impl OtlpExport {
             change.to,
             evidence.first().copied().unwrap_or("")
         )));
-        for kv in key_values(&gpu_attributes(view)) {
+        for kv in key_values(&event_attributes(view)) {
             let value = match kv.value {
                 opentelemetry::Value::I64(n) => AnyValue::Int(n),
                 other => AnyValue::from(other.to_string()),

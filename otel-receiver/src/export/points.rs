@@ -1,8 +1,13 @@
 //! Points out of a GPU's view: every metric of the table ([`super::catalogue`]) with its value
-//! and attributes (the GPU's identity, its owner, the point's own), the per-process and
-//! per-assignment series, the counters since the agent started, the health state, and the
-//! agent's own delivery counts. The export state caches them once per window
-//! ([`ExportState::points`]).
+//! and attributes, the per-process and per-assignment series, the counters since the agent
+//! started, the health state, and the agent's own delivery counts. The export state caches them
+//! once per window ([`ExportState::points`]).
+//!
+//! **Which points name the owner** (docs/EXPORT.md, "Series budget"): a gauge carries the GPU's
+//! identity and its own attributes only, so an owner change starts no new gauge series. The
+//! owner (process, container, pod, job) rides on the per-owner counters, the per-process points,
+//! and the one `gpuslack.job.info` point per GPU, through which any gauge joins its current
+//! owner (`* on (instance, hw_id) group_left (gpuslack_job_id) gpuslack_job_info`).
 
 use std::sync::Arc;
 
@@ -111,8 +116,10 @@ fn identity_attributes(view: &GpuView) -> Attributes {
     attrs
 }
 
-/// The GPU's identity and its current owner: the attributes of every gauge and log record.
-pub fn gpu_attributes(view: &GpuView) -> Attributes {
+/// The GPU's identity and its current owner: the attributes of a log record. An event is no
+/// series, so naming the owner on it costs no series, and a record read on its own (a
+/// collector's log pipeline, a Datadog event) has no info series to join.
+pub fn event_attributes(view: &GpuView) -> Attributes {
     let mut attrs = identity_attributes(view);
     attrs.extend(owner_attributes(&view.report));
     attrs
@@ -125,9 +132,10 @@ fn mig_profile(name: &str) -> Option<&str> {
     (!profile.is_empty()).then_some(profile)
 }
 
-/// A point's whole attribute set: the GPU's, then the point's own, which replace any of the
-/// GPU's with the same key (a process point names its own process where the GPU names its
-/// single owner; a key twice is an invalid Prometheus series and an ambiguous OTLP point).
+/// A point's whole attribute set: the base's (the GPU's identity, with its owner for a process
+/// or counter point), then the point's own, which replace any of the base's with the same key
+/// (a process point names its own process where the GPU names its single owner; a key twice is
+/// an invalid Prometheus series and an ambiguous OTLP point).
 pub fn point_attributes(
     gpu: &[(&'static str, String)],
     point: &[(&'static str, String)],
@@ -139,7 +147,9 @@ pub fn point_attributes(
         .collect()
 }
 
-/// The per-process points of one GPU: its `top` processes by SM share.
+/// The per-process points of one GPU: its `top` processes by SM share, each with the GPU's
+/// owner (its container, pod and job) under the process's own attributes. A process series is
+/// the process's anyway, so the owner's labels start no series its pid would not.
 fn process_points(
     view: &GpuView,
     top: usize,
@@ -148,6 +158,7 @@ fn process_points(
     let Some(processes) = view.report.stats.processes.as_deref() else {
         return;
     };
+    let owner = owner_attributes(&view.report);
     let mut ranked: Vec<&GpuProcess> = processes.iter().collect();
     ranked.sort_by(|a, b| {
         b.sm_pct
@@ -163,13 +174,23 @@ fn process_points(
         if let Some(user) = &p.user {
             attrs.push(("process.owner", user.clone()));
         }
-        push(PROCESS_SM, p.sm_pct.map(|v| v / 100.0), attrs.clone());
-        push(PROCESS_MEMORY, p.gpu_mem_bytes, attrs.clone());
-        let mut all = attrs.clone();
-        all.push(("gpuslack.thread", "all".into()));
-        push(PROCESS_CPU, p.cpu_pct.map(|v| v / 100.0), all);
-        attrs.push(("gpuslack.thread", "busiest".into()));
-        push(PROCESS_CPU, p.thread_pct.map(|v| v / 100.0), attrs);
+        let owned = |extra: Option<(&'static str, String)>| {
+            let own: Attributes = attrs.iter().cloned().chain(extra).collect();
+            point_attributes(&owner, &own)
+        };
+        push(PROCESS_SM, p.sm_pct.map(|v| v / 100.0), owned(None));
+        push(PROCESS_MEMORY, p.gpu_mem_bytes, owned(None));
+        let thread = |t: &str| Some(("gpuslack.thread", t.to_string()));
+        push(
+            PROCESS_CPU,
+            p.cpu_pct.map(|v| v / 100.0),
+            owned(thread("all")),
+        );
+        push(
+            PROCESS_CPU,
+            p.thread_pct.map(|v| v / 100.0),
+            owned(thread("busiest")),
+        );
     }
 }
 
@@ -190,18 +211,24 @@ fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>
 }
 
 /// The GPU's `gpuslack.job.info` point: its identity (`hw.id` and index only: the job's own
-/// attributes fill the rest of the label budget) and its job's. Its attributes are its own, not
-/// the owner's of the gauges: the pod a dead rank ran in no longer owns the GPU's series.
+/// attributes fill the rest of the label budget), its job's, and who holds it now (the current
+/// owner's process, container and pod, where the job's do not already say): the one series
+/// per GPU that a gauge, which names no owner, joins on `hw_id` to learn its owner. The job's
+/// attributes win where both name a key: an `allocated_idle` GPU keeps the job its dead rank
+/// ran, and no process owns it.
 fn job_info_point(view: &GpuView, out: &mut Vec<Point>) {
     let Some(job) = view.job() else {
         return;
     };
     let identity = identity_attributes(view);
-    let mut attributes: Attributes = identity
+    let gpu: Attributes = identity
         .into_iter()
         .filter(|(k, _)| matches!(*k, "hw.id" | "gpuslack.gpu.index"))
         .collect();
-    attributes.extend(job.attributes.iter().cloned());
+    let mut attributes = point_attributes(
+        &point_attributes(&gpu, &owner_attributes(&view.report)),
+        &job.attributes,
+    );
     attributes.push(("gpuslack.job.state", job.state.to_string()));
     out.push(Point {
         def: JOB_INFO,
@@ -220,9 +247,10 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     let r = &view.report;
     let s = &r.signals;
     let w = &r.stats;
-    let gpu = gpu_attributes(view);
+    let gpu = identity_attributes(view);
     let mut out = Vec::with_capacity(96);
-    // A gauge: the latest window's value, named by the GPU's current owner.
+    // A gauge: the latest window's value, named by the GPU's identity alone (not its owner: an
+    // owner change must not start a new series of every gauge).
     let mut push = |def: MetricDef, value: Option<f64>, own: Attributes| {
         if let Some(value) = value.filter(|v| v.is_finite()) {
             out.push(Point {
@@ -834,6 +862,177 @@ mod tests {
             widest.attributes
         );
         assert!(all.iter().any(|p| p.def == JOB_INFO));
+    }
+
+    /// The attributes that name a GPU's owner (`point::owner_attributes`' keys).
+    const OWNER_KEYS: [&str; 8] = [
+        "process.pid",
+        "process.executable.name",
+        "container.id",
+        "k8s.pod.uid",
+        "k8s.pod.name",
+        "k8s.namespace.name",
+        "k8s.container.name",
+        "gpuslack.job.id",
+    ];
+
+    fn attr_of(p: &Point, key: &str) -> Option<String> {
+        p.attributes
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn an_owner_change_starts_no_gauge_series_and_the_owner_rides_on_counters_and_job_info() {
+        // A Slurm rank in pod trainer-5 holds the GPU for 10 s; then an evaluation process of
+        // another job, in pod eval-1, does. Every metric is sampled.
+        let rank = Arc::new(vec![rank_everything()]);
+        let eval = Arc::new(vec![GpuProcess {
+            pid: 7000,
+            name: Some("eval".into()),
+            pgid: Some(7000),
+            sm_pct: Some(30.0),
+            ..GpuProcess::default()
+        }]);
+        let pod = |name: &str| {
+            Arc::new(vec![crate::sample::PodContainer {
+                pod: name.into(),
+                namespace: "vision".into(),
+                container: "main".into(),
+            }])
+        };
+        let (trainer, evaluator) = (pod("trainer-5"), pod("eval-1"));
+        let change = 110.0;
+        let reports = reports(20, |t, mut s| {
+            for m in Metric::ALL {
+                s.set(m, 1.0);
+            }
+            s.set(Metric::EnergyMj, 5e9 + t * 1e5);
+            s.clk_reasons = Some(0x4);
+            let first = t < change;
+            s.processes = Some(if first { rank.clone() } else { eval.clone() });
+            s.pods = Some(if first {
+                trainer.clone()
+            } else {
+                evaluator.clone()
+            });
+            s
+        });
+        let mut state =
+            ExportState::default().with_owner_series(crate::export::state::DEFAULT_OWNER_SERIES);
+        let mut before = None;
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+            if r.stats.end <= change {
+                before = Some(points(state.get(0).expect("gpu 0"), 5));
+            }
+        }
+        let before = before.expect("a window before the change");
+        let after = points(state.get(0).expect("gpu 0"), 5);
+        // The GPU-level gauges: everything but the counters, the process and assignment points
+        // (a process's and a pod's own series) and the job info.
+        let per_owner = [
+            PROCESS_SM,
+            PROCESS_MEMORY,
+            PROCESS_CPU,
+            POD_ASSIGNMENT,
+            JOB_INFO,
+        ];
+        let gauges = |points: &[Point]| -> std::collections::BTreeSet<String> {
+            points
+                .iter()
+                .filter(|p| p.def.kind != Kind::Counter && !per_owner.contains(&p.def))
+                .map(|p| format!("{}{:?}", p.def.name, p.attributes))
+                .collect()
+        };
+        let (g_before, g_after) = (gauges(&before), gauges(&after));
+        // Power, utilisation ×3, memory ×4, temperatures ×3, health ×3, SM, occupancy,
+        // pipes ×3, DRAM, clocks ×2, efficiency ×3, verdicts ×9, ECC ×4, remaps ×4, pages ×3,
+        // Xid…: the same series, one by one, whoever holds the GPU.
+        assert!(
+            g_before.len() >= 50,
+            "{} gauges: {g_before:?}",
+            g_before.len()
+        );
+        assert_eq!(g_before, g_after, "an owner change renamed a gauge");
+        for p in after.iter().filter(|p| !per_owner.contains(&p.def)) {
+            if p.def.kind == Kind::Counter {
+                continue;
+            }
+            for key in OWNER_KEYS {
+                assert_eq!(attr_of(p, key), None, "{} names its owner", p.def.name);
+            }
+        }
+        // The counters keep each owner's series: the rank's and the evaluator's energy.
+        let energy_of = |pid: &str| {
+            after
+                .iter()
+                .find(|p| p.def == HW_ENERGY && attr_of(p, "process.pid").as_deref() == Some(pid))
+                .unwrap_or_else(|| panic!("no hw.energy of pid {pid}"))
+        };
+        assert_eq!(
+            attr_of(energy_of("4242"), "gpuslack.job.id").as_deref(),
+            Some("slurm:4711")
+        );
+        let evaluator_energy = energy_of("7000");
+        assert_eq!(
+            attr_of(evaluator_energy, "gpuslack.job.id").as_deref(),
+            Some("pgid:7000")
+        );
+        assert_eq!(
+            attr_of(evaluator_energy, "k8s.pod.name").as_deref(),
+            Some("eval-1")
+        );
+        let jobs_timed: std::collections::BTreeSet<String> = after
+            .iter()
+            .filter(|p| p.def == DIAGNOSIS_TIME)
+            .filter_map(|p| attr_of(p, "gpuslack.job.id"))
+            .collect();
+        assert_eq!(
+            jobs_timed,
+            ["pgid:7000", "slurm:4711"].map(String::from).into()
+        );
+        // The job info names who holds the GPU now, before and after.
+        let info = |points: &[Point]| -> Point {
+            let infos: Vec<&Point> = points.iter().filter(|p| p.def == JOB_INFO).collect();
+            assert_eq!(infos.len(), 1, "one job info a GPU: {infos:?}");
+            infos[0].clone()
+        };
+        let (i_before, i_after) = (info(&before), info(&after));
+        for (k, v) in [
+            ("gpuslack.job.id", "slurm:4711"),
+            ("process.pid", "4242"),
+            ("process.executable.name", "pt_main_thread"),
+            ("container.id", "3f4c2e1b9a8d7c6b5a4f"),
+            ("k8s.pod.name", "trainer-5"),
+            ("k8s.container.name", "main"),
+            ("gpuslack.job.rank", "37"),
+        ] {
+            assert_eq!(attr_of(&i_before, k).as_deref(), Some(v), "{k} before");
+        }
+        for (k, v) in [
+            ("gpuslack.job.id", "pgid:7000"),
+            ("process.pid", "7000"),
+            ("process.executable.name", "eval"),
+            ("k8s.pod.name", "eval-1"),
+            ("hw.id", "gpu-0"),
+        ] {
+            assert_eq!(attr_of(&i_after, k).as_deref(), Some(v), "{k} after");
+        }
+        assert_eq!(attr_of(&i_after, "container.id"), None);
+        assert_eq!(attr_of(&i_after, "gpuslack.job.rank"), None);
+        // A process series names its process and the owner's job.
+        let eval_sm = after
+            .iter()
+            .find(|p| p.def == PROCESS_SM)
+            .expect("the evaluator's SM share");
+        assert_eq!(attr_of(eval_sm, "process.pid").as_deref(), Some("7000"));
+        assert_eq!(
+            attr_of(eval_sm, "gpuslack.job.id").as_deref(),
+            Some("pgid:7000")
+        );
+        assert_eq!(eval_sm.value, 0.3);
     }
 
     #[test]
