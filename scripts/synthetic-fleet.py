@@ -8,7 +8,8 @@ export cadence, with the agent's own names and labels:
   class and owner, the owner series kept as the agent keeps them (the top `--keep-owners` jobs
   by GPU time, "nobody" and `gpuslack_owner="other"` into which the rest are folded), each
   exported at every scrape while kept, constant while its owner is away;
-- `gpuslack_diagnosis_ratio`, 1 for the current verdict, with the current owner's labels;
+- `gpuslack_diagnosis_ratio`, 1 for the current verdict, with the GPU's labels only (gauges
+  name no owner: one series per GPU and class, whatever the churn);
 - `gpuslack_job_info`, one per GPU for its current job (rank, world size, Slurm user, account,
   partition);
 - `target_info` per node (`host_name`).
@@ -179,9 +180,14 @@ def main():
                     w_energy.write("".join("%s%d %s\n" % (le, v, ts[first + i]) for i, v in enumerate(joules[c])))
                     samples += 2 * len(secs[c])
                     series += 2
-            # Gauges: the current verdict, with the current owner's labels; series change with
-            # the owner, as the agent's do.
+            # Gauges: the current verdict, with the GPU's labels only, as the agent's; the
+            # owner is on the info series, one per job that held the GPU.
             w_ratio, w_info = files["ratio"], files["info"]
+            for c in CLASSES:
+                head = 'gpuslack_diagnosis_ratio{%s,gpuslack_diagnosis_class="%s"} ' % (gpu, c)
+                w_ratio.write("".join("%s%d %s\n" % (head, 1 if timeline[i][0] == c else 0, ts[i]) for i in range(steps)))
+            samples += 9 * steps
+            series += 9
             segments, s = [], 0
             while s < steps:
                 job = timeline[s][1]
@@ -191,16 +197,10 @@ def main():
                 segments.append((s, e, job))
                 s = e
             for s, e, job in segments:
-                labels = gpu + (',gpuslack_job_id="%s"' % job["id"] if job else "")
-                for c in CLASSES:
-                    head = 'gpuslack_diagnosis_ratio{%s,gpuslack_diagnosis_class="%s"} ' % (labels, c)
-                    w_ratio.write("".join("%s%d %s\n" % (head, 1 if timeline[i][0] == c else 0, ts[i]) for i in range(s, e)))
-                samples += 9 * (e - s)
-                series += 9
                 if job:
                     rank = g + (8 * (node % 2) if two_node else 0)
                     head = ('gpuslack_job_info{%s,gpuslack_job_id="%s",gpuslack_job_rank="%d",gpuslack_job_world_size="%d",'
-                            'slurm_job_user="%s",slurm_job_account="%s",slurm_job_partition="gpu"} 1 '
+                            'slurm_job_user="%s",slurm_job_account="%s",slurm_job_partition="gpu",gpuslack_job_state="running"} 1 '
                             % (gpu, job["id"], rank, a.gpus * (2 if two_node else 1), job["user"], job["team"]))
                     w_info.write("".join("%s%s\n" % (head, ts[i]) for i in range(s, e)))
                     samples += e - s

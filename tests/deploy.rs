@@ -436,6 +436,127 @@ fn counter_queries_take_increase_per_series_and_then_sum_over_owners() {
     }
 }
 
+/// The labels that name a GPU's owner on /metrics: on the per-owner counters, the process
+/// series and `gpuslack_job_info` only, never on a gauge (docs/EXPORT.md, "Series budget").
+const OWNER_LABELS: [&str; 8] = [
+    "process_pid",
+    "process_executable_name",
+    "container_id",
+    "k8s_pod_uid",
+    "k8s_pod_name",
+    "k8s_namespace_name",
+    "k8s_container_name",
+    "gpuslack_job_id",
+];
+
+/// The GPU-level gauges: every metric but the counters, the per-process series, the pod
+/// assignments and the job info.
+fn gpu_gauges() -> Vec<gpuslack_receiver::export::catalogue::MetricDef> {
+    use gpuslack_receiver::export::catalogue::{self as c, Kind};
+    let own = [
+        c::PROCESS_SM,
+        c::PROCESS_MEMORY,
+        c::PROCESS_CPU,
+        c::POD_ASSIGNMENT,
+        c::JOB_INFO,
+    ];
+    c::ALL
+        .into_iter()
+        .filter(|d| d.kind != Kind::Counter && !own.contains(d))
+        .collect()
+}
+
+/// Gauges name no owner, so no query may select or group one by an owner label: a query that
+/// needs the owner of a gauge's GPU joins `gpuslack_job_info` on `hw_id`, or reads a per-owner
+/// counter. A query written against the old labels would return nothing, silently.
+#[test]
+fn no_query_selects_a_gauge_by_its_owner() {
+    let gauges: Vec<String> = gpu_gauges()
+        .iter()
+        .map(gpuslack_receiver::export::prometheus::prometheus_name)
+        .collect();
+    assert!(gauges.len() >= 30, "{gauges:?}");
+    let queries: Vec<(String, String)> = grafana_queries()
+        .into_iter()
+        .chain(rule_queries())
+        .chain(rule_file_queries("deploy/prometheus/gpuslack-jobs.yml"))
+        .chain(rule_file_queries(
+            "deploy/prometheus/gpuslack-fleet-rules.yml",
+        ))
+        .collect();
+    let mut joined = 0;
+    for (what, expr) in &queries {
+        let reads = metric_names(expr);
+        let gauges_read: Vec<&String> = gauges.iter().filter(|g| reads.contains(*g)).collect();
+        if gauges_read.is_empty() {
+            continue;
+        }
+        // The selector of each gauge it reads names no owner label.
+        for gauge in &gauges_read {
+            for (i, _) in expr.match_indices(gauge.as_str()) {
+                let rest = &expr[i + gauge.len()..];
+                if let Some(selector) = rest.strip_prefix('{') {
+                    let selector = &selector[..selector.find('}').unwrap_or(selector.len())];
+                    for label in OWNER_LABELS {
+                        assert!(
+                            !selector.contains(label),
+                            "{what}: {gauge} selected by {label}: {expr}"
+                        );
+                    }
+                }
+            }
+        }
+        // An owner label in a query over a gauge comes from the job info it joins.
+        if OWNER_LABELS.iter().any(|l| expr.contains(l)) {
+            assert!(
+                expr.contains("gpuslack_job_info"),
+                "{what}: reads {gauges_read:?} by an owner label without joining gpuslack_job_info: {expr}"
+            );
+            joined += 1;
+        }
+    }
+    // GpuHung, the ranks' waiting, working and busy share, and the job view's timeline.
+    assert!(joined >= 5, "{joined} queries join a gauge to its owner");
+    // Datadog has no joins: a monitor or widget over a gauge neither filters nor groups it by
+    // an owner tag (a job's view reads the per-owner counters or the process series).
+    let dd_gauges: Vec<&str> = gpu_gauges().iter().map(|d| d.name).collect();
+    let dd_owner: Vec<String> = OWNER_LABELS.iter().map(|l| l.replace('_', ".")).collect();
+    for file in [
+        "deploy/datadog/dashboard.json",
+        "deploy/datadog/monitors.json",
+    ] {
+        let text = std::fs::read_to_string(repo(file)).expect(file);
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut queries = Vec::new();
+        collect_queries(&v, &mut queries);
+        for q in queries {
+            // `max:gpuslack.diagnosis{…} by {host,hw.id}`: each metric, its filter and grouping.
+            for (i, _) in q.match_indices(':') {
+                let tail = &q[i + 1..];
+                let name: String = tail
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '_')
+                    .collect();
+                if !dd_gauges.contains(&name.as_str()) {
+                    continue;
+                }
+                let after = &tail[name.len()..];
+                let filter_end = after.find('}').map_or(0, |e| e + 1);
+                let mut scope = after[..filter_end].to_string();
+                if let Some(by) = after[filter_end..].trim_start().strip_prefix("by {") {
+                    scope.push_str(&by[..by.find('}').unwrap_or(by.len())]);
+                }
+                for tag in &dd_owner {
+                    assert!(
+                        !scope.contains(tag.as_str()),
+                        "{file}: {name} scoped by {tag}: {q}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The Xid alert pages only on the codes NVIDIA's catalog gives an action on the GPU or the
 /// node (the rule's comment cites it): never on the application errors, and on the ones an SRE
 /// must act on. The promtool tests check the behaviour on 79 and 13.

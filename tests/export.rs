@@ -752,28 +752,59 @@ fn processes_and_their_owner_reach_the_collector() {
         String::from_utf8_lossy(&run.stderr)
     );
     let records = read_collected(&collected, true);
+    // Gauges name the GPU, never its owner: an owner change starts no gauge series.
     let power = points_of(&records, "hw.power");
-    let attrs_of = |gpu: &str| {
-        power
+    assert!(power.len() >= 2, "{power:?}");
+    for (_, p) in &power {
+        for key in [
+            "process.pid",
+            "process.executable.name",
+            "container.id",
+            "k8s.pod.uid",
+            "k8s.pod.name",
+            "k8s.namespace.name",
+            "k8s.container.name",
+            "gpuslack.job.id",
+        ] {
+            assert!(
+                p["attributes"].get(key).is_none(),
+                "hw.power names {key}: {p}"
+            );
+        }
+    }
+    // The owner rides on the per-owner counters and on the GPU's job info.
+    let attrs_of = |metric: &str, gpu: &str| {
+        points_of(&records, metric)
             .iter()
-            .rfind(|(_, p)| p["attributes"]["gpuslack.gpu.index"] == gpu)
+            .rfind(|(_, p)| {
+                p["attributes"]["gpuslack.gpu.index"] == gpu
+                    && p["attributes"].get("gpuslack.job.id").is_some()
+            })
             .map(|(_, p)| p["attributes"].clone())
-            .unwrap_or_else(|| panic!("no hw.power for GPU {gpu}"))
+            .unwrap_or_else(|| panic!("no owned {metric} for GPU {gpu}"))
     };
-    // The lone process owns GPU 0: its pid, executable and container are on every series.
-    let gpu0 = attrs_of("0");
-    assert_eq!(gpu0["process.pid"], 4242, "an int, as semconv types it");
-    assert_eq!(gpu0["process.executable.name"], "python");
-    assert_eq!(gpu0["container.id"], container);
-    assert_eq!(gpu0["gpuslack.job.id"], "container:3f4c2e1b9a8d");
-    assert_eq!(gpu0["k8s.pod.name"], "trainer-0");
-    assert_eq!(gpu0["k8s.namespace.name"], "ml");
-    assert_eq!(gpu0["k8s.container.name"], "trainer");
-    // GPU 1 is shared: no single process owns it, nor a pod; its job is the process group.
-    let gpu1 = attrs_of("1");
-    assert!(gpu1.get("process.pid").is_none(), "{gpu1}");
-    assert!(gpu1.get("k8s.pod.name").is_none(), "{gpu1}");
-    assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000");
+    // The lone process owns GPU 0: its pid, executable and container name its series.
+    for metric in ["hw.energy", "gpuslack.diagnosis.time", "gpuslack.job.info"] {
+        let gpu0 = attrs_of(metric, "0");
+        assert_eq!(
+            gpu0["process.pid"], 4242,
+            "{metric}: an int, as semconv types it"
+        );
+        assert_eq!(gpu0["process.executable.name"], "python", "{metric}");
+        assert_eq!(gpu0["container.id"], container, "{metric}");
+        assert_eq!(
+            gpu0["gpuslack.job.id"], "container:3f4c2e1b9a8d",
+            "{metric}"
+        );
+        assert_eq!(gpu0["k8s.pod.name"], "trainer-0", "{metric}");
+        assert_eq!(gpu0["k8s.namespace.name"], "ml", "{metric}");
+        assert_eq!(gpu0["k8s.container.name"], "trainer", "{metric}");
+        // GPU 1 is shared: no single process owns it, nor a pod; its job is the process group.
+        let gpu1 = attrs_of(metric, "1");
+        assert!(gpu1.get("process.pid").is_none(), "{metric}: {gpu1}");
+        assert!(gpu1.get("k8s.pod.name").is_none(), "{metric}: {gpu1}");
+        assert_eq!(gpu1["gpuslack.job.id"], "pgid:5000", "{metric}");
+    }
     // Each container the GPU is assigned to has its assignment series: GPU 1's two pods too.
     let assigned = |gpu: &str| -> std::collections::BTreeSet<String> {
         points_of(&records, "gpuslack.gpu.assignment")
@@ -784,7 +815,8 @@ fn processes_and_their_owner_reach_the_collector() {
     };
     assert_eq!(assigned("0"), ["trainer-0"].map(String::from).into());
     assert_eq!(assigned("1"), ["nb-a", "nb-b"].map(String::from).into());
-    // The verdict-change records name whose GPU changed: in the collector and in the log.
+    // The verdict-change records name whose GPU changed, in the collector and in the log: an
+    // event is no series, so it names the owner.
     let change = records
         .iter()
         .find(|r| r["signal"] == "log" && r["attributes"]["gpuslack.gpu.index"] == "0")

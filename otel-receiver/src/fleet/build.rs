@@ -344,13 +344,14 @@ pub fn job_report(
         )
     };
     let rows = by_key(&time, &energy, rank_key);
-    // The timelines: the verdict gauge over the range, at a step that keeps a rank's strip
+    // The timelines: the verdict gauge over the range (of the GPUs the job's info series says
+    // it held at each step: the gauge names no owner), at a step that keeps a rank's strip
     // within about 600 points (Prometheus refuses more than 11,000 a series).
     let step_s = (options.since_s / 600.0).ceil().max(1.0);
     let timeline = prom.query_range(
         &format!(
             "max by (instance, hw_id, gpuslack_gpu_index, gpuslack_diagnosis_class) ({}) == 1",
-            promql::of_job(RATIO, job)
+            promql::gauge_of_job(RATIO, job)
         ),
         options.end - options.since_s,
         options.end,

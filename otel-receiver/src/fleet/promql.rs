@@ -55,13 +55,41 @@ pub fn sum_rise(selector: &str, by: &[&str], range_s: f64) -> String {
 
 /// `metric{gpuslack_job_id="job"}`, the job's value escaped for PromQL's double quotes.
 pub fn of_job(metric: &str, job: &str) -> String {
+    format!("{metric}{{{}}}", job_matcher(job))
+}
+
+/// `gpuslack_job_id="job"`, the job's value escaped for PromQL's double quotes.
+fn job_matcher(job: &str) -> String {
     let escaped = job.replace('\\', "\\\\").replace('"', "\\\"");
-    format!("{metric}{{gpuslack_job_id=\"{escaped}\"}}")
+    format!("gpuslack_job_id=\"{escaped}\"")
+}
+
+/// A gauge's series of the GPUs a process of `job` held: a gauge names its GPU, never its owner
+/// (docs/EXPORT.md, "Series budget"), so the job is its GPU's info series' while it ran there,
+/// matched on `instance, hw_id` at each evaluation (each step of a range query).
+pub fn gauge_of_job(gauge: &str, job: &str) -> String {
+    format!(
+        "({gauge} and on (instance, hw_id) {JOB_INFO}{{{},gpuslack_job_state=\"running\"}})",
+        job_matcher(job)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gauge_joins_its_job_through_the_info_series() {
+        assert_eq!(
+            gauge_of_job(RATIO, "slurm:7"),
+            r#"(gpuslack_diagnosis_ratio and on (instance, hw_id) gpuslack_job_info{gpuslack_job_id="slurm:7",gpuslack_job_state="running"})"#
+        );
+        // A brace in the job's name is inside its quotes: the state joins the selector.
+        assert_eq!(
+            gauge_of_job(RATIO, "a}b"),
+            r#"(gpuslack_diagnosis_ratio and on (instance, hw_id) gpuslack_job_info{gpuslack_job_id="a}b",gpuslack_job_state="running"})"#
+        );
+    }
 
     #[test]
     fn a_job_id_cannot_break_out_of_its_quotes() {
