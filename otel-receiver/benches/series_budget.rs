@@ -3,14 +3,22 @@
 //! windows. At every export it counts the series the node exposes (OTLP points of one
 //! collection, `/metrics` samples) and the bytes of each form, and prints the maximum and the
 //! mean; it fails if the series ever pass the budget's bound (docs/EXPORT.md, "Series budget").
+//! It also counts the distinct series the node exposed within each hour and over the day: what
+//! churn costs a backend that bills or indexes every series it has seen (Datadog bills custom
+//! metrics by the distinct tag sets an hour; a Prometheus head keeps a series about two hours
+//! after its last sample). Gauges name no owner, so they add none with a new owner.
 //! The windows are the two-GPU fixture's busiest, with each GPU's owner set as the agent would.
 //!
 //! `cargo bench -p gpuslack-receiver --bench series_budget` (about a minute in release).
 
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
 use gpuslack_receiver::attribution::GpuProcess;
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::export::catalogue::Kind;
 use gpuslack_receiver::export::config::{resolve, Layer};
 use gpuslack_receiver::export::otlp::SharedReader;
 use gpuslack_receiver::export::state::DEFAULT_OWNER_SERIES;
@@ -75,6 +83,11 @@ fn main() {
     let (mut max_series, mut sum_series, mut exports) = (0usize, 0usize, 0usize);
     let (mut max_otlp, mut sum_otlp, mut max_text, mut sum_text) = (0usize, 0usize, 0usize, 0usize);
     let mut owners = std::collections::BTreeSet::new();
+    // Distinct series (metric and attribute set, hashed) within the current hour and the day.
+    let (mut hour_seen, mut day_seen) = (HashSet::new(), HashSet::new());
+    let (mut max_hour, mut max_hour_gauges, mut gauges_seen) = (0usize, 0usize, HashSet::new());
+    let mut hour_gauges = HashSet::new();
+    let exports_an_hour = (3600 / EXPORT_S) as usize;
     let started = std::time::Instant::now();
     for w in 0..DAY_S / WINDOW_S {
         let start = t0 + f64::from(w * WINDOW_S);
@@ -109,6 +122,23 @@ fn main() {
                 &config,
                 prometheus::Format::Text,
             );
+            for p in state.read().expect("state").points().iter() {
+                let mut h = DefaultHasher::new();
+                (p.def.name, &p.attributes).hash(&mut h);
+                let key = h.finish();
+                hour_seen.insert(key);
+                day_seen.insert(key);
+                if !matches!(p.def.kind, Kind::Counter) {
+                    hour_gauges.insert(key);
+                    gauges_seen.insert(key);
+                }
+            }
+            if (exports + 1) % exports_an_hour == 0 {
+                max_hour = max_hour.max(hour_seen.len());
+                max_hour_gauges = max_hour_gauges.max(hour_gauges.len());
+                hour_seen.clear();
+                hour_gauges.clear();
+            }
             max_series = max_series.max(points);
             sum_series += points;
             max_otlp = max_otlp.max(otlp_bytes);
@@ -137,6 +167,12 @@ fn main() {
         "OTLP protobuf per export: max {max_otlp} B, mean {} B; /metrics text: max {max_text} B, mean {} B",
         sum_otlp / exports.max(1),
         sum_text / exports.max(1)
+    );
+    println!(
+        "distinct series: max {max_hour} within an hour ({} per GPU; {max_hour_gauges} of them not counters), {} over the day ({} not counters)",
+        max_hour / GPUS as usize,
+        day_seen.len(),
+        gauges_seen.len()
     );
     println!(
         "{exports} exports simulated in {:.1} s",

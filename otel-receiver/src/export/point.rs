@@ -6,8 +6,8 @@ use super::catalogue::MetricDef;
 use crate::attribution::{owner_of, pod_owner_of, GpuProcess};
 use crate::diagnosis::WindowReport;
 
-/// One value of one metric for one GPU, with its whole attribute set (the GPU's, its owner's,
-/// the point's own).
+/// One value of one metric for one GPU, with its whole attribute set (the GPU's identity, its
+/// owner's on a per-owner point, the point's own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     pub def: MetricDef,
@@ -20,7 +20,8 @@ pub type Attributes = Vec<(&'static str, String)>;
 
 /// Whoever owns the GPU in a window, by the semantic conventions' names: the process holding it
 /// alone, the container or pod all its processes share, the pod (and container) the kubelet
-/// assigned it to, and the job. Empty when nobody does.
+/// assigned it to, and the job. Empty when nobody does. They name the per-owner counters, the
+/// process points, the job info and the log records, never a gauge (`points`' module doc).
 pub fn owner_attributes(report: &WindowReport) -> Attributes {
     let mut attrs = Vec::new();
     if let Some(owner) = report.stats.processes.as_deref().and_then(|p| owner_of(p)) {
