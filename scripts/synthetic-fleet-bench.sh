@@ -36,8 +36,12 @@ for m in gpuslack_diagnosis_time_seconds_total gpuslack_diagnosis_energy_joules_
   echo "  $m: $(q "count(last_over_time($m[1d]))")"
 done
 echo "job rule, GPU-seconds by job and verdict over 5m: $(q 'count(sum by (gpuslack_job_id, gpuslack_diagnosis_class) (rate(gpuslack_diagnosis_time_seconds_total{gpuslack_job_id!=""}[5m])))')"
-echo "job rule, share of a job's ranks waiting (hang): $(q 'count(avg by (gpuslack_job_id) (max by (gpuslack_job_id, instance, hw_id) (gpuslack_diagnosis_ratio{gpuslack_diagnosis_class=~"hung|sync_wait",gpuslack_job_id!=""})))')"
-echo "job rule, busy share per rank over 5m (straggler): $(q 'count(sum by (gpuslack_job_id, instance, hw_id) (avg_over_time(gpuslack_diagnosis_ratio{gpuslack_diagnosis_class=~"compute_bound|memory_bound",gpuslack_job_id!=""}[5m])))')"
+# The gauges name no owner: the job comes from the GPU's info series, as in gpuslack-jobs.yml
+# (the busy share joins at each step of a subquery; the data has no SM activity, so the verdict
+# gauge stands in for it).
+info='max by (instance, hw_id, gpuslack_job_id) (gpuslack_job_info{gpuslack_job_id!=""})'
+echo "job rule, share of a job's ranks waiting (hang): $(q "count(avg by (gpuslack_job_id) (max by (gpuslack_job_id, instance, hw_id) (gpuslack_diagnosis_ratio{gpuslack_diagnosis_class=~\"hung|sync_wait\"} * on (instance, hw_id) group_left (gpuslack_job_id) $info)))")"
+echo "job rule, busy share per rank over 5m (straggler): $(q "count(sum by (gpuslack_job_id, instance, hw_id) (avg_over_time((gpuslack_diagnosis_ratio{gpuslack_diagnosis_class=~\"compute_bound|memory_bound\"} * on (instance, hw_id) group_left (gpuslack_job_id) $info)[5m:10s])))")"
 m=gpuslack_diagnosis_time_seconds_total r=86400s
 rise="((last_over_time($m[$r]) - (last_over_time($m[5m] offset $r) or last_over_time($m[$r]) * 0)) and (resets($m[$r]) == 0)) or increase($m[$r])"
 echo "the report's main query, time by job and verdict over 1d: $(q "count(sum by (gpuslack_job_id, k8s_namespace_name, process_owner, gpuslack_diagnosis_class) ($rise))")"
