@@ -256,6 +256,15 @@ fn fleet_and_job_reports_match_diagnose_of_the_same_traces_within_one_percent() 
             .map(|(c, s)| (c.clone(), *s))
             .collect();
         assert_within_one_percent(&label, &seconds_of(&rank["time_by_verdict"]), &want);
+        // The timeline reads the verdict gauge, which names no job: joined through the GPU's
+        // info series, every rank has its strip, ending in a verdict it spent time in.
+        let bands = rank["bands"].as_array().expect("bands");
+        assert!(!bands.is_empty(), "{label}: no timeline");
+        let last = rank["last_class"].as_str().expect("last_class");
+        assert!(
+            want.contains_key(last),
+            "{label}: last {last}, spent {want:?}"
+        );
     }
     let page = std::fs::read_to_string(&html).expect("the HTML page");
     assert_eq!(page.matches("<svg").count(), 4, "an SVG timeline per rank");

@@ -66,10 +66,12 @@ fn job_matcher(job: &str) -> String {
 
 /// A gauge's series of the GPUs a process of `job` held: a gauge names its GPU, never its owner
 /// (docs/EXPORT.md, "Series budget"), so the job is its GPU's info series' while it ran there,
-/// matched on `instance, hw_id` at each evaluation (each step of a range query).
+/// matched on `instance, hw_id` at each evaluation (each step of a range query). Only the GPU's
+/// latest info series counts: without staleness markers (remote write) a finished job's lingers
+/// 5 minutes beside the next one's, and would claim the next job's verdicts.
 pub fn gauge_of_job(gauge: &str, job: &str) -> String {
     format!(
-        "({gauge} and on (instance, hw_id) {JOB_INFO}{{{},gpuslack_job_state=\"running\"}})",
+        "({gauge} and on (instance, hw_id) (topk by (instance, hw_id) (1, timestamp({JOB_INFO})) and on (instance, hw_id, gpuslack_job_id, gpuslack_job_state) {JOB_INFO}{{{},gpuslack_job_state=\"running\"}}))",
         job_matcher(job)
     )
 }
@@ -82,12 +84,12 @@ mod tests {
     fn a_gauge_joins_its_job_through_the_info_series() {
         assert_eq!(
             gauge_of_job(RATIO, "slurm:7"),
-            r#"(gpuslack_diagnosis_ratio and on (instance, hw_id) gpuslack_job_info{gpuslack_job_id="slurm:7",gpuslack_job_state="running"})"#
+            r#"(gpuslack_diagnosis_ratio and on (instance, hw_id) (topk by (instance, hw_id) (1, timestamp(gpuslack_job_info)) and on (instance, hw_id, gpuslack_job_id, gpuslack_job_state) gpuslack_job_info{gpuslack_job_id="slurm:7",gpuslack_job_state="running"}))"#
         );
         // A brace in the job's name is inside its quotes: the state joins the selector.
         assert_eq!(
             gauge_of_job(RATIO, "a}b"),
-            r#"(gpuslack_diagnosis_ratio and on (instance, hw_id) gpuslack_job_info{gpuslack_job_id="a}b",gpuslack_job_state="running"})"#
+            r#"(gpuslack_diagnosis_ratio and on (instance, hw_id) (topk by (instance, hw_id) (1, timestamp(gpuslack_job_info)) and on (instance, hw_id, gpuslack_job_id, gpuslack_job_state) gpuslack_job_info{gpuslack_job_id="a}b",gpuslack_job_state="running"}))"#
         );
     }
 
