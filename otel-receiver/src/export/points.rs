@@ -189,6 +189,100 @@ fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>
     }
 }
 
+/// What dcgm-exporter users look for beside the diagnosis: the graphics engine, the memory
+/// controller, the FP64 pipe, the performance state, BAR1, the PCIe link, the fans and the
+/// NVLinks' state. Each where the source read it: a board without fans has no fan point.
+fn device_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes)) {
+    let w = &view.report.stats;
+    let attr = |k: &'static str, v: &str| vec![(k, v.to_string())];
+    push(GR_ENGINE_ACTIVITY, share(w.mean(Metric::GpmGr)), vec![]);
+    push(
+        MEMORY_CONTROLLER_UTILIZATION,
+        share(w.mean(Metric::UtilMem)),
+        vec![],
+    );
+    push(
+        PIPE_ACTIVITY,
+        share(w.mean(Metric::GpmFp64)),
+        attr("gpuslack.pipe", "fp64"),
+    );
+    push(PERFORMANCE_STATE, w.max(Metric::Pstate), vec![]);
+    push(BAR1_USAGE, view.held(Metric::Bar1UsedBytes), vec![]);
+    push(BAR1_LIMIT, view.held(Metric::Bar1TotalBytes), vec![]);
+    for (def, current, max) in [
+        (
+            PCIE_LINK_GENERATION,
+            Metric::PcieLinkGen,
+            Metric::PcieLinkGenMax,
+        ),
+        (
+            PCIE_LINK_WIDTH,
+            Metric::PcieLinkWidth,
+            Metric::PcieLinkWidthMax,
+        ),
+    ] {
+        let bound = |b: &str| attr("gpuslack.pcie.link.bound", b);
+        push(def, view.held(current), bound("current"));
+        push(def, view.held(max), bound("max"));
+    }
+    push(FAN_SPEED_RATIO, share(view.held(Metric::FanPct)), vec![]);
+    push(
+        NVLINK_LINKS,
+        view.held(Metric::NvlinkLinksUp),
+        attr("gpuslack.nvlink.state", "up"),
+    );
+    push(
+        NVLINK_LINKS,
+        view.held(Metric::NvlinkLinksDown),
+        attr("gpuslack.nvlink.state", "down"),
+    );
+}
+
+/// The GPU's `gpuslack.gpu.info` point: what identifies the board (its model, driver, VBIOS,
+/// serial number and PCI bus id) on one series, so that the gauges need carry `hw.id` only.
+fn gpu_info_point(view: &GpuView, out: &mut Vec<Point>) {
+    let f = &view.facts;
+    let mut attributes = identity_attributes(view);
+    for (key, value) in [
+        ("hw.firmware_version", &f.vbios),
+        ("hw.serial_number", &f.serial),
+        ("gpuslack.gpu.pci_bus_id", &f.pci_bus_id),
+    ] {
+        if let Some(v) = value {
+            attributes.push((key, v.clone()));
+        }
+    }
+    out.push(Point {
+        def: GPU_INFO,
+        value: 1.0,
+        attributes,
+    });
+}
+
+/// The GPU's Xid events by code, with the catalogue's action for each: a GPU-level series per
+/// code seen (never per owner: an Xid is the GPU's), at most [`super::state::MAX_XID_CODES`] and `other`.
+fn xid_points(view: &GpuView, out: &mut Vec<Point>) {
+    let identity: Attributes = identity_attributes(view)
+        .into_iter()
+        .filter(|(k, _)| matches!(*k, "hw.type" | "hw.id" | "gpuslack.gpu.index"))
+        .collect();
+    for (code, n) in view.xid_codes() {
+        let action = code
+            .parse::<u32>()
+            .ok()
+            .and_then(crate::hw_health::lookup)
+            .map_or("unknown", |x| x.action.as_str());
+        let mut attributes = identity.clone();
+        attributes.push(("gpuslack.xid.code", code.to_string()));
+        attributes.push(("gpuslack.xid.action", action.to_string()));
+        out.push(Point {
+            def: XID_ERRORS,
+            value: n,
+            attributes,
+        });
+    }
+}
+
 /// The GPU's `gpuslack.job.info` point: its identity (`hw.id` and index only: the job's own
 /// attributes fill the rest of the label budget) and its job's. Its attributes are its own, not
 /// the owner's of the gauges: the pod a dead rank ran in no longer owns the GPU's series.
@@ -372,9 +466,12 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
         vec![],
     );
     push(XID_LAST, view.held(Metric::XidLast), vec![]);
+    device_points(view, &mut push);
     process_points(view, top, &mut push);
     assignment_points(view, &mut push);
     job_info_point(view, &mut out);
+    gpu_info_point(view, &mut out);
+    xid_points(view, &mut out);
     counter_points(view, &mut out);
     out
 }
@@ -435,8 +532,9 @@ fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
 
 /// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
 /// GPU needs service), `degraded` when an uncorrected ECC error happened since the driver
-/// loaded, a remap or retirement waits for a reset, or an Xid event arrived since the agent
-/// started, else `ok`.
+/// loaded, a remap or retirement waits for a reset, an Xid event arrived since the agent
+/// started, or the PCIe link trained below its maximum in the latest window
+/// ([`crate::hw_health::link_shortfall`]), else `ok`.
 fn health_state(view: &GpuView) -> Option<&'static str> {
     let read = |m: Metric| view.held(m);
     let health = [
@@ -446,6 +544,7 @@ fn health_state(view: &GpuView) -> Option<&'static str> {
         Metric::RetiredPending,
         Metric::XidEvents,
         Metric::PcieReplays,
+        Metric::PcieLinkWidth,
     ];
     if health.iter().all(|m| read(*m).is_none()) {
         return None;
@@ -457,6 +556,7 @@ fn health_state(view: &GpuView) -> Option<&'static str> {
         || positive(Metric::RemapPending)
         || positive(Metric::RetiredPending)
         || positive(Metric::XidEvents)
+        || crate::hw_health::link_shortfall(&view.report.stats).is_some()
     {
         Some("degraded")
     } else {

@@ -30,8 +30,9 @@ use crate::sample::Sample;
 /// CPU each on an H200) and GPM (120–270 µs for a sample and eleven metrics, by host) are read
 /// every tick; process lists and NVLink counters every second; limits every 10 s; the energy
 /// counter, which costs 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart;
-/// memory temperature, encoder/decoder use and Xid counts every second, the health counters
-/// (ECC, row remapping, replays) every 10 s.
+/// memory temperature, encoder/decoder use, Xid counts, BAR1, the PCIe link's generation and
+/// width and the fans every second, the health counters (ECC, row remapping, replays) and
+/// each NVLink's state every 10 s.
 /// Window power then comes from the power readings (within 1% of the energy counter in the H200
 /// validation) and the counter keeps the exact total. `nvmlDeviceGetPcieThroughput` waits ~20 ms
 /// a direction and costs 1.8 ms of CPU a pair on an H200: after the tick's other reads, so that
@@ -67,13 +68,16 @@ impl Cadence {
         match field {
             Field::Energy => self.energy,
             Field::Processes => self.processes,
-            Field::Limits | Field::Health => self.limits,
+            Field::Limits | Field::Health | Field::NvlinkState => self.limits,
             Field::PcieThroughput if gpm => self.pcie_beside_gpm,
             Field::NvlinkThroughput
             | Field::PcieThroughput
             | Field::MemoryTemperature
             | Field::Codec
-            | Field::Xid => self.links,
+            | Field::Xid
+            | Field::Bar1
+            | Field::PcieLink
+            | Field::Fan => self.links,
             _ => self.tick,
         }
     }
@@ -546,6 +550,17 @@ mod tests {
         assert_eq!(reads[&Field::Energy], 1);
         assert_eq!(reads[&Field::Processes], 5);
         assert_eq!(reads[&Field::Limits], 1);
+        // dcgm-exporter's extras: BAR1, the PCIe link and the fans every second, each
+        // NVLink's state every 10 s (18 calls), never every tick.
+        assert_eq!(
+            (
+                reads[&Field::Bar1],
+                reads[&Field::PcieLink],
+                reads[&Field::Fan]
+            ),
+            (5, 5, 5)
+        );
+        assert_eq!(reads[&Field::NvlinkState], 1);
         let with_energy = samples
             .iter()
             .filter(|s| s[0].get(Metric::EnergyMj).is_some())
@@ -575,6 +590,34 @@ mod tests {
             .iter()
             .all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
         assert!(source.drain_events().is_empty());
+    }
+
+    #[test]
+    fn a_board_without_fans_or_nvlink_skips_both_once_and_keeps_its_link_reads() {
+        // An SXM H200 in a VM without its NVSwitch fabric: no fan, no NVLink.
+        let mut gpu = Scripted::healthy();
+        gpu.answers.insert(Field::Fan, Err(ReadError::NotSupported));
+        gpu.answers
+            .insert(Field::NvlinkState, Err(ReadError::NotSupported));
+        let mut source = LiveSource::new(vec![(0, gpu)], Cadence::every(Duration::from_secs(1)));
+        ticks(&mut source, 25, 1.0);
+        let reads = &source.slots[0].reader.reads;
+        assert_eq!((reads[&Field::Fan], reads[&Field::NvlinkState]), (1, 1));
+        // At 1 s the per-second fields are read every tick: 25 in 25 s.
+        assert_eq!((reads[&Field::Bar1], reads[&Field::PcieLink]), (25, 25));
+        assert_eq!(
+            source.drain_events(),
+            vec![
+                SourceEvent::FieldUnsupported {
+                    gpu: 0,
+                    field: Field::Fan
+                },
+                SourceEvent::FieldUnsupported {
+                    gpu: 0,
+                    field: Field::NvlinkState
+                },
+            ]
+        );
     }
 
     #[test]
