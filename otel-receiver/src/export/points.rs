@@ -937,6 +937,140 @@ mod tests {
     }
 
     #[test]
+    fn the_dcgm_exporter_fields_are_exported_with_their_bounds_and_units() {
+        // An H200 at gen5 x16 whose link fell to gen3 under load at t = 104 s, 70% memory
+        // controller, GPM graphics engine 80%, FP64 12%, P0, 2 GiB of 256 GiB BAR1, fans at 40%,
+        // 17 NVLinks up and 1 down.
+        let reports = reports(10, |t, s| {
+            s.with(Metric::UtilGpu, 100.0)
+                .with(Metric::UtilMem, 70.0)
+                .with(Metric::GpmGr, 80.0)
+                .with(Metric::GpmFp64, 12.0)
+                .with(Metric::Pstate, 0.0)
+                .with(Metric::Bar1UsedBytes, 2.0 * 1024.0 * 1024.0 * 1024.0)
+                .with(Metric::Bar1TotalBytes, 256.0 * 1024.0 * 1024.0 * 1024.0)
+                .with(Metric::PcieLinkGen, if t < 104.0 { 5.0 } else { 3.0 })
+                .with(Metric::PcieLinkWidth, 16.0)
+                .with(Metric::PcieLinkGenMax, 5.0)
+                .with(Metric::PcieLinkWidthMax, 16.0)
+                .with(Metric::FanPct, 40.0)
+                .with(Metric::NvlinkLinksUp, 17.0)
+                .with(Metric::NvlinkLinksDown, 1.0)
+                .with(Metric::PcieReplays, 0.0)
+        });
+        let facts = DeviceFacts {
+            uuid: Some("GPU-5c8f".into()),
+            driver: Some("580.159.04".into()),
+            pci_bus_id: Some("00000000:1B:00.0".into()),
+            serial: Some("1654123456789".into()),
+            vbios: Some("96.00.9F.00.01".into()),
+            ..DeviceFacts::default()
+        };
+        let mut state = ExportState::default();
+        let mut states = Vec::new();
+        for r in &reports {
+            state.update(r, &facts);
+            let all = points(state.get(0).expect("gpu 0"), 5);
+            states.push(value(&all, "hw.status", Some(("hw.state", "degraded"))));
+        }
+        let all = points(state.get(0).expect("gpu 0"), 5);
+        let v = |name, attr| value(&all, name, attr);
+        assert_eq!(v("gpuslack.gr_engine.activity", None), Some(0.8));
+        assert_eq!(v("gpuslack.memory_controller.utilization", None), Some(0.7));
+        assert_eq!(
+            v("gpuslack.pipe.activity", Some(("gpuslack.pipe", "fp64"))),
+            Some(0.12)
+        );
+        assert_eq!(v("gpuslack.performance_state", None), Some(0.0));
+        assert_eq!(v("gpuslack.bar1.usage", None), Some(2147483648.0));
+        assert_eq!(v("gpuslack.bar1.limit", None), Some(274877906944.0));
+        let bound = |b| Some(("gpuslack.pcie.link.bound", b));
+        assert_eq!(v("gpuslack.pcie.link.generation", bound("current")), Some(3.0));
+        assert_eq!(v("gpuslack.pcie.link.generation", bound("max")), Some(5.0));
+        assert_eq!(v("gpuslack.pcie.link.width", bound("current")), Some(16.0));
+        assert_eq!(v("gpuslack.pcie.link.width", bound("max")), Some(16.0));
+        assert_eq!(v("gpuslack.fan.speed", None), Some(0.4));
+        let state_of = |s| Some(("gpuslack.nvlink.state", s));
+        assert_eq!(v("gpuslack.nvlink.links", state_of("up")), Some(17.0));
+        assert_eq!(v("gpuslack.nvlink.links", state_of("down")), Some(1.0));
+        // The windows at gen5 are healthy; once the loaded link sits at gen3, degraded.
+        assert_eq!(states[0], Some(0.0));
+        assert_eq!(states.last().copied().flatten(), Some(1.0));
+        // The board's identity rides on one info point only.
+        let info: Vec<&Point> = all.iter().filter(|p| p.def == GPU_INFO).collect();
+        assert_eq!(info.len(), 1);
+        let attr = |k: &str| {
+            info[0]
+                .attributes
+                .iter()
+                .find(|(pk, _)| *pk == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(attr("hw.id"), Some("GPU-5c8f"));
+        assert_eq!(attr("hw.driver_version"), Some("580.159.04"));
+        assert_eq!(attr("hw.firmware_version"), Some("96.00.9F.00.01"));
+        assert_eq!(attr("hw.serial_number"), Some("1654123456789"));
+        assert_eq!(attr("gpuslack.gpu.pci_bus_id"), Some("00000000:1B:00.0"));
+        let elsewhere = all
+            .iter()
+            .filter(|p| p.def != GPU_INFO)
+            .filter(|p| p.attributes.iter().any(|(k, _)| *k == "hw.serial_number"))
+            .count();
+        assert_eq!(elsewhere, 0, "the serial is on the info point only");
+    }
+
+    #[test]
+    fn xid_events_are_counted_by_code_and_the_codes_are_bounded() {
+        // One Xid a window (2 s) from t = 102 s: codes 13, 13, 79, then 9 other codes.
+        let codes = [13.0, 13.0, 79.0, 31.0, 43.0, 45.0, 48.0, 62.0, 64.0, 94.0, 95.0, 119.0];
+        let reports = reports(2 * (codes.len() as u32 + 1), |t, s| {
+            let n = (((t - 100.0) / 2.0).floor() as usize).min(codes.len());
+            let last = if n == 0 { 0.0 } else { codes[n - 1] };
+            s.with(Metric::XidEvents, n as f64).with(Metric::XidLast, last)
+        });
+        let mut state = ExportState::default();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+        }
+        let all = points(state.get(0).expect("gpu 0"), 5);
+        let xid: Vec<&Point> = all.iter().filter(|p| p.def == XID_ERRORS).collect();
+        let by_code = |code: &str| {
+            xid.iter()
+                .find(|p| {
+                    p.attributes
+                        .iter()
+                        .any(|(k, v)| *k == "gpuslack.xid.code" && v == code)
+                })
+                .map(|p| {
+                    let action = p
+                        .attributes
+                        .iter()
+                        .find(|(k, _)| *k == "gpuslack.xid.action")
+                        .map(|(_, v)| v.clone());
+                    (p.value, action)
+                })
+        };
+        assert_eq!(by_code("13"), Some((2.0, Some("restart_app".into()))));
+        assert_eq!(by_code("79"), Some((1.0, Some("reboot_node".into()))));
+        // 8 codes of their own at most, then `other`; the total is every event.
+        assert!(xid.len() <= MAX_XID_CODES_FOR_TEST + 1, "{}", xid.len());
+        let total: f64 = xid.iter().map(|p| p.value).sum();
+        assert_eq!(total, codes.len() as f64);
+        assert!(by_code("other").is_some(), "{xid:?}");
+        // No owner on an Xid series: the GPU's identity only.
+        assert!(xid
+            .iter()
+            .all(|p| p.attributes.iter().all(|(k, _)| !k.starts_with("process."))));
+        // The per-owner total is unchanged beside it.
+        assert_eq!(
+            value(&all, "hw.errors", Some(("error.type", "xid"))),
+            Some(codes.len() as f64)
+        );
+    }
+
+    const MAX_XID_CODES_FOR_TEST: usize = crate::export::state::MAX_XID_CODES;
+
+    #[test]
     fn a_mig_instance_names_its_profile() {
         assert_eq!(mig_profile("NVIDIA H200 MIG 1g.18gb"), Some("1g.18gb"));
         assert_eq!(
