@@ -301,6 +301,26 @@ pub struct Sample {
     /// The Kubernetes containers the kubelet assigned the GPU to, read with the process list
     /// where a kubelet answers; empty when it assigned the GPU to none.
     pub pods: Option<std::sync::Arc<Vec<PodContainer>>>,
+    /// Each NVLink the GPU has, its state and error counters, read every 10 s (GPUs with
+    /// NVLink): which link of 18 is down or erring, where the metrics give only the counts.
+    pub nvlinks: Option<std::sync::Arc<Vec<NvlinkLink>>>,
+}
+
+/// One NVLink of a GPU as NVML reads it (`nvmlDeviceGetNvLinkState`,
+/// `nvmlDeviceGetNvLinkErrorCounter`): the error counters count since the driver loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlinkLink {
+    /// The link's index, 0 to 17.
+    pub link: u32,
+    /// Whether the link is active.
+    pub up: bool,
+    /// Data CRC, replay and recovery errors on this link, where the driver counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<u64>,
 }
 
 impl Sample {
@@ -313,6 +333,7 @@ impl Sample {
             present: 0,
             processes: None,
             pods: None,
+            nvlinks: None,
         }
     }
 
@@ -351,6 +372,7 @@ impl Sample {
         self.clk_reasons.is_none()
             && self.processes.is_none()
             && self.pods.is_none()
+            && self.nvlinks.is_none()
             && self.values.iter().all(Option::is_none)
     }
 

@@ -306,6 +306,12 @@ pub const XID_ERRORS: MetricDef = counter(
     "Xid events since the agent started by code (gpuslack.xid.code) with the catalogue's action (gpuslack.xid.action); only codes seen, at most 8 a GPU, then other",
 )
 .int();
+pub const NVLINK_LINK_ERRORS: MetricDef = gauge(
+    "gpuslack.nvlink.link.errors",
+    "{error}",
+    "NVML's error counts of one NVLink as they stand, since the driver loaded (gpuslack.nvlink.link; error.type crc, replay, recovery): only links that have any, or are down",
+)
+.int();
 pub const GPU_INFO: MetricDef = gauge(
     "gpuslack.gpu.info",
     "1",
@@ -320,7 +326,7 @@ pub const JOB_INFO: MetricDef = gauge(
 )
 .int();
 
-pub const ALL: [MetricDef; 53] = [
+pub const ALL: [MetricDef; 54] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -367,6 +373,7 @@ pub const ALL: [MetricDef; 53] = [
     PCIE_LINK_WIDTH,
     FAN_SPEED_RATIO,
     NVLINK_LINKS,
+    NVLINK_LINK_ERRORS,
     XID_ERRORS,
     GPU_INFO,
     PROCESS_SM,

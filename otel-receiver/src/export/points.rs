@@ -236,6 +236,23 @@ fn device_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, At
         view.held(Metric::NvlinkLinksDown),
         attr("gpuslack.nvlink.state", "down"),
     );
+    // Per link only where it says something: a link with errors, or one that is down (its
+    // series then names it). 18 healthy links make no series; the worst case is 18 × 3.
+    for l in view.nvlinks() {
+        let erring = [l.crc, l.replay, l.recovery]
+            .iter()
+            .any(|n| n.is_some_and(|n| n > 0));
+        if !erring && l.up {
+            continue;
+        }
+        for (kind, n) in [("crc", l.crc), ("replay", l.replay), ("recovery", l.recovery)] {
+            let attrs = vec![
+                ("gpuslack.nvlink.link", l.link.to_string()),
+                ("error.type", kind.to_string()),
+            ];
+            push(NVLINK_LINK_ERRORS, n.map(|n| n as f64), attrs);
+        }
+    }
 }
 
 /// The GPU's `gpuslack.gpu.info` point: what identifies the board (its model, driver, VBIOS,
@@ -941,7 +958,22 @@ mod tests {
         // An H200 at gen5 x16 whose link fell to gen3 under load at t = 104 s, 70% memory
         // controller, GPM graphics engine 80%, FP64 12%, P0, 2 GiB of 256 GiB BAR1, fans at 40%,
         // 17 NVLinks up and 1 down.
-        let reports = reports(10, |t, s| {
+        // Link 3 has 4 replays, link 17 is down; read once, at the first sample (every 10 s).
+        let links: Arc<Vec<crate::sample::NvlinkLink>> = Arc::new(
+            (0..18)
+                .map(|link| crate::sample::NvlinkLink {
+                    link,
+                    up: link != 17,
+                    crc: Some(0),
+                    replay: Some(if link == 3 { 4 } else { 0 }),
+                    recovery: Some(0),
+                })
+                .collect(),
+        );
+        let reports = reports(10, |t, mut s| {
+            if t == 100.0 {
+                s.nvlinks = Some(links.clone());
+            }
             s.with(Metric::UtilGpu, 100.0)
                 .with(Metric::UtilMem, 70.0)
                 .with(Metric::GpmGr, 80.0)
@@ -993,6 +1025,33 @@ mod tests {
         let state_of = |s| Some(("gpuslack.nvlink.state", s));
         assert_eq!(v("gpuslack.nvlink.links", state_of("up")), Some(17.0));
         assert_eq!(v("gpuslack.nvlink.links", state_of("down")), Some(1.0));
+        // Per link, only the erring and the down one, held across the windows between reads.
+        let per_link: Vec<(String, String, f64)> = all
+            .iter()
+            .filter(|p| p.def == NVLINK_LINK_ERRORS)
+            .map(|p| {
+                let get = |k: &str| {
+                    p.attributes
+                        .iter()
+                        .find(|(pk, _)| *pk == k)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                (get("gpuslack.nvlink.link"), get("error.type"), p.value)
+            })
+            .collect();
+        let expect = |link: &str, kind: &str, n: f64| (link.to_string(), kind.to_string(), n);
+        assert_eq!(
+            per_link,
+            vec![
+                expect("3", "crc", 0.0),
+                expect("3", "replay", 4.0),
+                expect("3", "recovery", 0.0),
+                expect("17", "crc", 0.0),
+                expect("17", "replay", 0.0),
+                expect("17", "recovery", 0.0),
+            ]
+        );
         // The windows at gen5 are healthy; once the loaded link sits at gen3, degraded.
         assert_eq!(states[0], Some(0.0));
         assert_eq!(states.last().copied().flatten(), Some(1.0));

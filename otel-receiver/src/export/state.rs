@@ -149,6 +149,8 @@ pub struct GpuView {
     job: Option<JobSeen>,
     /// Xid events since the agent started, by code ([`GpuView::xid_codes`]).
     xid_codes: BTreeMap<String, f64>,
+    /// The NVLinks as last read (every 10 s, so most windows have none of their own).
+    nvlinks: Option<Arc<Vec<crate::sample::NvlinkLink>>>,
 }
 
 /// Xid codes a GPU keeps a series of its own for; later codes are counted under `other`. A
@@ -191,6 +193,7 @@ impl GpuView {
             pending: None,
             job: None,
             xid_codes: BTreeMap::new(),
+            nvlinks: None,
         }
     }
 
@@ -250,6 +253,11 @@ impl GpuView {
     /// within one read are both filed under one.
     pub fn xid_codes(&self) -> impl Iterator<Item = (&str, f64)> {
         self.xid_codes.iter().map(|(code, n)| (code.as_str(), *n))
+    }
+
+    /// Each NVLink's state and error counts, as last read.
+    pub fn nvlinks(&self) -> &[crate::sample::NvlinkLink] {
+        self.nvlinks.as_deref().map_or(&[], |l| l.as_slice())
     }
 
     /// Files `n` new Xid events under `code`.
@@ -361,6 +369,9 @@ impl GpuView {
             if let Some(v) = stats.max(metric) {
                 self.held[metric as usize] = Some(v);
             }
+        }
+        if stats.nvlinks.is_some() {
+            self.nvlinks.clone_from(&stats.nvlinks);
         }
         if let Some(i) = COUNTED_ERRORS.iter().position(|m| *m == Metric::XidEvents) {
             if error_deltas[i] > 0.0 {

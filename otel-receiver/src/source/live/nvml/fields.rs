@@ -449,24 +449,35 @@ impl NvmlDevice {
         }
     }
 
-    /// How many NVLinks are up and how many are present but down. A link index the GPU does
-    /// not have answers NotSupported or InvalidArgument and is not counted; a GPU with none
-    /// (PCIe boards without a bridge) is NotSupported as a whole.
+    /// How many NVLinks are up and how many are present but down, and each link's state and
+    /// error counters (data CRC, replay, recovery). A link index the GPU does not have answers
+    /// NotSupported or InvalidArgument and is left out; a GPU with none (PCIe boards without a
+    /// bridge) is NotSupported as a whole.
     fn read_nvlink_state(&self, s: &mut Sample) -> Result<(), ReadError> {
-        let (mut up, mut down) = (0u32, 0u32);
+        let mut links = Vec::new();
         for link in 0..NVLINK_MAX_LINKS {
-            match self.device.link_wrapper_for(link).is_active() {
-                Ok(true) => up += 1,
-                Ok(false) => down += 1,
+            let wrapper = self.device.link_wrapper_for(link);
+            let up = match wrapper.is_active() {
+                Ok(up) => up,
                 Err(NvmlError::GpuLost) => return Err(ReadError::GpuLost("GPU lost".into())),
-                Err(_) => {}
-            }
+                Err(_) => continue,
+            };
+            let count = |counter| wrapper.error_counter(counter).ok();
+            links.push(crate::sample::NvlinkLink {
+                link,
+                up,
+                crc: count(ErrorCounter::DlCrcData),
+                replay: count(ErrorCounter::DlReplay),
+                recovery: count(ErrorCounter::DlRecovery),
+            });
         }
-        if up + down == 0 {
+        if links.is_empty() {
             return Err(ReadError::NotSupported);
         }
-        s.set(Metric::NvlinkLinksUp, f64::from(up));
-        s.set(Metric::NvlinkLinksDown, f64::from(down));
+        let up = links.iter().filter(|l| l.up).count();
+        s.set(Metric::NvlinkLinksUp, up as f64);
+        s.set(Metric::NvlinkLinksDown, (links.len() - up) as f64);
+        s.nvlinks = Some(std::sync::Arc::new(links));
         Ok(())
     }
 
