@@ -85,7 +85,11 @@ pub const XIDS: [Xid; 38] = [
     xid(48, "Double-bit ECC error", ResetOrReboot),
     xid(54, "Auxiliary power not connected", CheckMechanicals),
     xid(62, "Internal micro-controller halt (PMU)", ResetGpu),
-    xid(63, "Row remapping or page retirement event recorded", Ignore),
+    xid(
+        63,
+        "Row remapping or page retirement event recorded",
+        Ignore,
+    ),
     xid(64, "Row remapping failed (InfoROM)", ResetGpu),
     xid(68, "Video processor exception", RestartApp),
     xid(69, "Graphics engine class error", RestartApp),
@@ -108,8 +112,16 @@ pub const XIDS: [Xid; 38] = [
     xid(148, "NVLink NVLPW control error", ResetOrReboot),
     xid(149, "NVLink NETIR error", ResetOrReboot),
     xid(150, "NVLink MSE error", ResetOrReboot),
-    xid(151, "Key rotation error (confidential computing)", RestartVm),
-    xid(154, "GPU recovery action changed (reset or reboot required)", ResetOrReboot),
+    xid(
+        151,
+        "Key rotation error (confidential computing)",
+        RestartVm,
+    ),
+    xid(
+        154,
+        "GPU recovery action changed (reset or reboot required)",
+        ResetOrReboot,
+    ),
     xid(155, "NVLink software-defined error", ResetGpu),
     xid(156, "Resource retirement event", ResetGpu),
     xid(158, "GPU fatal timeout", ResetGpu),
@@ -159,13 +171,14 @@ impl LinkShortfall {
     }
 }
 
-/// The link's shortfall in `w`, if it is one. NVIDIA GPUs drop the link *generation* at idle
-/// to save power (the driver retrains it to full speed as soon as traffic or work arrives;
-/// nvidia-smi's "Link Gen Current" reads 1 on an idle H200, and NVIDIA's troubleshooting
-/// advice is to read it under load), so a generation below the maximum counts only in a
-/// window under load, and there only if the link never reached the maximum in it (the window's
-/// highest reading). The *width* is not lowered for power: a link narrower than its maximum
-/// at any time is a downtrained link (a bad riser, slot or seating) and counts always.
+/// The link's shortfall in `w`, if it is one. Many NVIDIA boards drop the link *generation*
+/// at idle to save power and retrain to full speed when work or traffic arrives (nvidia-smi
+/// then reads "Current: 1" of "Max: 3" or "4" at idle, x16 throughout, and the maximum under
+/// load: docs/EXPORT.md cites the reports), so a generation below the maximum counts only in
+/// a window under load, and there only if the link never reached the maximum in it (the
+/// window's highest reading). The *width* stays put through that power saving: a link narrower
+/// than its maximum at any time is downtrained (a bad riser, slot or seating) and counts
+/// always. The H200 of docs/validation/h200-nvml-fields.txt held gen5 x16 idle and loaded.
 pub fn link_shortfall(w: &WindowStats) -> Option<LinkShortfall> {
     let gen = w.max(Metric::PcieLinkGen)?;
     let width = w.max(Metric::PcieLinkWidth)?;
@@ -236,7 +249,10 @@ mod tests {
         let mut w = GpuWindower::new(0, 2.0);
         for i in 0..20 {
             let t = 100.0 + f64::from(i) / 10.0;
-            assert_eq!(w.push(&row(Sample::new(t, 0))).map(|c| c.is_none()), Ok(true));
+            assert_eq!(
+                w.push(&row(Sample::new(t, 0))).map(|c| c.is_none()),
+                Ok(true)
+            );
         }
         w.finish().expect("a window")
     }

@@ -245,7 +245,11 @@ fn device_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, At
         if !erring && l.up {
             continue;
         }
-        for (kind, n) in [("crc", l.crc), ("replay", l.replay), ("recovery", l.recovery)] {
+        for (kind, n) in [
+            ("crc", l.crc),
+            ("replay", l.replay),
+            ("recovery", l.recovery),
+        ] {
             let attrs = vec![
                 ("gpuslack.nvlink.link", l.link.to_string()),
                 ("error.type", kind.to_string()),
@@ -550,8 +554,8 @@ fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
 /// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
 /// GPU needs service), `degraded` when an uncorrected ECC error happened since the driver
 /// loaded, a remap or retirement waits for a reset, an Xid event arrived since the agent
-/// started, or the PCIe link trained below its maximum in the latest window
-/// ([`crate::hw_health::link_shortfall`]), else `ok`.
+/// started, or the PCIe link trained below its maximum where it was last read
+/// ([`crate::hw_health::link_shortfall`], every 10 s), else `ok`.
 fn health_state(view: &GpuView) -> Option<&'static str> {
     let read = |m: Metric| view.held(m);
     let health = [
@@ -573,7 +577,7 @@ fn health_state(view: &GpuView) -> Option<&'static str> {
         || positive(Metric::RemapPending)
         || positive(Metric::RetiredPending)
         || positive(Metric::XidEvents)
-        || crate::hw_health::link_shortfall(&view.report.stats).is_some()
+        || view.link_shortfall().is_some()
     {
         Some("degraded")
     } else {
@@ -974,6 +978,15 @@ mod tests {
             if t == 100.0 {
                 s.nvlinks = Some(links.clone());
             }
+            // The link read every 4 s here (every 10 s live): gen5, then gen3 from 104 s.
+            let tenths = ((t - 100.0) * 10.0).round() as u32;
+            if tenths.is_multiple_of(40) {
+                s = s
+                    .with(Metric::PcieLinkGen, if t < 104.0 { 5.0 } else { 3.0 })
+                    .with(Metric::PcieLinkWidth, 16.0)
+                    .with(Metric::PcieLinkGenMax, 5.0)
+                    .with(Metric::PcieLinkWidthMax, 16.0);
+            }
             s.with(Metric::UtilGpu, 100.0)
                 .with(Metric::UtilMem, 70.0)
                 .with(Metric::GpmGr, 80.0)
@@ -981,10 +994,6 @@ mod tests {
                 .with(Metric::Pstate, 0.0)
                 .with(Metric::Bar1UsedBytes, 2.0 * 1024.0 * 1024.0 * 1024.0)
                 .with(Metric::Bar1TotalBytes, 256.0 * 1024.0 * 1024.0 * 1024.0)
-                .with(Metric::PcieLinkGen, if t < 104.0 { 5.0 } else { 3.0 })
-                .with(Metric::PcieLinkWidth, 16.0)
-                .with(Metric::PcieLinkGenMax, 5.0)
-                .with(Metric::PcieLinkWidthMax, 16.0)
                 .with(Metric::FanPct, 40.0)
                 .with(Metric::NvlinkLinksUp, 17.0)
                 .with(Metric::NvlinkLinksDown, 1.0)
@@ -1017,7 +1026,10 @@ mod tests {
         assert_eq!(v("gpuslack.bar1.usage", None), Some(2147483648.0));
         assert_eq!(v("gpuslack.bar1.limit", None), Some(274877906944.0));
         let bound = |b| Some(("gpuslack.pcie.link.bound", b));
-        assert_eq!(v("gpuslack.pcie.link.generation", bound("current")), Some(3.0));
+        assert_eq!(
+            v("gpuslack.pcie.link.generation", bound("current")),
+            Some(3.0)
+        );
         assert_eq!(v("gpuslack.pcie.link.generation", bound("max")), Some(5.0));
         assert_eq!(v("gpuslack.pcie.link.width", bound("current")), Some(16.0));
         assert_eq!(v("gpuslack.pcie.link.width", bound("max")), Some(16.0));
@@ -1052,9 +1064,12 @@ mod tests {
                 expect("17", "recovery", 0.0),
             ]
         );
-        // The windows at gen5 are healthy; once the loaded link sits at gen3, degraded.
-        assert_eq!(states[0], Some(0.0));
-        assert_eq!(states.last().copied().flatten(), Some(1.0));
+        // The windows at gen5 are healthy; once the loaded link reads gen3, degraded, and it
+        // stays so in the window between two reads (106–108 s), not flapping back to ok.
+        assert_eq!(
+            states,
+            vec![Some(0.0), Some(0.0), Some(1.0), Some(1.0), Some(1.0)]
+        );
         // The board's identity rides on one info point only.
         let info: Vec<&Point> = all.iter().filter(|p| p.def == GPU_INFO).collect();
         assert_eq!(info.len(), 1);
@@ -1081,11 +1096,14 @@ mod tests {
     #[test]
     fn xid_events_are_counted_by_code_and_the_codes_are_bounded() {
         // One Xid a window (2 s) from t = 102 s: codes 13, 13, 79, then 9 other codes.
-        let codes = [13.0, 13.0, 79.0, 31.0, 43.0, 45.0, 48.0, 62.0, 64.0, 94.0, 95.0, 119.0];
+        let codes = [
+            13.0, 13.0, 79.0, 31.0, 43.0, 45.0, 48.0, 62.0, 64.0, 94.0, 95.0, 119.0,
+        ];
         let reports = reports(2 * (codes.len() as u32 + 1), |t, s| {
             let n = (((t - 100.0) / 2.0).floor() as usize).min(codes.len());
             let last = if n == 0 { 0.0 } else { codes[n - 1] };
-            s.with(Metric::XidEvents, n as f64).with(Metric::XidLast, last)
+            s.with(Metric::XidEvents, n as f64)
+                .with(Metric::XidLast, last)
         });
         let mut state = ExportState::default();
         for r in &reports {

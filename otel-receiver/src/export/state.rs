@@ -151,6 +151,9 @@ pub struct GpuView {
     xid_codes: BTreeMap<String, f64>,
     /// The NVLinks as last read (every 10 s, so most windows have none of their own).
     nvlinks: Option<Arc<Vec<crate::sample::NvlinkLink>>>,
+    /// The PCIe link's shortfall as judged in the last window that read the link (every
+    /// 10 s): held between reads, so that `hw.status` does not flap with the windows.
+    link_shortfall: Option<crate::hw_health::LinkShortfall>,
 }
 
 /// Xid codes a GPU keeps a series of its own for; later codes are counted under `other`. A
@@ -194,6 +197,7 @@ impl GpuView {
             job: None,
             xid_codes: BTreeMap::new(),
             nvlinks: None,
+            link_shortfall: None,
         }
     }
 
@@ -253,6 +257,11 @@ impl GpuView {
     /// within one read are both filed under one.
     pub fn xid_codes(&self) -> impl Iterator<Item = (&str, f64)> {
         self.xid_codes.iter().map(|(code, n)| (code.as_str(), *n))
+    }
+
+    /// The PCIe link below its maximum, as judged where it was last read.
+    pub fn link_shortfall(&self) -> Option<crate::hw_health::LinkShortfall> {
+        self.link_shortfall
     }
 
     /// Each NVLink's state and error counts, as last read.
@@ -369,6 +378,9 @@ impl GpuView {
             if let Some(v) = stats.max(metric) {
                 self.held[metric as usize] = Some(v);
             }
+        }
+        if stats.max(Metric::PcieLinkGen).is_some() {
+            self.link_shortfall = crate::hw_health::link_shortfall(stats);
         }
         if stats.nvlinks.is_some() {
             self.nvlinks.clone_from(&stats.nvlinks);

@@ -128,9 +128,7 @@ impl Health {
             self.xid_last = Some(code);
         }
         if let Some(short) = link_shortfall(&w.stats) {
-            let (worst, _, s) = self
-                .pcie_link
-                .get_or_insert((short, w.stats.start, 0.0));
+            let (worst, _, s) = self.pcie_link.get_or_insert((short, w.stats.start, 0.0));
             *s += seconds;
             if (short.width, short.gen) < (worst.width, worst.gen) {
                 *worst = short;
@@ -334,11 +332,16 @@ mod tests {
         // Idle all along at gen1: the driver's power saving, no finding.
         assert!(health(|_, s| link(s, 1.0, 16.0, 0.0)).findings().is_empty());
         // Busy at the maximum: none either.
-        assert!(health(|_, s| link(s, 5.0, 16.0, 100.0)).findings().is_empty());
+        assert!(health(|_, s| link(s, 5.0, 16.0, 100.0))
+            .findings()
+            .is_empty());
         // Half the lanes, idle: a downtrained link, found.
         let narrow = health(|_, s| link(s, 1.0, 8.0, 0.0)).findings();
         assert_eq!(narrow.len(), 1);
-        assert!(narrow[0].text.contains("(gen1 x8 of gen5 x16) for 10 s"), "{narrow:?}");
+        assert!(
+            narrow[0].text.contains("(gen1 x8 of gen5 x16) for 10 s"),
+            "{narrow:?}"
+        );
     }
 
     #[test]
@@ -351,8 +354,9 @@ mod tests {
         let f = &h.findings()[0];
         assert_eq!(f.signal, "xid_events");
         assert!(
-            f.text
-                .starts_with("Xid events: 1 (last: Xid 79, GPU has fallen off the bus: reboot_node), first at"),
+            f.text.starts_with(
+                "Xid events: 1 (last: Xid 79, GPU has fallen off the bus: reboot_node), first at"
+            ),
             "{}",
             f.text
         );

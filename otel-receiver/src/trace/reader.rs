@@ -1000,13 +1000,7 @@ fn parse_row(
             }
             Column::Nvlinks => {
                 let list = serde_json::from_slice(cell).map_err(|_| {
-                    bad(
-                        layout,
-                        line,
-                        "nvlinks",
-                        cell,
-                        "not a JSON list of NVLinks",
-                    )
+                    bad(layout, line, "nvlinks", cell, "not a JSON list of NVLinks")
                 })?;
                 row.nvlinks = Some(Arc::new(list));
             }

@@ -114,7 +114,14 @@ mod tests {
     fn every_metric_round_trips_the_new_link_and_board_columns_included() {
         let mut s = Sample::new(1796024900.5, 2);
         for (i, m) in Metric::ALL.into_iter().enumerate() {
-            s.set(m, if m.is_percent() { 1.5 } else { 1000.0 + i as f64 });
+            s.set(
+                m,
+                if m.is_percent() {
+                    1.5
+                } else {
+                    1000.0 + i as f64
+                },
+            );
         }
         s.nvlinks = Some(std::sync::Arc::new(vec![
             crate::sample::NvlinkLink {
@@ -136,8 +143,16 @@ mod tests {
         writer.write(&s).expect("row");
         let bytes = writer.into_inner();
         let text = String::from_utf8(bytes.clone()).expect("utf-8");
-        for column in ["bar1_used", "pcie_link_gen_max", "fan_pct", "nvlink_links_down"] {
-            assert!(text.lines().next().is_some_and(|h| h.contains(column)), "{column}");
+        for column in [
+            "bar1_used",
+            "pcie_link_gen_max",
+            "fan_pct",
+            "nvlink_links_down",
+        ] {
+            assert!(
+                text.lines().next().is_some_and(|h| h.contains(column)),
+                "{column}"
+            );
         }
         let back: Vec<Sample> = TraceReader::new("mem".into(), bytes.as_slice())
             .expect("header")

@@ -5,7 +5,7 @@
 # beside a computing process and beside host->device copies, each scraped for the new series
 # (the PCIe link generation idle and under load is the evidence for the link finding's rule).
 # 3. `record` beside copies: the new trace columns, and `diagnose --trace` of that recording.
-# 4. scripts/device/agent/overhead.sh into the same OUT_DIR.
+# 4. scripts/device/agent/overhead.sh into the same OUT_DIR; then all of it in OUT_DIR/nvml.tar.gz.
 . "$(dirname "$0")/common.sh"
 new='^(gpuslack_(gr_engine|memory_controller|performance_state|bar1|pcie_link|fan|nvlink_links|xid_errors|gpu_info|pipe_activity)|hw_status)'
 fields='^(field|Bar1|PcieLink|Fan|NvlinkState|Limits|Health|Xid|Utilization|PerformanceState|Gpm) '
@@ -81,3 +81,5 @@ echo "== diagnose --trace of that recording (health line)" >>"$out/nvml-fields.t
 "$bin" diagnose --trace "$out/rec/samples.csv" >>"$out/nvml-fields.txt" 2>&1
 
 bash "$here/overhead.sh" "$1" "$out"
+# The device tool returns few files: everything in one archive besides the two summaries.
+tar -czf "$out/nvml.tar.gz" -C "$out" --exclude nvml.tar.gz .

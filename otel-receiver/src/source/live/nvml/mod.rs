@@ -22,11 +22,11 @@ use fields::{classify, ProcessShares};
 use mig::MIG_INSTANCE_FIELDS;
 
 use nvml_wrapper::bitmasks::event::EventTypes;
-use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
     TemperatureThreshold,
 };
+use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::enums::gpm::GpmMetricId;
