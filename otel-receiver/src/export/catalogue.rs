@@ -406,6 +406,10 @@ pub const POD_ASSIGNMENT: MetricDef = gauge(
     "1 for each Kubernetes container the kubelet assigned the GPU to: several where pods time-slice it",
 ).int();
 
+/// Per-link NVLink error series a GPU can have at most: 18 links (NVML_NVLINK_MAX_LINKS) × 3
+/// error types, each only while its link has errors or is down.
+pub const MAX_NVLINK_LINK_SERIES: usize = 18 * 3;
+
 /// Assignment series kept per GPU: time-slicing hands out replicas by the dozen at most.
 pub const MAX_ASSIGNMENT_SERIES: usize = 32;
 

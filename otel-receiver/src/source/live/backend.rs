@@ -50,7 +50,7 @@ pub enum Field {
     /// The PCIe link's current and maximum generation and width: four calls, 110–150 µs of
     /// CPU together on an H200: every 10 s.
     PcieLink,
-    /// Fan speed of every fan on the board.
+    /// Fan speed of every fan on the board: every 10 s (fans change slowly).
     Fan,
     /// Each NVLink's state (18 calls on an H200): every 10 s, with the health counters.
     NvlinkState,
