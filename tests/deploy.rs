@@ -576,6 +576,11 @@ fn the_xid_alert_names_only_actionable_codes() {
                 .ok()
         })
         .collect();
+    // One table: the codes the agent's Xid table (hw_health.rs) says need an operator.
+    let table: BTreeSet<u32> = gpuslack_receiver::hw_health::operator_codes()
+        .into_iter()
+        .collect();
+    assert_eq!(codes, table, "the rule and hw_health::XIDS disagree");
     for actionable in [48, 62, 64, 74, 79, 95, 119, 120, 140, 154] {
         assert!(
             codes.contains(&actionable),

@@ -331,7 +331,7 @@ fn health_shows_where_it_occurred() {
     let report = one_line(&diagnose(&["diagnose", "--trace", &trace]));
     assert!(
         report.contains(
-            "health ✗ Xid events: 1 (last: Xid 79), first at 10:49:32 UTC during input_starved"
+            "health ✗ Xid events: 1 (last: Xid 79, GPU has fallen off the bus: reboot_node), first at 10:49:32 UTC during input_starved"
         ),
         "{report}"
     );

@@ -34,6 +34,14 @@ pub struct DeviceFacts {
     /// For a MIG instance, the index of the GPU it is carved from: power, clocks and
     /// temperature are that GPU's, not the instance's.
     pub mig_parent: Option<u32>,
+    /// The PCI bus id (`00000000:1B:00.0`), the board's serial number and its VBIOS version:
+    /// what an SRE quotes to a vendor or finds the board by in the kernel log (`NVRM: Xid
+    /// (PCI:0000:1b:00)`). Exported once per GPU, on `gpuslack.gpu.info`, not on every series.
+    pub pci_bus_id: Option<String>,
+    /// The board's serial number (`nvmlDeviceGetSerial`).
+    pub serial: Option<String>,
+    /// The VBIOS version (`nvmlDeviceGetVbiosVersion`), exported as `hw.firmware_version`.
+    pub vbios: Option<String>,
 }
 
 /// Power levels that separate "nothing runs" from "a context is held" from "real work", in W.

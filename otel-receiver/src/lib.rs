@@ -11,6 +11,7 @@ pub mod diagnosis;
 pub mod efficiency;
 pub mod export;
 pub mod fleet;
+pub mod hw_health;
 pub mod pipeline;
 pub mod report;
 pub mod sample;

@@ -97,11 +97,28 @@ pub enum Metric {
     /// Xid events the agent received since it started, and the last one's code.
     XidEvents,
     XidLast,
+    /// BAR1 (the window through which the host and peers map device memory) in use and its
+    /// size (bytes): `nvmlDeviceGetBAR1MemoryInfo`, once a second.
+    Bar1UsedBytes,
+    Bar1TotalBytes,
+    /// The PCIe link as trained now (generation, lanes) and the most this GPU and slot allow
+    /// (`nvmlDeviceGetMaxPcieLinkGeneration` / `Width`: the GPU's and the system's together).
+    /// In the trace rather than the facts so that a replayed health report sees both.
+    PcieLinkGen,
+    PcieLinkWidth,
+    PcieLinkGenMax,
+    PcieLinkWidthMax,
+    /// Fan speed (% of the fan's maximum), averaged over the board's fans; absent on passively
+    /// cooled boards (SXM, most PCIe data-centre cards).
+    FanPct,
+    /// NVLink links active and links present but inactive (`nvmlDeviceGetNvLinkState`).
+    NvlinkLinksUp,
+    NvlinkLinksDown,
 }
 
 impl Metric {
     /// At most 64: [`Sample`] keeps a bit per metric in a `u64`.
-    pub const COUNT: usize = 52;
+    pub const COUNT: usize = 61;
 
     pub const ALL: [Metric; Metric::COUNT] = [
         Metric::UtilGpu,
@@ -156,6 +173,15 @@ impl Metric {
         Metric::NvlinkRecoveryErrors,
         Metric::XidEvents,
         Metric::XidLast,
+        Metric::Bar1UsedBytes,
+        Metric::Bar1TotalBytes,
+        Metric::PcieLinkGen,
+        Metric::PcieLinkWidth,
+        Metric::PcieLinkGenMax,
+        Metric::PcieLinkWidthMax,
+        Metric::FanPct,
+        Metric::NvlinkLinksUp,
+        Metric::NvlinkLinksDown,
     ];
 
     /// The CSV column name in the trace format.
@@ -213,6 +239,15 @@ impl Metric {
             Metric::NvlinkRecoveryErrors => "nvlink_recovery_errors",
             Metric::XidEvents => "xid_events",
             Metric::XidLast => "xid_last",
+            Metric::Bar1UsedBytes => "bar1_used",
+            Metric::Bar1TotalBytes => "bar1_total",
+            Metric::PcieLinkGen => "pcie_link_gen",
+            Metric::PcieLinkWidth => "pcie_link_width",
+            Metric::PcieLinkGenMax => "pcie_link_gen_max",
+            Metric::PcieLinkWidthMax => "pcie_link_width_max",
+            Metric::FanPct => "fan_pct",
+            Metric::NvlinkLinksUp => "nvlink_links_up",
+            Metric::NvlinkLinksDown => "nvlink_links_down",
         }
     }
 
@@ -236,6 +271,7 @@ impl Metric {
                 | Metric::GpmFp32
                 | Metric::GpmFp16
                 | Metric::GpmFp64
+                | Metric::FanPct
         )
     }
 
@@ -265,6 +301,26 @@ pub struct Sample {
     /// The Kubernetes containers the kubelet assigned the GPU to, read with the process list
     /// where a kubelet answers; empty when it assigned the GPU to none.
     pub pods: Option<std::sync::Arc<Vec<PodContainer>>>,
+    /// Each NVLink the GPU has, its state and error counters, read every 10 s (GPUs with
+    /// NVLink): which link of 18 is down or erring, where the metrics give only the counts.
+    pub nvlinks: Option<std::sync::Arc<Vec<NvlinkLink>>>,
+}
+
+/// One NVLink of a GPU as NVML reads it (`nvmlDeviceGetNvLinkState`,
+/// `nvmlDeviceGetNvLinkErrorCounter`): the error counters count since the driver loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlinkLink {
+    /// The link's index, 0 to 17.
+    pub link: u32,
+    /// Whether the link is active.
+    pub up: bool,
+    /// Data CRC, replay and recovery errors on this link, where the driver counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crc: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<u64>,
 }
 
 impl Sample {
@@ -277,6 +333,7 @@ impl Sample {
             present: 0,
             processes: None,
             pods: None,
+            nvlinks: None,
         }
     }
 
@@ -315,6 +372,7 @@ impl Sample {
         self.clk_reasons.is_none()
             && self.processes.is_none()
             && self.pods.is_none()
+            && self.nvlinks.is_none()
             && self.values.iter().all(Option::is_none)
     }
 

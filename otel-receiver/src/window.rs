@@ -211,6 +211,8 @@ pub struct WindowStats {
     pub processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
     /// The Kubernetes containers the GPU is assigned to, as last listed in the window.
     pub pods: Option<std::sync::Arc<Vec<crate::attribution::PodContainer>>>,
+    /// The GPU's NVLinks, as last read in the window.
+    pub nvlinks: Option<std::sync::Arc<Vec<crate::sample::NvlinkLink>>>,
 }
 
 impl WindowStats {
@@ -268,6 +270,7 @@ struct Accumulator {
     stale_gpm: u32,
     processes: Option<std::sync::Arc<Vec<crate::attribution::GpuProcess>>>,
     pods: Option<std::sync::Arc<Vec<crate::attribution::PodContainer>>>,
+    nvlinks: Option<std::sync::Arc<Vec<crate::sample::NvlinkLink>>>,
 }
 
 impl Accumulator {
@@ -289,6 +292,7 @@ impl Accumulator {
             stale_gpm: 0,
             processes: None,
             pods: None,
+            nvlinks: None,
         }
     }
 
@@ -351,6 +355,9 @@ impl Accumulator {
         }
         if s.pods.is_some() {
             self.pods.clone_from(&s.pods);
+        }
+        if s.nvlinks.is_some() {
+            self.nvlinks.clone_from(&s.nvlinks);
         }
     }
 }
@@ -488,6 +495,7 @@ impl GpuWindower {
             stale_gpm: acc.stale_gpm,
             processes: acc.processes,
             pods: acc.pods,
+            nvlinks: acc.nvlinks,
         })
     }
 

@@ -140,7 +140,7 @@ pub const SM_OCCUPANCY: MetricDef = gauge("gpuslack.sm.occupancy", "1", "GPM SM 
 pub const PIPE_ACTIVITY: MetricDef = gauge(
     "gpuslack.pipe.activity",
     "1",
-    "GPM activity of each arithmetic pipe (gpuslack.pipe: tensor, fp32, fp16)",
+    "GPM activity of each arithmetic pipe (gpuslack.pipe: tensor, fp32, fp16, fp64)",
 );
 pub const DRAM_ACTIVITY: MetricDef = gauge(
     "gpuslack.dram.activity",
@@ -247,6 +247,78 @@ pub const XID_LAST: MetricDef = gauge(
 )
 .int();
 
+pub const GR_ENGINE_ACTIVITY: MetricDef = gauge(
+    "gpuslack.gr_engine.activity",
+    "1",
+    "GPM graphics-engine activity: share of time the graphics/compute engine had work (dcgm-exporter's DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
+);
+pub const MEMORY_CONTROLLER_UTILIZATION: MetricDef = gauge(
+    "gpuslack.memory_controller.utilization",
+    "1",
+    "NVML's memory utilisation: share of time device memory was read or written (dcgm-exporter's DCGM_FI_DEV_MEM_COPY_UTIL)",
+);
+pub const PERFORMANCE_STATE: MetricDef = gauge(
+    "gpuslack.performance_state",
+    "{pstate}",
+    "Performance state, 0 (P0, the most performance) to 15: the window's highest (slowest)",
+)
+.int();
+pub const BAR1_USAGE: MetricDef = def(
+    "gpuslack.bar1.usage",
+    "By",
+    Kind::UpDownCounter,
+    "BAR1 in use: device memory mapped for the host and peers (pinned staging, GPUDirect)",
+)
+.int();
+pub const BAR1_LIMIT: MetricDef = def(
+    "gpuslack.bar1.limit",
+    "By",
+    Kind::UpDownCounter,
+    "BAR1 size",
+)
+.int();
+pub const PCIE_LINK_GENERATION: MetricDef = gauge(
+    "gpuslack.pcie.link.generation",
+    "{generation}",
+    "PCIe link generation (gpuslack.pcie.link.bound current, max: the most this GPU and slot allow); the current one drops at idle to save power",
+)
+.int();
+pub const PCIE_LINK_WIDTH: MetricDef = gauge(
+    "gpuslack.pcie.link.width",
+    "{lane}",
+    "PCIe link width (gpuslack.pcie.link.bound current, max); current below max is a downtrained link",
+)
+.int();
+pub const FAN_SPEED_RATIO: MetricDef = gauge(
+    "gpuslack.fan.speed",
+    "1",
+    "Fan speed as a share of its maximum, averaged over the board's fans",
+);
+pub const NVLINK_LINKS: MetricDef = gauge(
+    "gpuslack.nvlink.links",
+    "{link}",
+    "NVLink links by state (gpuslack.nvlink.state up, down: present but inactive)",
+)
+.int();
+pub const XID_ERRORS: MetricDef = counter(
+    "gpuslack.xid.errors",
+    "{xid}",
+    "Xid events since the agent started by code (gpuslack.xid.code) with the catalogue's action (gpuslack.xid.action); only codes seen, at most 8 a GPU, then other",
+)
+.int();
+pub const NVLINK_LINK_ERRORS: MetricDef = gauge(
+    "gpuslack.nvlink.link.errors",
+    "{error}",
+    "NVML's error counts of one NVLink as they stand, since the driver loaded (gpuslack.nvlink.link; error.type crc, replay, recovery): only links that have any, or are down",
+)
+.int();
+pub const GPU_INFO: MetricDef = gauge(
+    "gpuslack.gpu.info",
+    "1",
+    "1 for each GPU, with its identity: model, driver, VBIOS (hw.firmware_version), serial number, PCI bus id: join it on hw.id",
+)
+.int();
+
 pub const JOB_INFO: MetricDef = gauge(
     "gpuslack.job.info",
     "1",
@@ -254,7 +326,7 @@ pub const JOB_INFO: MetricDef = gauge(
 )
 .int();
 
-pub const ALL: [MetricDef; 42] = [
+pub const ALL: [MetricDef; 54] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -292,6 +364,18 @@ pub const ALL: [MetricDef; 42] = [
     RETIRED_PAGES,
     RETIREMENT_PENDING,
     XID_LAST,
+    GR_ENGINE_ACTIVITY,
+    MEMORY_CONTROLLER_UTILIZATION,
+    PERFORMANCE_STATE,
+    BAR1_USAGE,
+    BAR1_LIMIT,
+    PCIE_LINK_GENERATION,
+    PCIE_LINK_WIDTH,
+    FAN_SPEED_RATIO,
+    NVLINK_LINKS,
+    NVLINK_LINK_ERRORS,
+    XID_ERRORS,
+    GPU_INFO,
     PROCESS_SM,
     PROCESS_MEMORY,
     PROCESS_CPU,
@@ -321,6 +405,10 @@ pub const POD_ASSIGNMENT: MetricDef = gauge(
     "{container}",
     "1 for each Kubernetes container the kubelet assigned the GPU to: several where pods time-slice it",
 ).int();
+
+/// Per-link NVLink error series a GPU can have at most: 18 links (NVML_NVLINK_MAX_LINKS) × 3
+/// error types, each only while its link has errors or is down.
+pub const MAX_NVLINK_LINK_SERIES: usize = 18 * 3;
 
 /// Assignment series kept per GPU: time-slicing hands out replicas by the dozen at most.
 pub const MAX_ASSIGNMENT_SERIES: usize = 32;

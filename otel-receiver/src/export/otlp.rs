@@ -536,7 +536,7 @@ fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
 
 /// Raises every instrument's cardinality limit (the SDK's default is 2,000 series) to what the
 /// series budget can reach: 1,024 GPUs (the pipeline's bound) times the most series one GPU
-/// gives one instrument (its owners' verdict times, its pod assignments). Past the SDK's limit
+/// gives one instrument (its owners' verdict times, its pod assignments, its NVLinks' errors). Past the SDK's limit
 /// points would be folded silently into one overflow series; 64 GPUs with 16 owners each
 /// reached it.
 pub fn cardinality_view(
@@ -546,7 +546,8 @@ pub fn cardinality_view(
        + Sync
        + 'static {
     let per_gpu = ((owner_series + 2) * crate::diagnosis::Class::ALL.len())
-        .max(catalogue::MAX_ASSIGNMENT_SERIES);
+        .max(catalogue::MAX_ASSIGNMENT_SERIES)
+        .max(catalogue::MAX_NVLINK_LINK_SERIES);
     let limit = crate::pipeline::MAX_GPUS * per_gpu;
     move |_| {
         opentelemetry_sdk::metrics::Stream::builder()

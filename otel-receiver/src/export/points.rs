@@ -210,6 +210,121 @@ fn assignment_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>
     }
 }
 
+/// What dcgm-exporter users look for beside the diagnosis: the graphics engine, the memory
+/// controller, the FP64 pipe, the performance state, BAR1, the PCIe link, the fans and the
+/// NVLinks' state. Each where the source read it: a board without fans has no fan point.
+fn device_points(view: &GpuView, push: &mut dyn FnMut(MetricDef, Option<f64>, Attributes)) {
+    let w = &view.report.stats;
+    let attr = |k: &'static str, v: &str| vec![(k, v.to_string())];
+    push(GR_ENGINE_ACTIVITY, share(w.mean(Metric::GpmGr)), vec![]);
+    push(
+        MEMORY_CONTROLLER_UTILIZATION,
+        share(w.mean(Metric::UtilMem)),
+        vec![],
+    );
+    push(
+        PIPE_ACTIVITY,
+        share(w.mean(Metric::GpmFp64)),
+        attr("gpuslack.pipe", "fp64"),
+    );
+    push(PERFORMANCE_STATE, w.max(Metric::Pstate), vec![]);
+    push(BAR1_USAGE, view.held(Metric::Bar1UsedBytes), vec![]);
+    push(BAR1_LIMIT, view.held(Metric::Bar1TotalBytes), vec![]);
+    for (def, current, max) in [
+        (
+            PCIE_LINK_GENERATION,
+            Metric::PcieLinkGen,
+            Metric::PcieLinkGenMax,
+        ),
+        (
+            PCIE_LINK_WIDTH,
+            Metric::PcieLinkWidth,
+            Metric::PcieLinkWidthMax,
+        ),
+    ] {
+        let bound = |b: &str| attr("gpuslack.pcie.link.bound", b);
+        push(def, view.held(current), bound("current"));
+        push(def, view.held(max), bound("max"));
+    }
+    push(FAN_SPEED_RATIO, share(view.held(Metric::FanPct)), vec![]);
+    push(
+        NVLINK_LINKS,
+        view.held(Metric::NvlinkLinksUp),
+        attr("gpuslack.nvlink.state", "up"),
+    );
+    push(
+        NVLINK_LINKS,
+        view.held(Metric::NvlinkLinksDown),
+        attr("gpuslack.nvlink.state", "down"),
+    );
+    // Per link only where it says something: a link with errors, or one that is down (its
+    // series then names it). 18 healthy links make no series; the worst case is 18 × 3.
+    for l in view.nvlinks() {
+        let erring = [l.crc, l.replay, l.recovery]
+            .iter()
+            .any(|n| n.is_some_and(|n| n > 0));
+        if !erring && l.up {
+            continue;
+        }
+        for (kind, n) in [
+            ("crc", l.crc),
+            ("replay", l.replay),
+            ("recovery", l.recovery),
+        ] {
+            let attrs = vec![
+                ("gpuslack.nvlink.link", l.link.to_string()),
+                ("error.type", kind.to_string()),
+            ];
+            push(NVLINK_LINK_ERRORS, n.map(|n| n as f64), attrs);
+        }
+    }
+}
+
+/// The GPU's `gpuslack.gpu.info` point: what identifies the board (its model, driver, VBIOS,
+/// serial number and PCI bus id) on one series, so that the gauges need carry `hw.id` only.
+fn gpu_info_point(view: &GpuView, out: &mut Vec<Point>) {
+    let f = &view.facts;
+    let mut attributes = identity_attributes(view);
+    for (key, value) in [
+        ("hw.firmware_version", &f.vbios),
+        ("hw.serial_number", &f.serial),
+        ("gpuslack.gpu.pci_bus_id", &f.pci_bus_id),
+    ] {
+        if let Some(v) = value {
+            attributes.push((key, v.clone()));
+        }
+    }
+    out.push(Point {
+        def: GPU_INFO,
+        value: 1.0,
+        attributes,
+    });
+}
+
+/// The GPU's Xid events by code, with the catalogue's action for each: a GPU-level series per
+/// code seen (never per owner: an Xid is the GPU's), at most [`super::state::MAX_XID_CODES`] and `other`.
+fn xid_points(view: &GpuView, out: &mut Vec<Point>) {
+    let identity: Attributes = identity_attributes(view)
+        .into_iter()
+        .filter(|(k, _)| matches!(*k, "hw.type" | "hw.id" | "gpuslack.gpu.index"))
+        .collect();
+    for (code, n) in view.xid_codes() {
+        let action = code
+            .parse::<u32>()
+            .ok()
+            .and_then(crate::hw_health::lookup)
+            .map_or("unknown", |x| x.action.as_str());
+        let mut attributes = identity.clone();
+        attributes.push(("gpuslack.xid.code", code.to_string()));
+        attributes.push(("gpuslack.xid.action", action.to_string()));
+        out.push(Point {
+            def: XID_ERRORS,
+            value: n,
+            attributes,
+        });
+    }
+}
+
 /// The GPU's `gpuslack.job.info` point: its identity (`hw.id` and index only: the job's own
 /// attributes fill the rest of the label budget), its job's, and who holds it now (the current
 /// owner's process, container and pod, where the job's do not already say): the one series
@@ -400,9 +515,12 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
         vec![],
     );
     push(XID_LAST, view.held(Metric::XidLast), vec![]);
+    device_points(view, &mut push);
     process_points(view, top, &mut push);
     assignment_points(view, &mut push);
     job_info_point(view, &mut out);
+    gpu_info_point(view, &mut out);
+    xid_points(view, &mut out);
     counter_points(view, &mut out);
     out
 }
@@ -463,8 +581,9 @@ fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
 
 /// The GPU's health, where any health counter is read: `failed` when a row remap failed (the
 /// GPU needs service), `degraded` when an uncorrected ECC error happened since the driver
-/// loaded, a remap or retirement waits for a reset, or an Xid event arrived since the agent
-/// started, else `ok`.
+/// loaded, a remap or retirement waits for a reset, an Xid event arrived since the agent
+/// started, or the PCIe link trained below its maximum where it was last read
+/// ([`crate::hw_health::link_shortfall`], every 10 s), else `ok`.
 fn health_state(view: &GpuView) -> Option<&'static str> {
     let read = |m: Metric| view.held(m);
     let health = [
@@ -474,6 +593,7 @@ fn health_state(view: &GpuView) -> Option<&'static str> {
         Metric::RetiredPending,
         Metric::XidEvents,
         Metric::PcieReplays,
+        Metric::PcieLinkWidth,
     ];
     if health.iter().all(|m| read(*m).is_none()) {
         return None;
@@ -485,6 +605,7 @@ fn health_state(view: &GpuView) -> Option<&'static str> {
         || positive(Metric::RemapPending)
         || positive(Metric::RetiredPending)
         || positive(Metric::XidEvents)
+        || view.link_shortfall().is_some()
     {
         Some("degraded")
     } else {
@@ -1034,6 +1155,196 @@ mod tests {
         );
         assert_eq!(eval_sm.value, 0.3);
     }
+
+    #[test]
+    fn the_dcgm_exporter_fields_are_exported_with_their_bounds_and_units() {
+        // An H200 at gen5 x16 whose link fell to gen3 under load at t = 104 s, 70% memory
+        // controller, GPM graphics engine 80%, FP64 12%, P0, 2 GiB of 256 GiB BAR1, fans at 40%,
+        // 17 NVLinks up and 1 down.
+        // Link 3 has 4 replays, link 17 is down; read once, at the first sample (every 10 s).
+        let links: Arc<Vec<crate::sample::NvlinkLink>> = Arc::new(
+            (0..18)
+                .map(|link| crate::sample::NvlinkLink {
+                    link,
+                    up: link != 17,
+                    crc: Some(0),
+                    replay: Some(if link == 3 { 4 } else { 0 }),
+                    recovery: Some(0),
+                })
+                .collect(),
+        );
+        let reports = reports(10, |t, mut s| {
+            if t == 100.0 {
+                s.nvlinks = Some(links.clone());
+            }
+            // The link read every 4 s here (every 10 s live): gen5, then gen3 from 104 s.
+            let tenths = ((t - 100.0) * 10.0).round() as u32;
+            if tenths.is_multiple_of(40) {
+                s = s
+                    .with(Metric::PcieLinkGen, if t < 104.0 { 5.0 } else { 3.0 })
+                    .with(Metric::PcieLinkWidth, 16.0)
+                    .with(Metric::PcieLinkGenMax, 5.0)
+                    .with(Metric::PcieLinkWidthMax, 16.0);
+            }
+            s.with(Metric::UtilGpu, 100.0)
+                .with(Metric::UtilMem, 70.0)
+                .with(Metric::GpmGr, 80.0)
+                .with(Metric::GpmFp64, 12.0)
+                .with(Metric::Pstate, 0.0)
+                .with(Metric::Bar1UsedBytes, 2.0 * 1024.0 * 1024.0 * 1024.0)
+                .with(Metric::Bar1TotalBytes, 256.0 * 1024.0 * 1024.0 * 1024.0)
+                .with(Metric::FanPct, 40.0)
+                .with(Metric::NvlinkLinksUp, 17.0)
+                .with(Metric::NvlinkLinksDown, 1.0)
+                .with(Metric::PcieReplays, 0.0)
+        });
+        let facts = DeviceFacts {
+            uuid: Some("GPU-5c8f".into()),
+            driver: Some("580.159.04".into()),
+            pci_bus_id: Some("00000000:1B:00.0".into()),
+            serial: Some("1654123456789".into()),
+            vbios: Some("96.00.9F.00.01".into()),
+            ..DeviceFacts::default()
+        };
+        let mut state = ExportState::default();
+        let mut states = Vec::new();
+        for r in &reports {
+            state.update(r, &facts);
+            let all = points(state.get(0).expect("gpu 0"), 5);
+            states.push(value(&all, "hw.status", Some(("hw.state", "degraded"))));
+        }
+        let all = points(state.get(0).expect("gpu 0"), 5);
+        let v = |name, attr| value(&all, name, attr);
+        assert_eq!(v("gpuslack.gr_engine.activity", None), Some(0.8));
+        assert_eq!(v("gpuslack.memory_controller.utilization", None), Some(0.7));
+        assert_eq!(
+            v("gpuslack.pipe.activity", Some(("gpuslack.pipe", "fp64"))),
+            Some(0.12)
+        );
+        assert_eq!(v("gpuslack.performance_state", None), Some(0.0));
+        assert_eq!(v("gpuslack.bar1.usage", None), Some(2147483648.0));
+        assert_eq!(v("gpuslack.bar1.limit", None), Some(274877906944.0));
+        let bound = |b| Some(("gpuslack.pcie.link.bound", b));
+        assert_eq!(
+            v("gpuslack.pcie.link.generation", bound("current")),
+            Some(3.0)
+        );
+        assert_eq!(v("gpuslack.pcie.link.generation", bound("max")), Some(5.0));
+        assert_eq!(v("gpuslack.pcie.link.width", bound("current")), Some(16.0));
+        assert_eq!(v("gpuslack.pcie.link.width", bound("max")), Some(16.0));
+        assert_eq!(v("gpuslack.fan.speed", None), Some(0.4));
+        let state_of = |s| Some(("gpuslack.nvlink.state", s));
+        assert_eq!(v("gpuslack.nvlink.links", state_of("up")), Some(17.0));
+        assert_eq!(v("gpuslack.nvlink.links", state_of("down")), Some(1.0));
+        // Per link, only the erring and the down one, held across the windows between reads.
+        let per_link: Vec<(String, String, f64)> = all
+            .iter()
+            .filter(|p| p.def == NVLINK_LINK_ERRORS)
+            .map(|p| {
+                let get = |k: &str| {
+                    p.attributes
+                        .iter()
+                        .find(|(pk, _)| *pk == k)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                (get("gpuslack.nvlink.link"), get("error.type"), p.value)
+            })
+            .collect();
+        let expect = |link: &str, kind: &str, n: f64| (link.to_string(), kind.to_string(), n);
+        assert_eq!(
+            per_link,
+            vec![
+                expect("3", "crc", 0.0),
+                expect("3", "replay", 4.0),
+                expect("3", "recovery", 0.0),
+                expect("17", "crc", 0.0),
+                expect("17", "replay", 0.0),
+                expect("17", "recovery", 0.0),
+            ]
+        );
+        // The windows at gen5 are healthy; once the loaded link reads gen3, degraded, and it
+        // stays so in the window between two reads (106–108 s), not flapping back to ok.
+        assert_eq!(
+            states,
+            vec![Some(0.0), Some(0.0), Some(1.0), Some(1.0), Some(1.0)]
+        );
+        // The board's identity rides on one info point only.
+        let info: Vec<&Point> = all.iter().filter(|p| p.def == GPU_INFO).collect();
+        assert_eq!(info.len(), 1);
+        let attr = |k: &str| {
+            info[0]
+                .attributes
+                .iter()
+                .find(|(pk, _)| *pk == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(attr("hw.id"), Some("GPU-5c8f"));
+        assert_eq!(attr("hw.driver_version"), Some("580.159.04"));
+        assert_eq!(attr("hw.firmware_version"), Some("96.00.9F.00.01"));
+        assert_eq!(attr("hw.serial_number"), Some("1654123456789"));
+        assert_eq!(attr("gpuslack.gpu.pci_bus_id"), Some("00000000:1B:00.0"));
+        let elsewhere = all
+            .iter()
+            .filter(|p| p.def != GPU_INFO)
+            .filter(|p| p.attributes.iter().any(|(k, _)| *k == "hw.serial_number"))
+            .count();
+        assert_eq!(elsewhere, 0, "the serial is on the info point only");
+    }
+
+    #[test]
+    fn xid_events_are_counted_by_code_and_the_codes_are_bounded() {
+        // One Xid a window (2 s) from t = 102 s: codes 13, 13, 79, then 9 other codes.
+        let codes = [
+            13.0, 13.0, 79.0, 31.0, 43.0, 45.0, 48.0, 62.0, 64.0, 94.0, 95.0, 119.0,
+        ];
+        let reports = reports(2 * (codes.len() as u32 + 1), |t, s| {
+            let n = (((t - 100.0) / 2.0).floor() as usize).min(codes.len());
+            let last = if n == 0 { 0.0 } else { codes[n - 1] };
+            s.with(Metric::XidEvents, n as f64)
+                .with(Metric::XidLast, last)
+        });
+        let mut state = ExportState::default();
+        for r in &reports {
+            state.update(r, &DeviceFacts::default());
+        }
+        let all = points(state.get(0).expect("gpu 0"), 5);
+        let xid: Vec<&Point> = all.iter().filter(|p| p.def == XID_ERRORS).collect();
+        let by_code = |code: &str| {
+            xid.iter()
+                .find(|p| {
+                    p.attributes
+                        .iter()
+                        .any(|(k, v)| *k == "gpuslack.xid.code" && v == code)
+                })
+                .map(|p| {
+                    let action = p
+                        .attributes
+                        .iter()
+                        .find(|(k, _)| *k == "gpuslack.xid.action")
+                        .map(|(_, v)| v.clone());
+                    (p.value, action)
+                })
+        };
+        assert_eq!(by_code("13"), Some((2.0, Some("restart_app".into()))));
+        assert_eq!(by_code("79"), Some((1.0, Some("reboot_node".into()))));
+        // 8 codes of their own at most, then `other`; the total is every event.
+        assert!(xid.len() <= MAX_XID_CODES_FOR_TEST + 1, "{}", xid.len());
+        let total: f64 = xid.iter().map(|p| p.value).sum();
+        assert_eq!(total, codes.len() as f64);
+        assert!(by_code("other").is_some(), "{xid:?}");
+        // No owner on an Xid series: the GPU's identity only.
+        assert!(xid
+            .iter()
+            .all(|p| p.attributes.iter().all(|(k, _)| !k.starts_with("process."))));
+        // The per-owner total is unchanged beside it.
+        assert_eq!(
+            value(&all, "hw.errors", Some(("error.type", "xid"))),
+            Some(codes.len() as f64)
+        );
+    }
+
+    const MAX_XID_CODES_FOR_TEST: usize = crate::export::state::MAX_XID_CODES;
 
     #[test]
     fn a_mig_instance_names_its_profile() {

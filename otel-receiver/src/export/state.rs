@@ -147,7 +147,18 @@ pub struct GpuView {
     pending: Option<(Class, u32)>,
     /// What `gpuslack.job.info` says of the GPU: its job's attributes and state.
     job: Option<JobSeen>,
+    /// Xid events since the agent started, by code ([`GpuView::xid_codes`]).
+    xid_codes: BTreeMap<String, f64>,
+    /// The NVLinks as last read (every 10 s, so most windows have none of their own).
+    nvlinks: Option<Arc<Vec<crate::sample::NvlinkLink>>>,
+    /// The PCIe link's shortfall as judged in the last window that read the link (every
+    /// 10 s): held between reads, so that `hw.status` does not flap with the windows.
+    link_shortfall: Option<crate::hw_health::LinkShortfall>,
 }
+
+/// Xid codes a GPU keeps a series of its own for; later codes are counted under `other`. A
+/// failing GPU shows two or three codes; this bounds what a flapping driver can make.
+pub const MAX_XID_CODES: usize = 8;
 
 /// A GPU's job as the job info point reports it.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +195,9 @@ impl GpuView {
             announced: report.class,
             pending: None,
             job: None,
+            xid_codes: BTreeMap::new(),
+            nvlinks: None,
+            link_shortfall: None,
         }
     }
 
@@ -235,6 +249,38 @@ impl GpuView {
     /// `metric`'s maximum in the latest window that read it.
     pub fn held(&self, metric: Metric) -> Option<f64> {
         self.held[metric as usize]
+    }
+
+    /// Xid events since the agent started by code (`"79"`, `"other"`). NVML's count and last
+    /// code are read together once a second: each rise of the count is filed under the last
+    /// code of its window (the highest, where a window read two), so two Xids of different codes
+    /// within one read are both filed under one.
+    pub fn xid_codes(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.xid_codes.iter().map(|(code, n)| (code.as_str(), *n))
+    }
+
+    /// The PCIe link below its maximum, as judged where it was last read.
+    pub fn link_shortfall(&self) -> Option<crate::hw_health::LinkShortfall> {
+        self.link_shortfall
+    }
+
+    /// Each NVLink's state and error counts, as last read.
+    pub fn nvlinks(&self) -> &[crate::sample::NvlinkLink] {
+        self.nvlinks.as_deref().map_or(&[], |l| l.as_slice())
+    }
+
+    /// Files `n` new Xid events under `code`.
+    fn count_xid(&mut self, code: Option<f64>, n: f64) {
+        let code = match code.filter(|c| *c > 0.0) {
+            Some(c) => format!("{c:.0}"),
+            None => "unknown".to_string(),
+        };
+        let key = if self.xid_codes.contains_key(&code) || self.xid_codes.len() < MAX_XID_CODES {
+            code
+        } else {
+            "other".to_string()
+        };
+        *self.xid_codes.entry(key).or_default() += n;
     }
 
     /// Whether the error counter `i` of [`COUNTED_ERRORS`] was ever read.
@@ -331,6 +377,17 @@ impl GpuView {
         for metric in Metric::ALL {
             if let Some(v) = stats.max(metric) {
                 self.held[metric as usize] = Some(v);
+            }
+        }
+        if stats.max(Metric::PcieLinkGen).is_some() {
+            self.link_shortfall = crate::hw_health::link_shortfall(stats);
+        }
+        if stats.nvlinks.is_some() {
+            self.nvlinks.clone_from(&stats.nvlinks);
+        }
+        if let Some(i) = COUNTED_ERRORS.iter().position(|m| *m == Metric::XidEvents) {
+            if error_deltas[i] > 0.0 {
+                self.count_xid(stats.max(Metric::XidLast), error_deltas[i]);
             }
         }
         let c = self.counters_of(report, kept);

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::diagnosis::{Class, WindowReport};
+use crate::hw_health::{link_shortfall, LinkShortfall};
 use crate::sample::Metric;
 
 /// One counter's course over the run.
@@ -78,6 +79,9 @@ pub struct Health {
     pub throttle_first_t: BTreeMap<String, f64>,
     /// Seconds covered by windows.
     pub seconds: f64,
+    /// The PCIe link below its maximum ([`link_shortfall`]): the narrowest, slowest reading,
+    /// when it first showed (unix s), and for how many seconds of windows.
+    pub pcie_link: Option<(LinkShortfall, f64, f64)>,
 }
 
 /// One line of findings.
@@ -123,6 +127,13 @@ impl Health {
         if let Some(code) = w.stats.max(Metric::XidLast).filter(|c| *c > 0.0) {
             self.xid_last = Some(code);
         }
+        if let Some(short) = link_shortfall(&w.stats) {
+            let (worst, _, s) = self.pcie_link.get_or_insert((short, w.stats.start, 0.0));
+            *s += seconds;
+            if (short.width, short.gen) < (worst.width, worst.gen) {
+                *worst = short;
+            }
+        }
         for reason in &w.throttle {
             let key = reason
                 .split(':')
@@ -161,7 +172,11 @@ impl Health {
                 let mut text = format!("{words}: {rise:.0}");
                 if metric == Metric::XidEvents {
                     if let Some(code) = self.xid_last {
-                        text += &format!(" (last: Xid {code:.0})");
+                        text += &format!(" (last: Xid {code:.0}");
+                        if let Some(x) = crate::hw_health::lookup(code as u32) {
+                            text += &format!(", {}: {}", x.meaning, x.action.as_str());
+                        }
+                        text += ")";
                     }
                 }
                 if let Some(t) = c.first_rise_t {
@@ -190,6 +205,18 @@ impl Health {
                     severe,
                 });
             }
+        }
+        if let Some((short, first_t, seconds)) = &self.pcie_link {
+            out.push(Finding {
+                signal: "pcie_link".into(),
+                text: format!(
+                    "PCIe link trained below its maximum ({}) for {seconds:.0} s, first at {} UTC",
+                    short.describe(),
+                    super::utc_hms(*first_t)
+                ),
+                t: Some(*first_t),
+                severe: false,
+            });
         }
         for (reason, seconds) in &self.throttle_s {
             out.push(Finding {
@@ -227,7 +254,9 @@ impl Health {
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
-                let counters_clean = !findings.iter().any(|f| !f.signal.starts_with("throttle:"));
+                let counters_clean = !findings
+                    .iter()
+                    .any(|f| HEALTH_COUNTERS.iter().any(|(m, _)| m.column() == f.signal));
                 if self.sampled() && counters_clean {
                     text = format!("{clean}; {text}");
                 } else if !self.sampled() {
@@ -238,5 +267,98 @@ impl Health {
             (true, true) => clean.to_string(),
             (true, false) => NOT_RECORDED.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnosis::{Diagnoser, Thresholds};
+    use crate::pipeline::Pipeline;
+    use crate::sample::Sample;
+
+    /// The health of one GPU fed 10 s at 10 Hz, `row` filling each sample.
+    fn health(row: impl Fn(f64, Sample) -> Sample) -> Health {
+        let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        let mut pipeline = Pipeline::new(2.0, diagnoser);
+        let mut h = Health::default();
+        for i in 0..100 {
+            let t = 100.0 + f64::from(i) / 10.0;
+            let s = row(t, Sample::new(t, 0).with(Metric::PowerMw, 300_000.0));
+            for r in pipeline.push(&s).expect("in order") {
+                h.add(&r);
+            }
+        }
+        for r in pipeline.finish() {
+            h.add(&r);
+        }
+        h
+    }
+
+    fn link(s: Sample, gen: f64, width: f64, util: f64) -> Sample {
+        s.with(Metric::PcieLinkGen, gen)
+            .with(Metric::PcieLinkWidth, width)
+            .with(Metric::PcieLinkGenMax, 5.0)
+            .with(Metric::PcieLinkWidthMax, 16.0)
+            .with(Metric::UtilGpu, util)
+            .with(Metric::PcieReplays, 0.0)
+    }
+
+    #[test]
+    fn a_link_trained_short_under_load_is_a_finding_and_idle_downshift_is_not() {
+        // Idle for 4 s at gen1 (power saving), then busy at gen3 x16 of gen5 x16.
+        let h = health(|t, s| {
+            if t < 104.0 {
+                link(s, 1.0, 16.0, 0.0)
+            } else {
+                link(s, 3.0, 16.0, 100.0)
+            }
+        });
+        let findings = h.findings();
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        let f = &findings[0];
+        assert_eq!(f.signal, "pcie_link");
+        assert_eq!(f.t, Some(104.0));
+        assert!(!f.severe);
+        assert_eq!(
+            f.text,
+            format!(
+                "PCIe link trained below its maximum (gen3 x16 of gen5 x16) for 6 s, first at {} UTC",
+                crate::report::utc_hms(104.0)
+            )
+        );
+        // The counters stayed clean: the summary says so before the link.
+        assert!(h.summary().starts_with("no Xid events"), "{}", h.summary());
+        // Idle all along at gen1: the driver's power saving, no finding.
+        assert!(health(|_, s| link(s, 1.0, 16.0, 0.0)).findings().is_empty());
+        // Busy at the maximum: none either.
+        assert!(health(|_, s| link(s, 5.0, 16.0, 100.0))
+            .findings()
+            .is_empty());
+        // Half the lanes, idle: a downtrained link, found.
+        let narrow = health(|_, s| link(s, 1.0, 8.0, 0.0)).findings();
+        assert_eq!(narrow.len(), 1);
+        assert!(
+            narrow[0].text.contains("(gen1 x8 of gen5 x16) for 10 s"),
+            "{narrow:?}"
+        );
+    }
+
+    #[test]
+    fn an_xid_finding_names_the_catalogue_meaning_and_action() {
+        let h = health(|t, s| {
+            let n = if t < 105.0 { 0.0 } else { 1.0 };
+            s.with(Metric::XidEvents, n)
+                .with(Metric::XidLast, if n > 0.0 { 79.0 } else { 0.0 })
+        });
+        let f = &h.findings()[0];
+        assert_eq!(f.signal, "xid_events");
+        assert!(
+            f.text.starts_with(
+                "Xid events: 1 (last: Xid 79, GPU has fallen off the bus: reboot_node), first at"
+            ),
+            "{}",
+            f.text
+        );
     }
 }

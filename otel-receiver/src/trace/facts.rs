@@ -142,6 +142,12 @@ struct FactsEntry {
     /// `/dev/nvidiaN`'s N.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     minor_number: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pci_bus_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    serial: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vbios: Option<String>,
 }
 
 /// A value that is a number within `range`, for the plausibility checks.
@@ -212,6 +218,9 @@ impl FactsEntry {
             mem_total_bytes: self.mem_total,
             minor_number: self.minor_number,
             mig_parent: self.mig_parent_gpu,
+            pci_bus_id: self.pci_bus_id.clone(),
+            serial: self.serial.clone(),
+            vbios: self.vbios.clone(),
         }
     }
 
@@ -228,6 +237,9 @@ impl FactsEntry {
             mem_total: f.mem_total_bytes,
             mig_parent_gpu: f.mig_parent,
             minor_number: f.minor_number,
+            pci_bus_id: f.pci_bus_id.clone(),
+            serial: f.serial.clone(),
+            vbios: f.vbios.clone(),
         }
     }
 }
@@ -262,6 +274,9 @@ mod tests {
             mem_total_bytes: Some(150754820096.0),
             minor_number: Some(uuid.len() as u32),
             mig_parent: None,
+            pci_bus_id: Some(format!("00000000:{:02X}:00.0", uuid.len())),
+            serial: Some(format!("165{}", uuid.len())),
+            vbios: Some("96.00.9F.00.01".into()),
         };
         let facts = TraceFacts {
             default: DeviceFacts::default(),

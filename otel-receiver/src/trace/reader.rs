@@ -81,6 +81,7 @@ enum Column {
     ClkReasons,
     Processes,
     Pods,
+    Nvlinks,
     /// A metric, and whether it is a percentage (bounded): looked up once, not per cell.
     Metric(Metric, bool),
     Ignored,
@@ -129,6 +130,7 @@ struct Row {
     values: std::ops::Range<u32>,
     processes: Option<Arc<Vec<GpuProcess>>>,
     pods: Option<Arc<Vec<PodContainer>>>,
+    nvlinks: Option<Arc<Vec<crate::sample::NvlinkLink>>>,
 }
 
 /// A chunk's rows (or the errors in their place), in order.
@@ -249,6 +251,7 @@ impl<R: Read> TraceReader<R> {
                 "clk_reasons" => Column::ClkReasons,
                 "processes" => Column::Processes,
                 "pods" => Column::Pods,
+                "nvlinks" => Column::Nvlinks,
                 other => Metric::from_column(other)
                     .map_or(Column::Ignored, |m| Column::Metric(m, m.is_percent())),
             });
@@ -357,6 +360,7 @@ impl<R: Read> Iterator for TraceReader<R> {
                         }
                         sample.processes = row.processes;
                         sample.pods = row.pods;
+                        sample.nvlinks = row.nvlinks;
                     }
                     return out;
                 }
@@ -920,6 +924,7 @@ fn parse_row(
         values: 0..0,
         processes: None,
         pods: None,
+        nvlinks: None,
     };
     let mut t = None;
     for (column, &(a, z)) in layout.columns.iter().zip(ranges) {
@@ -992,6 +997,12 @@ fn parse_row(
                     )
                 })?;
                 row.pods = Some(Arc::new(list));
+            }
+            Column::Nvlinks => {
+                let list = serde_json::from_slice(cell).map_err(|_| {
+                    bad(layout, line, "nvlinks", cell, "not a JSON list of NVLinks")
+                })?;
+                row.nvlinks = Some(Arc::new(list));
             }
             Column::Metric(metric, percent) => {
                 let v = parse_number(cell)

@@ -16,7 +16,7 @@ impl<W: Write> TraceWriter<W> {
             header.push(',');
             header.push_str(metric.column());
         }
-        header.push_str(",processes,pods");
+        header.push_str(",processes,pods,nvlinks");
         header.push('\n');
         out.write_all(header.as_bytes())?;
         Ok(TraceWriter {
@@ -45,6 +45,10 @@ impl<W: Write> TraceWriter<W> {
         }
         self.line.push(',');
         if let Some(list) = &sample.pods {
+            push_json(&mut self.line, list.as_slice());
+        }
+        self.line.push(',');
+        if let Some(list) = &sample.nvlinks {
             push_json(&mut self.line, list.as_slice());
         }
         self.line.push('\n');
@@ -104,5 +108,57 @@ mod tests {
             .collect::<Result<_, _>>()
             .expect("rows");
         assert_eq!(back, vec![a, b]);
+    }
+
+    #[test]
+    fn every_metric_round_trips_the_new_link_and_board_columns_included() {
+        let mut s = Sample::new(1796024900.5, 2);
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            s.set(
+                m,
+                if m.is_percent() {
+                    1.5
+                } else {
+                    1000.0 + i as f64
+                },
+            );
+        }
+        s.nvlinks = Some(std::sync::Arc::new(vec![
+            crate::sample::NvlinkLink {
+                link: 0,
+                up: true,
+                crc: Some(0),
+                replay: Some(3),
+                recovery: Some(0),
+            },
+            crate::sample::NvlinkLink {
+                link: 17,
+                up: false,
+                crc: None,
+                replay: None,
+                recovery: None,
+            },
+        ]));
+        let mut writer = TraceWriter::new(Vec::new()).expect("header");
+        writer.write(&s).expect("row");
+        let bytes = writer.into_inner();
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        for column in [
+            "bar1_used",
+            "pcie_link_gen_max",
+            "fan_pct",
+            "nvlink_links_down",
+        ] {
+            assert!(
+                text.lines().next().is_some_and(|h| h.contains(column)),
+                "{column}"
+            );
+        }
+        let back: Vec<Sample> = TraceReader::new("mem".into(), bytes.as_slice())
+            .expect("header")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(back, vec![s]);
+        assert_eq!(back[0].get(Metric::PcieLinkWidthMax), Some(1057.0));
     }
 }

@@ -45,10 +45,19 @@ pub enum Field {
     Health,
     /// Xid events, which NVML delivers to a thread of their own; reading copies its counts.
     Xid,
+    /// BAR1 memory used and total: one call, but 370–480 µs of CPU on an H200: every 10 s.
+    Bar1,
+    /// The PCIe link's current and maximum generation and width: four calls, 110–150 µs of
+    /// CPU together on an H200: every 10 s.
+    PcieLink,
+    /// Fan speed of every fan on the board: every 10 s (fans change slowly).
+    Fan,
+    /// Each NVLink's state (18 calls on an H200): every 10 s, with the health counters.
+    NvlinkState,
 }
 
 impl Field {
-    pub const ALL: [Field; 18] = [
+    pub const ALL: [Field; 22] = [
         Field::Utilization,
         Field::Power,
         Field::PowerFields,
@@ -67,6 +76,10 @@ impl Field {
         Field::Codec,
         Field::Health,
         Field::Xid,
+        Field::Bar1,
+        Field::PcieLink,
+        Field::Fan,
+        Field::NvlinkState,
     ];
 
     pub fn name(self) -> &'static str {
@@ -89,6 +102,10 @@ impl Field {
             Field::Codec => "encoder/decoder utilization",
             Field::Health => "ECC, row remapping, PCIe replay and NVLink error counters",
             Field::Xid => "Xid events",
+            Field::Bar1 => "BAR1 memory",
+            Field::PcieLink => "PCIe link generation and width",
+            Field::Fan => "fan speed",
+            Field::NvlinkState => "NVLink link state",
         }
     }
 

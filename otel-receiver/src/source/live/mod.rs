@@ -30,8 +30,11 @@ use crate::sample::Sample;
 /// CPU each on an H200) and GPM (120–270 µs for a sample and eleven metrics, by host) are read
 /// every tick; process lists and NVLink counters every second; limits every 10 s; the energy
 /// counter, which costs 3–10 ms of kernel CPU a read, every 30 ticks and at least 10 s apart;
-/// memory temperature, encoder/decoder use and Xid counts every second, the health counters
-/// (ECC, row remapping, replays) every 10 s.
+/// memory temperature, encoder/decoder use and Xid counts every second; the health counters
+/// (ECC, row remapping, replays), each NVLink's state, the fans (a probe of a fanless H200
+/// cost 190–380 µs), BAR1 (370–480 µs of CPU a read on an H200) and the PCIe link's
+/// generation and width (110–150 µs) every 10 s: read every
+/// second, those two alone were 0.06% of a core, the whole of the 10% the overhead may grow.
 /// Window power then comes from the power readings (within 1% of the energy counter in the H200
 /// validation) and the counter keeps the exact total. `nvmlDeviceGetPcieThroughput` waits ~20 ms
 /// a direction and costs 1.8 ms of CPU a pair on an H200: after the tick's other reads, so that
@@ -67,7 +70,12 @@ impl Cadence {
         match field {
             Field::Energy => self.energy,
             Field::Processes => self.processes,
-            Field::Limits | Field::Health => self.limits,
+            Field::Limits
+            | Field::Health
+            | Field::NvlinkState
+            | Field::Bar1
+            | Field::PcieLink
+            | Field::Fan => self.limits,
             Field::PcieThroughput if gpm => self.pcie_beside_gpm,
             Field::NvlinkThroughput
             | Field::PcieThroughput
@@ -546,6 +554,17 @@ mod tests {
         assert_eq!(reads[&Field::Energy], 1);
         assert_eq!(reads[&Field::Processes], 5);
         assert_eq!(reads[&Field::Limits], 1);
+        // dcgm-exporter's extras: BAR1, the PCIe link, the fans and each NVLink's state every
+        // 10 s (BAR1 costs ~470 µs a read on an H200), never every tick.
+        assert_eq!(
+            (
+                reads[&Field::Bar1],
+                reads[&Field::PcieLink],
+                reads[&Field::Fan],
+                reads[&Field::NvlinkState]
+            ),
+            (1, 1, 1, 1)
+        );
         let with_energy = samples
             .iter()
             .filter(|s| s[0].get(Metric::EnergyMj).is_some())
@@ -575,6 +594,34 @@ mod tests {
             .iter()
             .all(|s| s[0].get(Metric::GpmSm).is_none() && s[0].get(Metric::PowerMw).is_some()));
         assert!(source.drain_events().is_empty());
+    }
+
+    #[test]
+    fn a_board_without_fans_or_nvlink_skips_both_once_and_keeps_its_link_reads() {
+        // An SXM H200 in a VM without its NVSwitch fabric: no fan, no NVLink.
+        let mut gpu = Scripted::healthy();
+        gpu.answers.insert(Field::Fan, Err(ReadError::NotSupported));
+        gpu.answers
+            .insert(Field::NvlinkState, Err(ReadError::NotSupported));
+        let mut source = LiveSource::new(vec![(0, gpu)], Cadence::every(Duration::from_secs(1)));
+        ticks(&mut source, 25, 1.0);
+        let reads = &source.slots[0].reader.reads;
+        assert_eq!((reads[&Field::Fan], reads[&Field::NvlinkState]), (1, 1));
+        // At 1 s, BAR1 and the link every 10 s: at 0, 10 and 20 s of 25.
+        assert_eq!((reads[&Field::Bar1], reads[&Field::PcieLink]), (3, 3));
+        assert_eq!(
+            source.drain_events(),
+            vec![
+                SourceEvent::FieldUnsupported {
+                    gpu: 0,
+                    field: Field::Fan
+                },
+                SourceEvent::FieldUnsupported {
+                    gpu: 0,
+                    field: Field::NvlinkState
+                },
+            ]
+        );
     }
 
     #[test]

@@ -67,7 +67,15 @@ impl XidWatch {
                             _ => 0,
                         };
                         let index = event.device.index().unwrap_or(u32::MAX);
-                        tracing::warn!(gpu = index, xid = code, "Xid error reported by the driver");
+                        // NVIDIA's catalogue's meaning and immediate action, where it has the code.
+                        let known = u32::try_from(code).ok().and_then(crate::hw_health::lookup);
+                        tracing::warn!(
+                            gpu = index,
+                            xid = code,
+                            meaning = known.map_or("not in gpuslack's table", |x| x.meaning),
+                            action = known.map_or("unknown", |x| x.action.as_str()),
+                            "Xid error reported by the driver"
+                        );
                         if let Some((n, last)) = seen.counts.get(index as usize) {
                             n.fetch_add(1, Ordering::Relaxed);
                             last.store(code, Ordering::Relaxed);

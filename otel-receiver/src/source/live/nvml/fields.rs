@@ -18,6 +18,9 @@ const FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: u32 = 59;
 
 const KIB: f64 = 1024.0;
 
+/// NVML_NVLINK_MAX_LINKS (nvml.h): 18 on Hopper, the most any GPU has.
+const NVLINK_MAX_LINKS: u32 = 18;
+
 /// How often NVML's per-process SM shares are asked for. The process list is read every
 /// second, but the shares cost 2.4–2.6 ms of CPU a read on an H200 (0.26% of a core a GPU at
 /// 1 s, more than the rest of the agent together); every 5 s, averaged over every sample
@@ -92,6 +95,9 @@ impl DeviceReader for NvmlDevice {
             mem_total_bytes: d.memory_info().ok().map(|m| m.total as f64),
             minor_number: d.minor_number().ok(),
             mig_parent: None,
+            pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
+            serial: d.serial().ok(),
+            vbios: d.vbios_version().ok(),
         }
     }
 
@@ -223,6 +229,41 @@ impl DeviceReader for NvmlDevice {
                 }
             }
             Field::Health => self.read_health(s)?,
+            Field::Bar1 => {
+                let bar1 = d.bar1_memory_info().map_err(classify)?;
+                s.set(Metric::Bar1UsedBytes, bar1.used as f64);
+                s.set(Metric::Bar1TotalBytes, bar1.total as f64);
+            }
+            Field::PcieLink => {
+                s.set(
+                    Metric::PcieLinkGen,
+                    f64::from(d.current_pcie_link_gen().map_err(classify)?),
+                );
+                s.set(
+                    Metric::PcieLinkWidth,
+                    f64::from(d.current_pcie_link_width().map_err(classify)?),
+                );
+                // The most this GPU *in this system* trains to (nvml.h: "possible with this
+                // device and system"): a Gen5 board in a Gen4 slot reads 4, not 5.
+                if let Ok(gen) = d.max_pcie_link_gen() {
+                    s.set(Metric::PcieLinkGenMax, f64::from(gen));
+                }
+                if let Ok(width) = d.max_pcie_link_width() {
+                    s.set(Metric::PcieLinkWidthMax, f64::from(width));
+                }
+            }
+            Field::Fan => {
+                let fans = d.num_fans().map_err(classify)?;
+                if fans == 0 {
+                    return Err(ReadError::NotSupported);
+                }
+                let mut sum = 0.0;
+                for fan in 0..fans {
+                    sum += f64::from(d.fan_speed(fan).map_err(classify)?);
+                }
+                s.set(Metric::FanPct, sum / f64::from(fans));
+            }
+            Field::NvlinkState => self.read_nvlink_state(s)?,
             Field::Xid => {
                 let xid = self.xid.as_ref().ok_or(ReadError::NotSupported)?;
                 let index = d.index().map_err(classify)?;
@@ -406,6 +447,38 @@ impl NvmlDevice {
         } else {
             Err(ReadError::NotSupported)
         }
+    }
+
+    /// How many NVLinks are up and how many are present but down, and each link's state and
+    /// error counters (data CRC, replay, recovery). A link index the GPU does not have answers
+    /// NotSupported or InvalidArgument and is left out; a GPU with none (PCIe boards without a
+    /// bridge) is NotSupported as a whole.
+    fn read_nvlink_state(&self, s: &mut Sample) -> Result<(), ReadError> {
+        let mut links = Vec::new();
+        for link in 0..NVLINK_MAX_LINKS {
+            let wrapper = self.device.link_wrapper_for(link);
+            let up = match wrapper.is_active() {
+                Ok(up) => up,
+                Err(NvmlError::GpuLost) => return Err(ReadError::GpuLost("GPU lost".into())),
+                Err(_) => continue,
+            };
+            let count = |counter| wrapper.error_counter(counter).ok();
+            links.push(crate::sample::NvlinkLink {
+                link,
+                up,
+                crc: count(ErrorCounter::DlCrcData),
+                replay: count(ErrorCounter::DlReplay),
+                recovery: count(ErrorCounter::DlRecovery),
+            });
+        }
+        if links.is_empty() {
+            return Err(ReadError::NotSupported);
+        }
+        let up = links.iter().filter(|l| l.up).count();
+        s.set(Metric::NvlinkLinksUp, up as f64);
+        s.set(Metric::NvlinkLinksDown, (links.len() - up) as f64);
+        s.nvlinks = Some(std::sync::Arc::new(links));
+        Ok(())
     }
 
     /// NVLink rates (MiB/s) from the difference of NVML's cumulative data counters since the
