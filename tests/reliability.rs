@@ -17,8 +17,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    fixture, free_port, gpuslack, read_collected, repo, start_rotel, temp_dir, tool, wait_for_port,
-    Server,
+    fixture, free_port, gpuslack, read_collected, repo, start_rotel, start_rotel_on, temp_dir,
+    tool, wait_for_port, Server,
 };
 
 fn bin() -> &'static str {
@@ -194,7 +194,7 @@ fn a_hanging_collector_does_not_hold_the_exit() {
 
 #[test]
 fn whatever_the_collector_does_every_window_is_delivered_or_counted() {
-    // (mode, what the summary's failures are filed under, whether anything is delivered)
+    // (mode, what the summary's failures are filed under, whether it takes any: then all is)
     let cases = [
         ("refuse", "connect", false),
         ("drop", "network", false),
@@ -239,8 +239,11 @@ fn whatever_the_collector_does_every_window_is_delivered_or_counted() {
             "{mode}: failures not filed under {reason}:\n{stderr}"
         );
         if some_delivered {
+            // A collector that answers half its requests 503 delays the exports, and the queue
+            // keeps what waits: nothing is lost, log records neither.
             assert_eq!(code, Some(0), "{mode}: {stderr}");
-            assert!(delivered > 0 && dropped > 0, "{mode}: {stderr}");
+            assert_eq!((delivered, dropped), (produced, 0), "{mode}: {stderr}");
+            assert_no_log_lost(&stderr);
         } else {
             assert_eq!(code, Some(3), "{mode}: {stderr}");
         }
@@ -1569,6 +1572,33 @@ fn summary_points(stderr: &str) -> (u64, u64) {
     (number(" delivered"), number(" dropped"))
 }
 
+/// The diagnosis logs' counts from the summary: (emitted, delivered, dropped).
+fn logs_summary(stderr: &str) -> (u64, u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("windows produced"))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    let logs = line
+        .split("diagnosis logs: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no diagnosis logs in {line}"));
+    let number = |after: &str| -> u64 {
+        logs.split(after)
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count before {after:?} in {logs}"))
+    };
+    (number(" emitted"), number(" delivered"), number(" dropped"))
+}
+
+/// Every record announced was delivered, and there were some.
+fn assert_no_log_lost(stderr: &str) {
+    let (emitted, delivered, dropped) = logs_summary(stderr);
+    assert!(emitted > 0, "no diagnosis change was announced: {stderr}");
+    assert_eq!((delivered, dropped), (emitted, 0), "{stderr}");
+}
+
 /// The requests a faulty collector saw: (path, body bytes, status it answered).
 fn seen_requests(path: &Path) -> Vec<(String, u64, u64)> {
     std::fs::read_to_string(path)
@@ -1586,7 +1616,7 @@ fn seen_requests(path: &Path) -> Vec<(String, u64, u64)> {
 }
 
 #[test]
-fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
+fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics_and_no_log_record() {
     let fixture = fixture();
     let base = |port: u16, extra: &[&str]| {
         let mut args = vec![
@@ -1599,7 +1629,6 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
             "http/protobuf".into(),
             "--otlp-compression".into(),
             "none".into(),
-            "--no-otlp-logs".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args
@@ -1628,7 +1657,12 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
         let (windows_dropped, points_delivered, points_dropped) = metrics_dropped(&stderr);
         assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
         assert!(points_delivered > 500, "{stderr}");
+        assert_no_log_lost(&stderr);
         let requests = seen_requests(&seen);
+        assert!(
+            requests.iter().any(|r| r.0 == "/v1/logs" && r.2 == 200),
+            "{max_request}: no logs request delivered: {requests:?}"
+        );
         let refused = requests.iter().filter(|r| r.2 == 413).count();
         assert_eq!(
             refused > 0,
@@ -1653,18 +1687,38 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(metrics_dropped(&stderr).0, 0, "{stderr}");
     assert_eq!(metrics_dropped(&stderr).2, 0, "{stderr}");
+    assert_no_log_lost(&stderr);
     let requests = seen_requests(&seen);
     assert_eq!(requests.iter().filter(|r| r.2 == 429).count(), 3);
-    // After each 429 the next request waited the second it was asked to.
-    let times: Vec<f64> = std::fs::read_to_string(&seen)
+    // After each 429 the next request of that signal waited the second it was asked to (the
+    // other signal's sender may have had one on the way already).
+    let seen_at: Vec<(String, f64, u64)> = std::fs::read_to_string(&seen)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|r| r["t"].as_f64())
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap_or("").to_string(),
+                r["t"].as_f64().unwrap_or(0.0),
+                r["status"].as_u64().unwrap_or(0),
+            )
+        })
         .collect();
-    for pair in times.windows(2).take(3) {
-        assert!(pair[1] - pair[0] >= 0.95, "Retry-After honoured: {times:?}");
+    let mut checked = 0;
+    for (i, (path, t, status)) in seen_at.iter().enumerate() {
+        if *status != 429 {
+            continue;
+        }
+        if let Some((_, next, _)) = seen_at[i + 1..].iter().find(|(p, _, _)| p == path) {
+            assert!(next - t >= 0.95, "Retry-After honoured: {seen_at:?}");
+            checked += 1;
+        }
     }
+    assert_eq!(checked, 3, "each 429 was followed by a retry: {seen_at:?}");
+    assert!(
+        seen_at.iter().any(|r| r.0 == "/v1/logs" && r.2 == 200),
+        "{seen_at:?}"
+    );
     // A collector that is down for 10 s in the middle of a 25 s run.
     let dir = temp_dir("restart");
     let port = free_port();
@@ -1705,8 +1759,115 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics() {
     assert_eq!(code, Some(0), "{stderr}");
     let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
     assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    assert_no_log_lost(&stderr);
     assert!(!seen_requests(&before).is_empty() && !seen_requests(&after).is_empty());
+    assert!(
+        seen_requests(&after).iter().any(|r| r.0 == "/v1/logs"),
+        "the records queued during the outage were sent after it"
+    );
     assert!(stderr.contains("connect×"), "the outage was seen: {stderr}");
+}
+
+/// The (GPU, class) of each change the agent announced on stderr, in order.
+fn announced_changes(stderr: &str) -> Vec<(String, String)> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("diagnosis changed"))
+        .filter_map(|l| {
+            let field = |name: &str| {
+                l.split(&format!(" {name}="))
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .map(|v| v.trim_matches('"').to_string())
+            };
+            Some((field("gpu")?, field("class")?))
+        })
+        .collect()
+}
+
+#[test]
+fn a_rotel_down_for_8_s_loses_no_log_record_and_each_arrives_whole() {
+    let dir = temp_dir("rotel-restart");
+    let (grpc, http) = (free_port(), free_port());
+    let (first, collected) = start_rotel_on(&dir, grpc, http);
+    let endpoint = format!("http://127.0.0.1:{grpc}");
+    let agent = Command::new(bin())
+        .args([
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "6",
+            "--otlp-endpoint",
+            &endpoint,
+            "--export-interval-ms",
+            "500",
+            "--otlp-timeout-ms",
+            "1000",
+            "--shutdown-timeout-s",
+            "20",
+        ])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .env("OTEL_SERVICE_NAME", "gpuslack-restart")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpuslack starts");
+    std::thread::sleep(Duration::from_secs(3));
+    drop(first);
+    std::thread::sleep(Duration::from_secs(8));
+    let (_second, _) = start_rotel_on(&dir, grpc, http);
+    let (code, stderr, _) = finish(agent, Duration::from_secs(120));
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    assert_no_log_lost(&stderr);
+    assert!(stderr.contains("connect×"), "the outage was seen: {stderr}");
+    let announced = announced_changes(&stderr);
+    assert_eq!(
+        logs_summary(&stderr).0,
+        announced.len() as u64,
+        "one record per change announced"
+    );
+    // At the collector: each announced change once, in order, with its content.
+    let records = read_collected(&collected, true);
+    let logs: Vec<&serde_json::Value> = records.iter().filter(|r| r["signal"] == "log").collect();
+    let arrived: Vec<(String, String)> = logs
+        .iter()
+        .map(|l| {
+            (
+                l["attributes"]["gpuslack.gpu.index"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                l["attributes"]["gpuslack.diagnosis.class"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(arrived, announced);
+    for (log, (gpu, class)) in logs.iter().zip(&announced) {
+        assert_eq!(log["severity"], "INFO", "{log}");
+        assert_eq!(log["event"], "gpuslack.diagnosis.change", "{log}");
+        assert_eq!(log["resource"]["service.name"], "gpuslack-restart", "{log}");
+        assert!(
+            log["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with(&format!("GPU {gpu} became {class}: "))),
+            "{log}"
+        );
+        for key in ["rule", "evidence", "remedy", "confidence"] {
+            assert!(
+                log["attributes"][format!("gpuslack.diagnosis.{key}")]
+                    .as_str()
+                    .is_some_and(|v| !v.is_empty()),
+                "{key}: {log}"
+            );
+        }
+    }
 }
 
 /// /healthz's status and the count of failed exports in a row it reports, and its HTTP code.

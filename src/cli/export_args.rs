@@ -37,11 +37,12 @@ pub struct ExportArgs {
     /// How often metrics are exported.
     #[arg(long, value_name = "MS")]
     pub export_interval_ms: Option<u64>,
-    /// The largest metrics request, in bytes before compression (larger collections go in
-    /// parts; default 4000000, the Datadog preset's 500000).
+    /// The largest request, in bytes before compression (larger collections go in parts, and
+    /// waiting log records join up to it; default 4000000, the Datadog preset's 500000).
     #[arg(long, value_name = "BYTES")]
     pub otlp_max_request_bytes: Option<usize>,
-    /// What the sending queue keeps while the collector is away, in MiB (default 64).
+    /// What each signal's sending queue (metrics, logs) keeps while the collector is away,
+    /// in MiB (default 64).
     #[arg(long, value_name = "MIB")]
     pub otlp_queue_mib: Option<usize>,
     /// cumulative, delta (Datadog wants delta) or lowmemory.

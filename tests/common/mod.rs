@@ -136,6 +136,13 @@ impl Drop for Server {
 /// Rotel on two fresh ports with the recording processor; returns (server, grpc, http, output).
 pub fn start_rotel(dir: &Path) -> (Server, u16, u16, PathBuf) {
     let (grpc, http) = (free_port(), free_port());
+    let (server, out) = start_rotel_on(dir, grpc, http);
+    (server, grpc, http, out)
+}
+
+/// Rotel on the given ports, appending what arrives to `dir`'s output (a restarted collector
+/// adds to what the first wrote); returns (server, output).
+pub fn start_rotel_on(dir: &Path, grpc: u16, http: u16) -> (Server, PathBuf) {
     let out = dir.join("collected.jsonl");
     let processor = repo("tests/support/rotel_processor.py");
     let child = Command::new(tool("GPUSLACK_ROTEL"))
@@ -161,7 +168,7 @@ pub fn start_rotel(dir: &Path) -> (Server, u16, u16, PathBuf) {
     let server = Server(child);
     wait_for_port(grpc, "rotel (gRPC)");
     wait_for_port(http, "rotel (HTTP)");
-    (server, grpc, http, out)
+    (server, out)
 }
 
 pub fn read_collected(path: &Path, want_logs: bool) -> Vec<Value> {

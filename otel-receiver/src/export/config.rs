@@ -76,11 +76,13 @@ pub struct OtlpConfig {
     pub logs: Option<SignalConfig>,
     pub interval: Duration,
     pub temporality: Temporality,
-    /// The largest metrics request sent, as protobuf before compression: a collection larger
-    /// than this goes out in parts ([`DEFAULT_MAX_REQUEST_BYTES`]; the Datadog preset's is
-    /// under its intake's 512 KiB).
+    /// The largest request sent, as protobuf before compression: a collection larger than this
+    /// goes out in parts, and waiting log records join up to it ([`DEFAULT_MAX_REQUEST_BYTES`];
+    /// the Datadog preset's is under its metrics intake's 512 KiB, and so under its logs
+    /// intake's 5.1 MiB too).
     pub max_request_bytes: usize,
-    /// What the sending queue holds at most while the collector does not take it.
+    /// What each signal's sending queue holds at most while the collector does not take it
+    /// (the metrics' and the logs' each, so twice this in all).
     pub queue_bytes: usize,
 }
 

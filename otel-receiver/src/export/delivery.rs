@@ -4,10 +4,10 @@
 //! `/metrics`, summed in one line at exit, and a warning repeats with back-off while nothing
 //! reaches the collector.
 //!
-//! A window is counted at the export that follows it: delivered if that export succeeded,
-//! dropped if it failed. The metrics are observable (each export reads the latest state), so a
-//! failed export loses the windows it would have carried, while counters (energy, GPU time)
-//! catch up at the next success.
+//! A window rides with the first batch of the collection that follows it, and a log record with
+//! its batch: each is delivered when its batch is, and dropped only when its batch is given up
+//! (the sending queue overflowed, the collector refused it for good, or the agent stopped before
+//! it could be sent). Both signals are counted the same way, through the same sender.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -160,6 +160,8 @@ pub struct Counts {
     pub log_records_emitted: u64,
     pub log_records_delivered: u64,
     pub log_records_dropped: u64,
+    /// Waiting in the logs' sending queue (or being sent).
+    pub log_records_queued: u64,
     /// Of the log records dropped, those a collector answered as rejected.
     pub log_records_rejected: u64,
     /// Points the SDK folded into an overflow series past an instrument's cardinality limit.
@@ -237,9 +239,9 @@ struct Inner {
     counts: Counts,
     /// The collector asked not to be sent anything before this.
     hold_until: Option<Instant>,
-    /// Per signal, what the transport saw of the export in progress, for the exporter to file
+    /// Per signal, what the transport saw of the attempt in progress, for the sender to file
     /// the export under: the failure's reason, and the items the collector rejected. Per signal,
-    /// because the metrics and the logs exporters run at the same time.
+    /// because the metrics' and the logs' senders run at the same time.
     noted: BTreeMap<Signal, Noted>,
     last_success: Option<Instant>,
     /// The first failure since the last success (or since the start).
@@ -251,7 +253,7 @@ struct Inner {
     last_metrics_failure: Option<&'static str>,
 }
 
-/// Shared between the pipeline, the exporters and the HTTP client.
+/// Shared between the pipeline, the senders and the HTTP client.
 #[derive(Debug, Default)]
 pub struct Delivery {
     inner: Mutex<Inner>,
@@ -276,21 +278,25 @@ impl Delivery {
         });
     }
 
-    pub fn log_emitted(&self) {
-        self.with(|i| i.counts.log_records_emitted += 1);
+    /// A diagnosis-change record was announced and put in the logs' sending queue.
+    pub fn log_queued(&self) {
+        self.with(|i| {
+            i.counts.log_records_emitted += 1;
+            i.counts.log_records_queued += 1;
+        });
     }
 
     pub fn scrape_served(&self) {
         self.with(|i| i.counts.scrapes_served += 1);
     }
 
-    /// The transport saw this failure (the exporter files the export under it).
+    /// The transport saw this failure (the sender files the attempt under it).
     pub fn note_failure(&self, signal: Signal, reason: &'static str) {
         self.with(|i| i.noted.entry(signal).or_default().failure = Some(reason));
     }
 
     /// The collector accepted the export but rejected `items` of it (OTLP partial success):
-    /// those are counted as dropped when the exporter reports the export.
+    /// those are counted as dropped when the sender reports the batch delivered.
     pub fn note_rejected(&self, signal: Signal, items: u64) {
         self.with(|i| {
             let noted = i.noted.entry(signal).or_default();
@@ -313,64 +319,6 @@ impl Delivery {
         })
     }
 
-    /// The outcome of one export of `items` points (metrics) or records (logs); the failure's
-    /// reason is the transport's if it noted one, else `fallback`.
-    pub fn exported(&self, signal: Signal, items: u64, result: Result<(), &'static str>) {
-        self.with(|i| {
-            let noted = i.noted.remove(&signal).unwrap_or_default();
-            let c = &mut i.counts;
-            *c.exports_attempted.entry(signal).or_default() += 1;
-            let ok = result.is_ok();
-            match result {
-                Ok(()) => {
-                    *c.exports_succeeded.entry(signal).or_default() += 1;
-                    i.last_success = Some(Instant::now());
-                    i.failing_since = None;
-                    if signal == Signal::Metrics {
-                        i.metrics_failed_in_a_row = 0;
-                    }
-                }
-                Err(fallback) => {
-                    let reason = noted.failure.unwrap_or(fallback);
-                    *c.exports_failed.entry((signal, reason)).or_default() += 1;
-                    i.failing_since.get_or_insert_with(Instant::now);
-                    // A collector that asked to slow down is alive and answering: a restart
-                    // would forget its Retry-After and send at once, so that neither counts
-                    // towards /healthz's threshold nor resets it.
-                    if signal == Signal::Metrics && reason != reason::THROTTLED {
-                        i.metrics_failed_in_a_row += 1;
-                        i.last_metrics_failure = Some(reason);
-                    }
-                }
-            }
-            // A failed export dropped all it carried; a partial success, what was rejected.
-            let rejected = if ok { noted.rejected.min(items) } else { 0 };
-            let (delivered, dropped) = if ok {
-                (items - rejected, rejected)
-            } else {
-                (0, items)
-            };
-            match signal {
-                Signal::Metrics => {
-                    c.points_delivered += delivered;
-                    c.points_dropped += dropped;
-                    c.points_rejected += rejected;
-                    let windows = std::mem::take(&mut c.windows_pending);
-                    if ok {
-                        c.windows_delivered += windows;
-                    } else {
-                        c.windows_dropped += windows;
-                    }
-                }
-                Signal::Logs => {
-                    c.log_records_delivered += delivered;
-                    c.log_records_dropped += dropped;
-                    c.log_records_rejected += rejected;
-                }
-            }
-        });
-    }
-
     /// The SDK folded `points` into an overflow series (an instrument past its limit).
     pub fn cardinality_exceeded(&self, points: u64) {
         self.with(|i| i.counts.points_overflowed += points);
@@ -388,59 +336,78 @@ impl Delivery {
         })
     }
 
-    /// A queued batch reached the collector (what it rejected of it, the transport noted).
-    pub fn batch_delivered(&self, points: u64, windows: u64) {
+    /// A queued batch of `items` points (metrics, with the `windows` it carries) or records
+    /// (logs) reached the collector (what it rejected of it, the transport noted).
+    pub fn batch_delivered(&self, signal: Signal, items: u64, windows: u64) {
         self.with(|i| {
-            let noted = i.noted.remove(&Signal::Metrics).unwrap_or_default();
+            let noted = i.noted.remove(&signal).unwrap_or_default();
             let c = &mut i.counts;
-            *c.exports_attempted.entry(Signal::Metrics).or_default() += 1;
-            *c.exports_succeeded.entry(Signal::Metrics).or_default() += 1;
-            let rejected = noted.rejected.min(points);
-            c.points_delivered += points - rejected;
-            c.points_dropped += rejected;
-            c.points_rejected += rejected;
-            c.points_queued = c.points_queued.saturating_sub(points);
-            c.windows_queued = c.windows_queued.saturating_sub(windows);
-            c.windows_delivered += windows;
+            *c.exports_attempted.entry(signal).or_default() += 1;
+            *c.exports_succeeded.entry(signal).or_default() += 1;
+            let rejected = noted.rejected.min(items);
+            match signal {
+                Signal::Metrics => {
+                    c.points_delivered += items - rejected;
+                    c.points_dropped += rejected;
+                    c.points_rejected += rejected;
+                    c.points_queued = c.points_queued.saturating_sub(items);
+                    c.windows_queued = c.windows_queued.saturating_sub(windows);
+                    c.windows_delivered += windows;
+                    i.metrics_failed_in_a_row = 0;
+                }
+                Signal::Logs => {
+                    c.log_records_delivered += items - rejected;
+                    c.log_records_dropped += rejected;
+                    c.log_records_rejected += rejected;
+                    c.log_records_queued = c.log_records_queued.saturating_sub(items);
+                }
+            }
             i.last_success = Some(Instant::now());
             i.failing_since = None;
-            i.metrics_failed_in_a_row = 0;
         });
     }
 
-    /// One attempt to send a queued batch failed; the batch stays queued (or is dropped next).
-    pub fn attempt_failed(&self, fallback: &'static str) {
+    /// One attempt to send a queued batch of `signal` failed; the batch stays queued (or is
+    /// dropped next). Only the metrics' attempts count towards `/healthz`'s failures in a row:
+    /// they are tried at least once an interval, the logs only when a verdict changes.
+    pub fn attempt_failed(&self, signal: Signal, fallback: &'static str) {
         self.with(|i| {
-            let noted = i.noted.remove(&Signal::Metrics).unwrap_or_default();
+            let noted = i.noted.remove(&signal).unwrap_or_default();
             let reason = noted.failure.unwrap_or(fallback);
             let c = &mut i.counts;
-            *c.exports_attempted.entry(Signal::Metrics).or_default() += 1;
-            *c.exports_failed
-                .entry((Signal::Metrics, reason))
-                .or_default() += 1;
+            *c.exports_attempted.entry(signal).or_default() += 1;
+            *c.exports_failed.entry((signal, reason)).or_default() += 1;
             i.failing_since.get_or_insert_with(Instant::now);
             // As for an export (above): a throttled attempt neither counts nor resets.
-            if reason != reason::THROTTLED {
+            if signal == Signal::Metrics && reason != reason::THROTTLED {
                 i.metrics_failed_in_a_row += 1;
                 i.last_metrics_failure = Some(reason);
             }
         });
     }
 
-    /// A queued batch is given up: the queue overflowed, the collector refused it for good, or
-    /// the agent stopped before it could be sent.
-    pub fn batch_dropped(&self, points: u64, windows: u64) {
+    /// A queued batch of `signal` is given up: the queue overflowed, the collector refused it
+    /// for good, or the agent stopped before it could be sent.
+    pub fn batch_dropped(&self, signal: Signal, items: u64, windows: u64) {
         self.with(|i| {
             let c = &mut i.counts;
-            c.points_queued = c.points_queued.saturating_sub(points);
-            c.windows_queued = c.windows_queued.saturating_sub(windows);
-            c.points_dropped += points;
-            c.windows_dropped += windows;
+            match signal {
+                Signal::Metrics => {
+                    c.points_queued = c.points_queued.saturating_sub(items);
+                    c.windows_queued = c.windows_queued.saturating_sub(windows);
+                    c.points_dropped += items;
+                    c.windows_dropped += windows;
+                }
+                Signal::Logs => {
+                    c.log_records_queued = c.log_records_queued.saturating_sub(items);
+                    c.log_records_dropped += items;
+                }
+            }
         });
     }
 
-    /// At exit, after the final flush: whatever the exporters never reported on is dropped.
-    /// Records emitted but never exported (a queue that overflowed or never flushed) are
+    /// At exit, after the final flush: whatever the senders never reported on is dropped.
+    /// Records emitted but never delivered (still queued when the flush ran out of time) are
     /// counted here too, so that emitted = delivered + dropped.
     pub fn close(&self) {
         self.with(|i| {
@@ -448,6 +415,8 @@ impl Delivery {
             c.windows_dropped += std::mem::take(&mut c.windows_pending);
             c.windows_dropped += std::mem::take(&mut c.windows_queued);
             c.points_dropped += std::mem::take(&mut c.points_queued);
+            // Those still queued are among the emitted that were never delivered or dropped.
+            c.log_records_queued = 0;
             let accounted = c.log_records_delivered + c.log_records_dropped;
             c.log_records_dropped += c.log_records_emitted.saturating_sub(accounted);
         });
@@ -489,19 +458,22 @@ mod tests {
         for _ in 0..5 {
             d.window_produced();
         }
-        d.exported(Signal::Metrics, 40, Ok(()));
+        let w = d.queued(40);
+        d.batch_delivered(Signal::Metrics, 40, w);
         for _ in 0..3 {
             d.window_produced();
         }
+        let w = d.queued(40);
         d.note_failure(Signal::Metrics, reason::TLS);
-        // A logs failure noted meanwhile is the logs export's, not this one's.
+        // A logs failure noted meanwhile is the logs sender's, not this one's.
         d.note_failure(Signal::Logs, reason::AUTH);
-        d.exported(Signal::Metrics, 40, Err(reason::OTHER));
+        d.attempt_failed(Signal::Metrics, reason::OTHER);
+        d.batch_dropped(Signal::Metrics, 40, w);
         d.window_produced();
         for _ in 0..4 {
-            d.log_emitted();
+            d.log_queued();
         }
-        d.exported(Signal::Logs, 3, Ok(()));
+        d.batch_delivered(Signal::Logs, 3, 0);
         d.close();
         let c = d.counts();
         assert_eq!(
@@ -544,12 +516,12 @@ mod tests {
         d.window_produced();
         // The first batch fails twice, then arrives with 4 points rejected.
         d.note_failure(Signal::Metrics, reason::CONNECT);
-        d.attempt_failed(reason::OTHER);
-        d.attempt_failed(reason::UNAVAILABLE);
+        d.attempt_failed(Signal::Metrics, reason::OTHER);
+        d.attempt_failed(Signal::Metrics, reason::UNAVAILABLE);
         d.note_rejected(Signal::Metrics, 4);
-        d.batch_delivered(100, 3);
+        d.batch_delivered(Signal::Metrics, 100, 3);
         // The second is dropped (the queue overflowed).
-        d.batch_dropped(50, 1);
+        d.batch_dropped(Signal::Metrics, 50, 1);
         let c = d.counts();
         assert_eq!(
             (
@@ -606,16 +578,24 @@ mod tests {
     fn rejected_items_of_a_successful_export_are_dropped_not_delivered() {
         let d = Delivery::default();
         d.window_produced();
+        let w = d.queued(100);
         d.note_rejected(Signal::Metrics, 7);
         d.note_rejected(Signal::Logs, 2);
-        d.exported(Signal::Metrics, 100, Ok(()));
-        d.exported(Signal::Logs, 5, Ok(()));
-        // A rejection noted for an export that then failed: all of it dropped, once.
+        d.batch_delivered(Signal::Metrics, 100, w);
+        for _ in 0..5 {
+            d.log_queued();
+        }
+        d.batch_delivered(Signal::Logs, 5, 0);
+        // A rejection noted for an attempt that then failed, its batch given up: all of it
+        // dropped, once.
+        d.queued(10);
         d.note_rejected(Signal::Metrics, 3);
-        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        d.attempt_failed(Signal::Metrics, reason::OTHER);
+        d.batch_dropped(Signal::Metrics, 10, 0);
         // More rejected than sent (a confused collector): no more than was sent.
+        d.queued(20);
         d.note_rejected(Signal::Metrics, 50);
-        d.exported(Signal::Metrics, 20, Ok(()));
+        d.batch_delivered(Signal::Metrics, 20, 0);
         let c = d.counts();
         assert_eq!(
             (c.points_delivered, c.points_dropped, c.points_rejected),
@@ -646,20 +626,20 @@ mod tests {
         let d = Delivery::default();
         assert_eq!(d.metrics_failing(), (0, None));
         d.note_failure(Signal::Metrics, reason::CONNECT);
-        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
-        d.exported(Signal::Metrics, 10, Err(reason::UNAVAILABLE));
-        d.exported(Signal::Logs, 1, Err(reason::AUTH));
-        d.exported(Signal::Logs, 1, Ok(()));
+        d.attempt_failed(Signal::Metrics, reason::OTHER);
+        d.attempt_failed(Signal::Metrics, reason::UNAVAILABLE);
+        d.attempt_failed(Signal::Logs, reason::AUTH);
+        d.batch_delivered(Signal::Logs, 1, 0);
         assert_eq!(d.metrics_failing(), (2, Some(reason::UNAVAILABLE)));
-        d.exported(Signal::Metrics, 10, Ok(()));
+        d.batch_delivered(Signal::Metrics, 10, 0);
         assert_eq!(d.metrics_failing(), (0, None));
-        d.exported(Signal::Metrics, 10, Err(reason::TIMEOUT));
+        d.attempt_failed(Signal::Metrics, reason::TIMEOUT);
         assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
         // Throttled: the collector is up and asked for a pause; neither counted nor a reset.
         d.note_failure(Signal::Metrics, reason::THROTTLED);
-        d.exported(Signal::Metrics, 10, Err(reason::OTHER));
+        d.attempt_failed(Signal::Metrics, reason::OTHER);
         assert_eq!(d.metrics_failing(), (1, Some(reason::TIMEOUT)));
-        d.exported(Signal::Metrics, 10, Err(reason::CONNECT));
+        d.attempt_failed(Signal::Metrics, reason::CONNECT);
         assert_eq!(d.metrics_failing(), (2, Some(reason::CONNECT)));
     }
 
@@ -670,10 +650,56 @@ mod tests {
         d.hold_for(Duration::from_secs(30));
         let held = d.held().expect("held");
         assert!(held > Duration::from_secs(29) && held <= Duration::from_secs(30));
-        d.exported(Signal::Metrics, 1, Err(reason::THROTTLED));
+        d.attempt_failed(Signal::Metrics, reason::THROTTLED);
         assert!(d.failing_since().is_some());
         assert!(!d.ever_delivered());
-        d.exported(Signal::Metrics, 1, Ok(()));
+        d.batch_delivered(Signal::Metrics, 1, 0);
         assert!(d.failing_since().is_none());
+    }
+
+    #[test]
+    fn queued_records_end_delivered_rejected_or_dropped_and_do_not_touch_health() {
+        let d = Delivery::default();
+        for _ in 0..10 {
+            d.log_queued();
+        }
+        assert_eq!(d.counts().log_records_queued, 10);
+        // Two failed attempts at a batch of 6, then it arrives with 1 rejected.
+        d.attempt_failed(Signal::Logs, reason::CONNECT);
+        d.note_failure(Signal::Logs, reason::TLS);
+        d.attempt_failed(Signal::Logs, reason::OTHER);
+        assert_eq!(
+            d.metrics_failing(),
+            (0, None),
+            "logs do not count for /healthz"
+        );
+        d.note_rejected(Signal::Logs, 1);
+        d.batch_delivered(Signal::Logs, 6, 0);
+        // One refused for good; 3 still queued at exit.
+        d.batch_dropped(Signal::Logs, 1, 0);
+        let c = d.counts();
+        assert_eq!(
+            (
+                c.log_records_delivered,
+                c.log_records_dropped,
+                c.log_records_rejected,
+                c.log_records_queued
+            ),
+            (5, 2, 1, 3)
+        );
+        assert_eq!(c.exports_failed.get(&(Signal::Logs, reason::TLS)), Some(&1));
+        assert_eq!(c.exports_succeeded.get(&Signal::Logs), Some(&1));
+        assert_eq!((c.points_delivered, c.windows_delivered), (0, 0));
+        d.close();
+        let c = d.counts();
+        assert_eq!(
+            (
+                c.log_records_emitted,
+                c.log_records_delivered,
+                c.log_records_dropped,
+                c.log_records_queued
+            ),
+            (10, 5, 5, 0)
+        );
     }
 }

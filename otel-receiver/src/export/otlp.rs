@@ -1,20 +1,22 @@
 //! OTLP export: metrics read from the export state at every collection (observable
 //! instruments), each collection turned into batches in the bounded sending queue that the
 //! sender thread delivers (`queue.rs`, `sender.rs`: retries, `Retry-After`, size limits), and
-//! diagnosis changes as log records through the SDK's batch exporter. gRPC goes through tonic
-//! and needs the tokio runtime the caller has entered; HTTP/protobuf through a blocking reqwest
-//! client of our own ([`OtlpHttpClient`]), which carries the custom CA and the headers. What
-//! is delivered and dropped is counted in [`Delivery`].
+//! diagnosis changes as log records, built here as OTLP and put in a sending queue of their
+//! own that a second sender delivers the same way: an outage delays both signals and loses
+//! neither. gRPC goes through tonic and needs the tokio runtime the caller has entered;
+//! HTTP/protobuf through a blocking reqwest client of our own ([`OtlpHttpClient`]), which
+//! carries the custom CA and the headers. What is delivered and dropped is counted in
+//! [`Delivery`].
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::metrics::{Meter, MeterProvider};
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{LogExporter, WithExportConfig, WithHttpConfig, WithTonicConfig};
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::logs::{LogBatch, SdkLogger, SdkLoggerProvider};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::common::v1 as proto;
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
@@ -22,14 +24,15 @@ use opentelemetry_sdk::Resource;
 
 use super::catalogue::{self, Kind, MetricDef};
 use super::config::{ExportConfig, OtlpConfig, Protocol, Secret, SignalConfig, Temporality};
-use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
+use super::delivery::{Delivery, RejectionLog, Signal};
 use super::http_client::{no_redirects, OtlpHttpClient};
 use super::points::{agent_points, event_attributes};
-use super::queue::{Batch, SendQueue};
-use super::sender::{Backoff, Control, GrpcTransport, HttpTransport, Outcome, Sender, Transport};
+use super::queue::{Batch, Payload, SendQueue};
+use super::sender::{
+    Backoff, Control, GrpcExport, GrpcTransport, HttpTransport, Sender, Transport,
+};
 use super::split;
 use super::state::{ClassChange, ExportState, GpuView};
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
 #[derive(Debug, thiserror::Error)]
@@ -52,10 +55,23 @@ pub enum OtlpError {
 
 pub struct OtlpExport {
     meters: SdkMeterProvider,
-    logs: Option<(SdkLoggerProvider, SdkLogger)>,
+    logs: Option<LogsExport>,
     delivery: Arc<Delivery>,
-    queue: Arc<SendQueue>,
+    queue: Arc<SendQueue<ExportMetricsServiceRequest>>,
     sending: Arc<Control>,
+}
+
+/// The diagnosis-change records' side: their sending queue (its own, of the same bound as the
+/// metrics'), its sender's control, and what every record's request carries around it.
+struct LogsExport {
+    queue: Arc<SendQueue<ExportLogsServiceRequest>>,
+    sending: Arc<Control>,
+    /// The metrics' resource, as OTLP.
+    resource: opentelemetry_proto::tonic::resource::v1::Resource,
+    resource_schema_url: String,
+    max_request_bytes: usize,
+    /// When a full queue was last reported.
+    overflow_logged: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// The extra CA certificates of `path`, refused unless the file holds at least one that parses:
@@ -248,53 +264,6 @@ fn metadata(headers: &[(String, Secret)]) -> Result<tonic::metadata::MetadataMap
     Ok(map)
 }
 
-fn build_error(
-    signal: &'static str,
-) -> impl Fn(opentelemetry_otlp::ExporterBuildError) -> OtlpError {
-    move |e| OtlpError::Build {
-        signal,
-        message: e.to_string(),
-    }
-}
-
-/// A signal's gRPC settings.
-fn with_tonic_settings<B: WithExportConfig + WithTonicConfig>(
-    b: B,
-    cfg: &SignalConfig,
-) -> Result<B, OtlpError> {
-    let mut b = b
-        .with_endpoint(cfg.endpoint.as_str())
-        .with_timeout(cfg.timeout)
-        .with_metadata(metadata(&cfg.headers)?);
-    if let Some(tls) = tonic_tls(cfg)? {
-        b = b.with_tls_config(tls);
-    }
-    if cfg.gzip {
-        b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
-    }
-    Ok(b)
-}
-
-/// A signal's HTTP/protobuf settings; `path` is the signal's URL path. Headers travel in our own
-/// client, never through the SDK's header settings.
-fn with_http_settings<B: WithExportConfig + WithHttpConfig>(
-    b: B,
-    cfg: &SignalConfig,
-    (signal, path): (Signal, &str),
-    delivery: &Arc<Delivery>,
-) -> Result<B, OtlpError> {
-    let url = cfg.http_url(path);
-    let mut b = b
-        .with_http_client(http_client(cfg, (signal, &cfg.headers), delivery, &url)?)
-        .with_endpoint(url)
-        .with_timeout(cfg.timeout)
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-    if cfg.gzip {
-        b = b.with_compression(opentelemetry_otlp::Compression::Gzip);
-    }
-    Ok(b)
-}
-
 /// The SDK's temporality for ours.
 fn sdk_temporality(t: Temporality) -> opentelemetry_sdk::metrics::Temporality {
     match t {
@@ -304,21 +273,22 @@ fn sdk_temporality(t: Temporality) -> opentelemetry_sdk::metrics::Temporality {
     }
 }
 
-/// How the metrics sender reaches the collector: our HTTP client, or tonic's gRPC client over a
-/// channel that connects when first used. Call within the tokio runtime (the channel's task).
-fn metrics_transport(
+/// How a signal's sender reaches the collector: our HTTP client to the signal's path, or tonic's
+/// gRPC client of the signal's service over a channel that connects when first used. Call
+/// within the tokio runtime (the channel's task).
+fn transport<R: GrpcExport>(
     cfg: &SignalConfig,
     delivery: &Arc<Delivery>,
     runtime: &tokio::runtime::Handle,
-) -> Result<Box<dyn Transport>, OtlpError> {
+) -> Result<Box<dyn Transport<R>>, OtlpError> {
     let build = |message: String| OtlpError::Build {
-        signal: "metrics",
+        signal: R::SIGNAL.as_str(),
         message,
     };
     match cfg.protocol {
         Protocol::HttpProtobuf => {
-            let url = cfg.http_url("v1/metrics");
-            let client = http_client(cfg, (Signal::Metrics, &cfg.headers), delivery, &url)?;
+            let url = cfg.http_url(R::HTTP_PATH);
+            let client = http_client(cfg, (R::SIGNAL, &cfg.headers), delivery, &url)?;
             Ok(Box::new(HttpTransport {
                 client,
                 url,
@@ -336,12 +306,9 @@ fn metrics_transport(
                     .tls_config(tls)
                     .map_err(|e| build(format!("TLS: {e}")))?;
             }
-            let mut client = MetricsServiceClient::new(endpoint.connect_lazy());
-            if cfg.gzip {
-                client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
-            }
             Ok(Box::new(GrpcTransport {
-                client,
+                channel: endpoint.connect_lazy(),
+                gzip: cfg.gzip,
                 metadata: metadata(&cfg.headers)?,
                 timeout: cfg.timeout,
                 delivery: delivery.clone(),
@@ -353,51 +320,11 @@ fn metrics_transport(
     }
 }
 
-fn log_exporter(cfg: &SignalConfig, delivery: &Arc<Delivery>) -> Result<LogExporter, OtlpError> {
-    match cfg.protocol {
-        Protocol::Grpc => with_tonic_settings(LogExporter::builder().with_tonic(), cfg)?.build(),
-        Protocol::HttpProtobuf => with_http_settings(
-            LogExporter::builder().with_http(),
-            cfg,
-            (Signal::Logs, "v1/logs"),
-            delivery,
-        )?
-        .build(),
-    }
-    .map_err(build_error("logs"))
-}
-
-/// A failed export's reason, from the SDK's message where the transport noted none: the gRPC
-/// exporter names the status code ("… failed with gRPC code: Unavailable: …").
-fn reason_of(e: &OTelSdkError) -> &'static str {
-    let text = e.to_string();
-    let lower = text.to_ascii_lowercase();
-    if let Some(why) = reason_in_text(&text) {
-        return why;
-    }
-    let code = text
-        .split("gRPC code: ")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_alphanumeric()).next())
-        .unwrap_or("");
-    match code {
-        "DeadlineExceeded" => reason::TIMEOUT,
-        "Unauthenticated" | "PermissionDenied" => reason::AUTH,
-        "ResourceExhausted" => reason::THROTTLED,
-        "InvalidArgument" | "FailedPrecondition" | "OutOfRange" | "Unimplemented" => {
-            reason::REJECTED
-        }
-        "Unavailable" if lower.contains("refused") || lower.contains("dns") => reason::CONNECT,
-        "Unavailable" => reason::UNAVAILABLE,
-        "Cancelled" | "Aborted" | "Unknown" | "Internal" => reason::NETWORK,
-        _ => reason::OTHER,
-    }
-}
-
 /// The metrics exporter: each collection becomes batches of at most `max_request_bytes` in the
-/// sending queue, which the sender thread delivers; a full queue drops its oldest, counted.
+/// sending queue (joining the last one waiting, up to that size), which the sender thread
+/// delivers; a full queue drops its oldest, counted.
 struct QueuedMetrics {
-    queue: Arc<SendQueue>,
+    queue: Arc<SendQueue<ExportMetricsServiceRequest>>,
     delivery: Arc<Delivery>,
     max_request_bytes: usize,
     temporality: opentelemetry_sdk::metrics::Temporality,
@@ -422,26 +349,183 @@ impl QueuedMetrics {
     }
 
     fn overflowed(&self, batches: usize) {
-        let now = std::time::Instant::now();
-        let due = match self.overflow_logged.lock() {
-            Ok(mut last) => {
-                let due = last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(60));
-                if due {
-                    *last = Some(now);
-                }
-                due
+        warn_overflow(
+            &self.overflow_logged,
+            Signal::Metrics,
+            batches,
+            self.queue.len(),
+        );
+    }
+}
+
+/// A full sending queue dropped its oldest `batches`: said once a minute per signal, with what
+/// still waits (batches, bytes).
+fn warn_overflow(
+    logged: &std::sync::Mutex<Option<std::time::Instant>>,
+    signal: Signal,
+    batches: usize,
+    (waiting, bytes): (usize, usize),
+) {
+    let now = std::time::Instant::now();
+    let due = match logged.lock() {
+        Ok(mut last) => {
+            let due = last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(60));
+            if due {
+                *last = Some(now);
             }
-            Err(_) => true,
-        };
-        if due {
-            let (waiting, bytes) = self.queue.len();
-            tracing::warn!(
-                dropped_batches = batches,
-                waiting,
-                queued_bytes = bytes,
-                "the OTLP sending queue is full: its oldest batches are dropped, counted (raise --otlp-queue-mib to keep more)"
-            );
+            due
         }
+        Err(_) => true,
+    };
+    if due {
+        tracing::warn!(
+            signal = signal.as_str(),
+            dropped_batches = batches,
+            waiting,
+            queued_bytes = bytes,
+            "the OTLP sending queue is full: its oldest batches are dropped, counted (raise --otlp-queue-mib to keep more)"
+        );
+    }
+}
+
+/// Starts the thread that sends what `queue` holds through `transport`.
+fn spawn_sender<R: Payload>(
+    queue: &Arc<SendQueue<R>>,
+    delivery: &Arc<Delivery>,
+    control: &Arc<Control>,
+    transport: Box<dyn Transport<R>>,
+    interval: Duration,
+) -> Result<(), OtlpError> {
+    let sender = Sender {
+        queue: queue.clone(),
+        delivery: delivery.clone(),
+        control: control.clone(),
+        transport,
+        backoff: Backoff::for_interval(interval),
+    };
+    std::thread::Builder::new()
+        .name(format!("gpuslack-otlp-{}", R::SIGNAL.as_str()))
+        .spawn(move || sender.run())
+        .map(|_| ())
+        .map_err(|e| OtlpError::Build {
+            signal: R::SIGNAL.as_str(),
+            message: format!("starting the sender thread: {e}"),
+        })
+}
+
+/// An OTLP string value.
+fn text(s: impl Into<String>) -> Option<proto::AnyValue> {
+    Some(proto::AnyValue {
+        value: Some(proto::any_value::Value::StringValue(s.into())),
+    })
+}
+
+fn attribute(key: impl Into<String>, value: Option<proto::AnyValue>) -> proto::KeyValue {
+    proto::KeyValue {
+        key: key.into(),
+        value,
+        key_strindex: 0,
+    }
+}
+
+/// Nanoseconds since the Unix epoch, now.
+fn now_unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The record announcing a GPU's new verdict, with its evidence and remedy. A change of
+/// verdict is information, not a fault: alerts come from the series. Its time is when it was
+/// observed (the record may wait in the queue before it is sent); the GPU's identity is typed
+/// as on the metrics ([`key_values`]), the rest are strings.
+fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64) -> LogRecord {
+    let r = &view.report;
+    let evidence: Vec<&str> = r.evidence.iter().map(|e| e.text.as_str()).collect();
+    let mut attributes: Vec<proto::KeyValue> = key_values(&event_attributes(view))
+        .into_iter()
+        .map(|kv| {
+            let value = match kv.value {
+                opentelemetry::Value::I64(n) => Some(proto::AnyValue {
+                    value: Some(proto::any_value::Value::IntValue(n)),
+                }),
+                other => text(other.to_string()),
+            };
+            attribute(kv.key.as_str(), value)
+        })
+        .collect();
+    attributes.push(attribute(
+        "gpuslack.diagnosis.class",
+        text(change.to.as_str()),
+    ));
+    if let Some(from) = change.from {
+        attributes.push(attribute(
+            "gpuslack.diagnosis.previous_class",
+            text(from.as_str()),
+        ));
+    }
+    let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
+    attributes.extend([
+        attribute("gpuslack.diagnosis.rule", text(r.rule)),
+        attribute("gpuslack.diagnosis.evidence", text(evidence.join("; "))),
+        attribute("gpuslack.diagnosis.remedy", text(r.remedy())),
+        attribute(
+            "gpuslack.diagnosis.confidence",
+            text(r.confidence().as_str()),
+        ),
+        attribute(
+            "gpuslack.diagnosis.alternatives",
+            text(alternatives.join(",")),
+        ),
+    ]);
+    LogRecord {
+        observed_time_unix_nano: observed_unix_nanos,
+        severity_number: SeverityNumber::Info as i32,
+        severity_text: "INFO".into(),
+        event_name: "gpuslack.diagnosis.change".into(),
+        body: text(format!(
+            "GPU {} became {}: {}",
+            change.gpu,
+            change.to,
+            evidence.first().copied().unwrap_or("")
+        )),
+        attributes,
+        ..LogRecord::default()
+    }
+}
+
+impl LogsExport {
+    /// A request of one record, in the agent's resource and scope.
+    fn request(&self, record: LogRecord) -> ExportLogsServiceRequest {
+        let scope = scope();
+        ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(self.resource.clone()),
+                schema_url: self.resource_schema_url.clone(),
+                scope_logs: vec![ScopeLogs {
+                    scope: Some(proto::InstrumentationScope {
+                        name: scope.name().to_string(),
+                        version: scope.version().unwrap_or_default().to_string(),
+                        ..proto::InstrumentationScope::default()
+                    }),
+                    schema_url: scope.schema_url().unwrap_or_default().to_string(),
+                    log_records: vec![record],
+                }],
+            }],
+        }
+    }
+}
+
+/// The SDK's resource as OTLP, as the metrics carry it.
+fn otlp_resource(resource: &Resource) -> opentelemetry_proto::tonic::resource::v1::Resource {
+    opentelemetry_proto::tonic::resource::v1::Resource {
+        attributes: resource
+            .iter()
+            .map(|(k, v)| attribute(k.as_str(), Some(v.clone().into())))
+            .collect(),
+        dropped_attributes_count: 0,
+        entity_refs: vec![],
     }
 }
 
@@ -453,16 +537,17 @@ impl PushMetricExporter for QueuedMetrics {
             self.cardinality_exceeded(folded);
         }
         let parts = split::to_fit(request, self.max_request_bytes);
-        let total: u64 = parts.iter().map(split::points).sum();
+        let total: u64 = parts.iter().map(Payload::items).sum();
         // The windows since the last collection ride with its first part.
         let mut windows = self.delivery.queued(total);
         let mut evicted = 0;
         for part in parts {
-            for old in self
-                .queue
-                .push(Batch::new(part, std::mem::take(&mut windows)))
-            {
-                self.delivery.batch_dropped(old.points, old.windows);
+            for old in self.queue.push_joined(
+                Batch::new(part, std::mem::take(&mut windows)),
+                self.max_request_bytes,
+            ) {
+                self.delivery
+                    .batch_dropped(Signal::Metrics, old.items, old.windows);
                 evicted += 1;
             }
         }
@@ -482,37 +567,6 @@ impl PushMetricExporter for QueuedMetrics {
 
     fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
         self.temporality
-    }
-}
-
-impl Transport for Box<dyn Transport> {
-    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
-        (**self).send(request)
-    }
-}
-
-/// The log exporter, counting the records each batch delivered or dropped.
-#[derive(Debug)]
-struct CountingLogs {
-    inner: LogExporter,
-    delivery: Arc<Delivery>,
-}
-
-impl opentelemetry_sdk::logs::LogExporter for CountingLogs {
-    async fn export(&self, batch: LogBatch<'_>) -> OTelSdkResult {
-        let n = batch.iter().count() as u64;
-        let result = self.inner.export(batch).await;
-        let outcome = result.as_ref().map(|_| ()).map_err(reason_of);
-        self.delivery.exported(Signal::Logs, n, outcome);
-        result
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
     }
 }
 
@@ -692,20 +746,13 @@ impl OtlpExport {
         })?;
         let queue = Arc::new(SendQueue::new(cfg.queue_bytes));
         let sending = Arc::new(Control::default());
-        let sender = Sender {
-            queue: queue.clone(),
-            delivery: delivery.clone(),
-            control: sending.clone(),
-            transport: metrics_transport(&cfg.metrics, &delivery, &runtime)?,
-            backoff: Backoff::for_interval(cfg.interval),
-        };
-        std::thread::Builder::new()
-            .name("gpuslack-otlp-send".into())
-            .spawn(move || sender.run())
-            .map_err(|e| OtlpError::Build {
-                signal: "metrics",
-                message: format!("starting the sender thread: {e}"),
-            })?;
+        spawn_sender(
+            &queue,
+            &delivery,
+            &sending,
+            transport(&cfg.metrics, &delivery, &runtime)?,
+            cfg.interval,
+        )?;
         let metrics = QueuedMetrics {
             queue: queue.clone(),
             delivery: delivery.clone(),
@@ -724,19 +771,26 @@ impl OtlpExport {
             .with_view(cardinality_view(owner_series))
             .build();
         register(&meters.meter_with_scope(scope()), &state);
-        let logs = if let Some(logs_cfg) = &cfg.logs {
-            let logs = CountingLogs {
-                inner: log_exporter(logs_cfg, &delivery)?,
-                delivery: delivery.clone(),
-            };
-            let provider = SdkLoggerProvider::builder()
-                .with_resource(resource)
-                .with_batch_exporter(logs)
-                .build();
-            let logger = provider.logger_with_scope(scope());
-            Some((provider, logger))
-        } else {
-            None
+        let logs = match &cfg.logs {
+            Some(logs_cfg) => {
+                let logs = LogsExport {
+                    queue: Arc::new(SendQueue::new(cfg.queue_bytes)),
+                    sending: Arc::new(Control::default()),
+                    resource: otlp_resource(&resource),
+                    resource_schema_url: resource.schema_url().unwrap_or_default().to_string(),
+                    max_request_bytes: cfg.max_request_bytes,
+                    overflow_logged: std::sync::Mutex::new(None),
+                };
+                spawn_sender(
+                    &logs.queue,
+                    &delivery,
+                    &logs.sending,
+                    transport(logs_cfg, &delivery, &runtime)?,
+                    cfg.interval,
+                )?;
+                Some(logs)
+            }
+            None => None,
         };
         Ok(OtlpExport {
             meters,
@@ -747,43 +801,28 @@ impl OtlpExport {
         })
     }
 
-    /// A log record announcing a GPU's new verdict, with its evidence and remedy.
+    /// A log record announcing a GPU's new verdict, with its evidence and remedy: queued for
+    /// the logs' sender, joining the records that wait (up to the request size limit). A full
+    /// queue drops its oldest, counted.
     pub fn log_change(&self, change: &ClassChange, view: &GpuView) {
-        let Some((_, logger)) = &self.logs else {
+        let Some(logs) = &self.logs else {
             return;
         };
-        let r = &view.report;
-        let evidence: Vec<&str> = r.evidence.iter().map(|e| e.text.as_str()).collect();
-        let mut record = logger.create_log_record();
-        // A change of verdict is information, not a fault: alerts come from the series.
-        record.set_severity_number(Severity::Info);
-        record.set_severity_text("INFO");
-        record.set_event_name("gpuslack.diagnosis.change");
-        record.set_body(AnyValue::from(format!(
-            "GPU {} became {}: {}",
-            change.gpu,
-            change.to,
-            evidence.first().copied().unwrap_or("")
-        )));
-        for kv in key_values(&event_attributes(view)) {
-            let value = match kv.value {
-                opentelemetry::Value::I64(n) => AnyValue::Int(n),
-                other => AnyValue::from(other.to_string()),
-            };
-            record.add_attribute(kv.key, value);
+        let record = change_record(change, view, now_unix_nanos());
+        self.delivery.log_queued();
+        let batch = Batch::new(logs.request(record), 0);
+        let evicted = logs.queue.push_joined(batch, logs.max_request_bytes);
+        if !evicted.is_empty() {
+            for old in &evicted {
+                self.delivery.batch_dropped(Signal::Logs, old.items, 0);
+            }
+            warn_overflow(
+                &logs.overflow_logged,
+                Signal::Logs,
+                evicted.len(),
+                logs.queue.len(),
+            );
         }
-        record.add_attribute("gpuslack.diagnosis.class", change.to.as_str());
-        if let Some(from) = change.from {
-            record.add_attribute("gpuslack.diagnosis.previous_class", from.as_str());
-        }
-        record.add_attribute("gpuslack.diagnosis.rule", r.rule);
-        record.add_attribute("gpuslack.diagnosis.evidence", evidence.join("; "));
-        record.add_attribute("gpuslack.diagnosis.remedy", r.remedy());
-        record.add_attribute("gpuslack.diagnosis.confidence", r.confidence().as_str());
-        let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
-        record.add_attribute("gpuslack.diagnosis.alternatives", alternatives.join(","));
-        self.delivery.log_emitted();
-        logger.emit(record);
     }
 
     /// Exports what is pending and stops, within `timeout`: a collector that hangs must not
@@ -793,6 +832,7 @@ impl OtlpExport {
     pub fn shutdown(self, timeout: Duration, runtime: tokio::runtime::Handle) -> bool {
         let delivery = self.delivery.clone();
         let sending = self.sending.clone();
+        let logs_sending = self.logs.as_ref().map(|l| l.sending.clone());
         let (done, finished) = std::sync::mpsc::channel();
         // What the queue could not send by then is counted dropped (Delivery::close).
         let deadline = std::time::Instant::now() + timeout;
@@ -802,17 +842,22 @@ impl OtlpExport {
             if let Err(e) = self.meters.shutdown_with_timeout(timeout) {
                 tracing::warn!(error = %e, "final metrics collection failed");
             }
-            if let Some((provider, _)) = self.logs {
-                if let Err(e) = provider.force_flush() {
-                    tracing::warn!(error = %e, "final log export failed");
-                }
-                let _ = provider.shutdown_with_timeout(timeout);
-            }
             self.sending.finish_by(deadline);
-            while !self.sending.idle(&self.queue) && std::time::Instant::now() < deadline {
+            if let Some(logs) = &self.logs {
+                logs.sending.finish_by(deadline);
+            }
+            // Both senders deliver what their queue holds, side by side, until the deadline.
+            let idle = || {
+                self.sending.idle(&self.queue)
+                    && self.logs.as_ref().is_none_or(|l| l.sending.idle(&l.queue))
+            };
+            while !idle() && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
             self.sending.stop();
+            if let Some(logs) = &self.logs {
+                logs.sending.stop();
+            }
             let _ = done.send(());
         };
         let in_time = match std::thread::Builder::new()
@@ -825,8 +870,11 @@ impl OtlpExport {
                 false
             }
         };
-        // The sender stops whether or not the flush finished (a second signal cuts it short).
+        // The senders stop whether or not the flush finished (a second signal cuts it short).
         sending.stop();
+        if let Some(logs) = logs_sending {
+            logs.stop();
+        }
         if !in_time {
             tracing::warn!(
                 timeout_s = timeout.as_secs_f64(),
@@ -946,29 +994,5 @@ mod tests {
         assert!(!id.replace('-', "").contains("3d1219c7"));
         let random = service_instance_id(None, "gpuslack");
         assert_eq!(random.len(), 36, "{random}");
-    }
-
-    #[test]
-    fn grpc_failures_are_filed_by_what_their_text_says() {
-        for (text, want) in [
-            (
-                "TonicMetricsClient export failed with gRPC code: Cancelled: transport error: Timeout expired",
-                reason::TIMEOUT,
-            ),
-            (
-                "TonicMetricsClient export failed with gRPC code: Unavailable: transport error: received corrupt message of type InvalidContentType",
-                reason::TLS,
-            ),
-            (
-                "TonicMetricsClient export failed with gRPC code: Unavailable: tcp connect error: Connection refused (os error 111)",
-                reason::CONNECT,
-            ),
-            ("TonicMetricsClient export failed with gRPC code: Unavailable", reason::UNAVAILABLE),
-            ("TonicMetricsClient export failed with gRPC code: Unauthenticated", reason::AUTH),
-            ("TonicMetricsClient export failed with gRPC code: Cancelled", reason::NETWORK),
-        ] {
-            let e = OTelSdkError::InternalFailure(text.into());
-            assert_eq!(reason_of(&e), want, "{text}");
-        }
     }
 }

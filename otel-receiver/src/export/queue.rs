@@ -1,40 +1,70 @@
-//! The sending queue of the metrics exports: what a collection produced waits here until the
-//! sender delivers it, so that a collector that is down, throttling or restarting costs a delay,
-//! not the data. Bounded in bytes (protobuf, before compression): when a new batch would not
-//! fit, the oldest batches go, and the caller counts them as dropped. The OpenTelemetry
-//! Collector's sending queue is the model; this one is in memory only.
+//! The sending queue of the OTLP exports, one per signal: what a collection produced (metrics)
+//! or a change of verdict announced (log records) waits here until the sender delivers it, so
+//! that a collector that is down, throttling or restarting costs a delay, not the data. Bounded
+//! in bytes (protobuf, before compression): when a new batch would not fit, the oldest batches
+//! go, and the caller counts them as dropped. The OpenTelemetry Collector's sending queue is the
+//! model; this one is in memory only.
+//!
+//! The queue, the sender and its retries are written once over [`Payload`], the request type
+//! of a signal: the metrics' `ExportMetricsServiceRequest`, the logs' `ExportLogsServiceRequest`
+//! (both implemented in `split.rs`, beside their halving).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use super::delivery::Signal;
 
-/// One export's worth of points, and the windows it is the first to carry.
+/// What a signal's export request must offer the queue and the sender: its size, how many
+/// items (points, records) it carries, and a way to cut it in two when an intake refuses it as
+/// too large.
+pub trait Payload: prost::Message + Clone + Default + Send + 'static {
+    /// The signal its items are counted under.
+    const SIGNAL: Signal;
+    /// The OTLP/HTTP path of the signal (`v1/metrics`, `v1/logs`).
+    const HTTP_PATH: &'static str;
+
+    /// Data points (metrics) or log records (logs) in the request.
+    fn items(&self) -> u64;
+
+    /// The request cut into two with about half the items each, or `None` when it holds a
+    /// single item (which no split makes smaller).
+    fn halve(&self) -> Option<(Self, Self)>;
+
+    /// Takes `other`'s items into this request, or gives `other` back when the two cannot
+    /// travel as one. What waits while the collector is away or the sender backs off joins the
+    /// last waiting batch (as the Collector's sending queue merges requests), so that a backlog
+    /// leaves in few requests rather than one per collection or record: against a collector
+    /// that refuses every other block of requests, each success then carries all that waited.
+    fn absorb(&mut self, other: Self) -> Result<(), Self>;
+}
+
+/// One export's worth of items, and the windows it is the first to carry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Batch {
-    pub request: ExportMetricsServiceRequest,
+pub struct Batch<R> {
+    pub request: R,
     /// Its size as protobuf, before compression.
     pub bytes: usize,
-    pub points: u64,
-    /// Windows counted delivered when this batch is.
+    /// Points or records.
+    pub items: u64,
+    /// Windows counted delivered when this batch is (always 0 for logs).
     pub windows: u64,
 }
 
-impl Batch {
-    pub fn new(request: ExportMetricsServiceRequest, windows: u64) -> Batch {
+impl<R: Payload> Batch<R> {
+    pub fn new(request: R, windows: u64) -> Batch<R> {
         Batch {
-            bytes: super::split::encoded_len(&request),
-            points: super::split::points(&request),
+            bytes: request.encoded_len(),
+            items: request.items(),
             request,
             windows,
         }
     }
 }
 
-#[derive(Debug, Default)]
-struct State {
-    batches: VecDeque<Batch>,
+#[derive(Debug)]
+struct State<R> {
+    batches: VecDeque<Batch<R>>,
     bytes: usize,
     /// Batches taken by the sender and not yet settled (delivered, dropped or put back).
     in_flight: usize,
@@ -42,36 +72,34 @@ struct State {
 
 /// A FIFO of batches, at most `max_bytes` in all (a single batch larger than that is kept alone).
 #[derive(Debug)]
-pub struct SendQueue {
-    state: Mutex<State>,
+pub struct SendQueue<R> {
+    state: Mutex<State<R>>,
     ready: Condvar,
     max_bytes: usize,
 }
 
-impl SendQueue {
-    pub fn new(max_bytes: usize) -> SendQueue {
+impl<R: Payload> SendQueue<R> {
+    pub fn new(max_bytes: usize) -> SendQueue<R> {
         SendQueue {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                batches: VecDeque::new(),
+                bytes: 0,
+                in_flight: 0,
+            }),
             ready: Condvar::new(),
             max_bytes,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<R>> {
         // A poisoned lock only means a panic elsewhere mid-update: the queue is still a queue.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Adds `batch` at the back; returns the batches that made room for it, oldest first.
-    pub fn push(&self, batch: Batch) -> Vec<Batch> {
+    pub fn push(&self, batch: Batch<R>) -> Vec<Batch<R>> {
         let mut state = self.lock();
-        let mut evicted = Vec::new();
-        while !state.batches.is_empty() && state.bytes + batch.bytes > self.max_bytes {
-            if let Some(old) = state.batches.pop_front() {
-                state.bytes -= old.bytes;
-                evicted.push(old);
-            }
-        }
+        let evicted = Self::make_room(&mut state, batch.bytes, self.max_bytes);
         state.bytes += batch.bytes;
         state.batches.push_back(batch);
         drop(state);
@@ -79,9 +107,68 @@ impl SendQueue {
         evicted
     }
 
+    /// Adds `batch` to the last waiting batch when the two join ([`Payload::absorb`]) and stay
+    /// within `max_request_bytes`, else at the back as [`push`](SendQueue::push) does; returns
+    /// the batches that made room for it, oldest first. A joined batch's size is the sum of
+    /// its parts' (an upper bound: they share one resource and scope once joined), so that a
+    /// push costs the new part's size, not the whole batch's encoding.
+    pub fn push_joined(&self, batch: Batch<R>, max_request_bytes: usize) -> Vec<Batch<R>> {
+        let mut state = self.lock();
+        let evicted = Self::make_room(&mut state, batch.bytes, self.max_bytes);
+        let joins = state
+            .batches
+            .back()
+            .is_some_and(|last| last.bytes + batch.bytes <= max_request_bytes);
+        let batch = match state.batches.back_mut().filter(|_| joins) {
+            Some(last) => {
+                let Batch {
+                    request,
+                    bytes,
+                    items,
+                    windows,
+                } = batch;
+                match last.request.absorb(request) {
+                    Ok(()) => {
+                        last.windows += windows;
+                        last.bytes += bytes;
+                        last.items += items;
+                        state.bytes += bytes;
+                        None
+                    }
+                    Err(request) => Some(Batch {
+                        request,
+                        bytes,
+                        items,
+                        windows,
+                    }),
+                }
+            }
+            None => Some(batch),
+        };
+        if let Some(batch) = batch {
+            state.bytes += batch.bytes;
+            state.batches.push_back(batch);
+        }
+        drop(state);
+        self.ready.notify_all();
+        evicted
+    }
+
+    /// Evicts the oldest batches until `bytes` more fit under `max_bytes` (or none is left).
+    fn make_room(state: &mut State<R>, bytes: usize, max_bytes: usize) -> Vec<Batch<R>> {
+        let mut evicted = Vec::new();
+        while !state.batches.is_empty() && state.bytes + bytes > max_bytes {
+            if let Some(old) = state.batches.pop_front() {
+                state.bytes -= old.bytes;
+                evicted.push(old);
+            }
+        }
+        evicted
+    }
+
     /// Puts a batch the sender took back at the front (its send failed and will be retried),
     /// or the parts of a batch that was split, in order.
-    pub fn push_front(&self, batches: Vec<Batch>) {
+    pub fn push_front(&self, batches: Vec<Batch<R>>) {
         let mut state = self.lock();
         for b in batches.into_iter().rev() {
             state.bytes += b.bytes;
@@ -93,7 +180,7 @@ impl SendQueue {
     /// once it is done with it (after putting it or its parts back, if it does).
     ///
     /// [`settle`]: SendQueue::settle
-    pub fn pop(&self, wait: Duration) -> Option<Batch> {
+    pub fn pop(&self, wait: Duration) -> Option<Batch<R>> {
         let deadline = Instant::now() + wait;
         let mut state = self.lock();
         loop {
@@ -123,7 +210,7 @@ impl SendQueue {
     }
 
     /// Takes every batch left (at shutdown, to count them).
-    pub fn drain(&self) -> Vec<Batch> {
+    pub fn drain(&self) -> Vec<Batch<R>> {
         let mut state = self.lock();
         state.bytes = 0;
         state.batches.drain(..).collect()
@@ -143,14 +230,73 @@ impl SendQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    use prost::Message as _;
 
-    fn batch(bytes: usize, windows: u64) -> Batch {
+    fn batch(bytes: usize, windows: u64) -> Batch<ExportMetricsServiceRequest> {
         Batch {
             request: ExportMetricsServiceRequest::default(),
             bytes,
-            points: 1,
+            items: 1,
             windows,
         }
+    }
+
+    /// A logs request of one resource and scope holding `records` records of `text`.
+    fn logs(records: usize, text: &str) -> ExportLogsServiceRequest {
+        use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
+        ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs {
+                    log_records: (0..records)
+                        .map(|_| LogRecord {
+                            body: Some(AnyValue {
+                                value: Some(Value::StringValue(text.into())),
+                            }),
+                            ..LogRecord::default()
+                        })
+                        .collect(),
+                    ..ScopeLogs::default()
+                }],
+                ..ResourceLogs::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn waiting_records_join_the_last_batch_up_to_the_request_limit() {
+        let q = SendQueue::new(10_000);
+        let one = Batch::new(logs(1, &"x".repeat(90)), 0);
+        // One record is about 100 bytes: three join under a limit of 320, the fourth does not.
+        assert!((95..=110).contains(&one.bytes), "{} bytes", one.bytes);
+        for _ in 0..4 {
+            assert!(q.push_joined(one.clone(), 320).is_empty());
+        }
+        let (batches, bytes) = q.len();
+        assert_eq!((batches, bytes), (2, 4 * one.bytes));
+        let first = q.pop(Duration::ZERO).expect("a batch");
+        assert_eq!((first.items, first.bytes), (3, 3 * one.bytes));
+        // The sum of the parts bounds the joined request's size.
+        assert!(first.request.encoded_len() <= first.bytes);
+        assert_eq!(first.request.resource_logs.len(), 1);
+        let second = q.pop(Duration::ZERO).expect("a batch");
+        assert_eq!(second.items, 1);
+        // A batch being sent is not joined: the next record starts a batch of its own.
+        assert!(q.is_empty());
+        q.push_joined(one.clone(), 320);
+        let taken = q.pop(Duration::ZERO).expect("a batch");
+        q.push_joined(one.clone(), 320);
+        assert_eq!((taken.items, q.len().0), (1, 1));
+        // Metrics batches join too, with the windows they carry, up to the limit.
+        let m = SendQueue::new(10_000);
+        m.push_joined(batch(10, 1), 25);
+        m.push_joined(batch(10, 2), 25);
+        m.push_joined(batch(10, 4), 25);
+        assert_eq!(m.len(), (2, 30));
+        let joined = m.pop(Duration::ZERO).expect("a batch");
+        assert_eq!((joined.windows, joined.items, joined.bytes), (3, 2, 20));
     }
 
     #[test]

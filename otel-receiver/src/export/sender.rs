@@ -1,4 +1,5 @@
-//! The metrics sender: one thread that takes batches from the [`SendQueue`] in order and sends
+//! The sender, one per signal (metrics, logs), the same code over each signal's request type
+//! ([`Payload`]): one thread that takes batches from its [`SendQueue`] in order and sends
 //! each until it is delivered, retrying with exponential backoff (500 ms doubling to three export
 //! intervals, 30 s at most; reset by a success) and never before a collector's `Retry-After` has passed. A batch the intake
 //! refuses as too large (HTTP 413, gRPC `ResourceExhausted` on the message size) is halved and
@@ -8,8 +9,10 @@
 //! dropped. Every attempt is counted in [`Delivery`].
 //!
 //! Over HTTP it sends through [`OtlpHttpClient`] (headers, no redirects, partial success,
-//! `Retry-After`); over gRPC through tonic's `MetricsService` client, with the same headers as
-//! metadata and the collector's partial success read from the answer.
+//! `Retry-After`) to the signal's path; over gRPC through tonic's `MetricsService` or
+//! `LogsService` client ([`GrpcExport`]), with the same headers as metadata and the collector's
+//! partial success read from the answer. A `Retry-After` holds both signals' senders: it is
+//! the collector's, not one request's.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,13 +21,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use opentelemetry_http::HttpClient as _;
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use prost::Message as _;
 
-use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
+use super::delivery::{reason, reason_in_text, Delivery, RejectionLog};
 use super::http_client::OtlpHttpClient;
-use super::queue::{Batch, SendQueue};
+use super::queue::{Batch, Payload, SendQueue};
 
 /// What became of one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +42,15 @@ pub enum Outcome {
     Refused(&'static str),
 }
 
-/// How one batch travels.
-pub trait Transport: Send {
-    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome;
+/// How one batch of a signal's requests `R` travels.
+pub trait Transport<R>: Send {
+    fn send(&mut self, request: &R) -> Outcome;
+}
+
+impl<R> Transport<R> for Box<dyn Transport<R>> {
+    fn send(&mut self, request: &R) -> Outcome {
+        (**self).send(request)
+    }
 }
 
 /// The backoff between failed attempts.
@@ -81,7 +91,7 @@ pub struct Control {
 
 impl Control {
     /// Whether every batch queued so far is settled.
-    pub fn idle(&self, queue: &SendQueue) -> bool {
+    pub fn idle<R: Payload>(&self, queue: &SendQueue<R>) -> bool {
         queue.idle()
     }
 
@@ -100,8 +110,8 @@ impl Control {
     }
 }
 
-pub struct Sender<T: Transport> {
-    pub queue: Arc<SendQueue>,
+pub struct Sender<R: Payload, T: Transport<R>> {
+    pub queue: Arc<SendQueue<R>>,
     pub delivery: Arc<Delivery>,
     pub control: Arc<Control>,
     pub transport: T,
@@ -117,7 +127,7 @@ enum Next {
     Stop,
 }
 
-impl<T: Transport> Sender<T> {
+impl<R: Payload, T: Transport<R>> Sender<R, T> {
     /// Sleeps `d`, or less if the agent stops; returns false when the agent stops or the wait
     /// would run past the shutdown deadline (nothing more can be sent in time).
     fn pause(&self, d: Duration) -> bool {
@@ -177,11 +187,12 @@ impl<T: Transport> Sender<T> {
 
     /// One attempt at the batch `pop` gave; whatever comes of it is settled here: counted
     /// delivered or dropped, or put back (whole or in parts) at the front of the queue.
-    fn attempt(&mut self, batch: Batch, limit: &mut Option<usize>) -> Next {
-        let batch = match limit.filter(|l| batch.bytes > *l && batch.points > 1) {
+    fn attempt(&mut self, batch: Batch<R>, limit: &mut Option<usize>) -> Next {
+        let signal = R::SIGNAL;
+        let batch = match limit.filter(|l| batch.bytes > *l && batch.items > 1) {
             Some(l) => {
                 let mut windows = batch.windows;
-                let mut parts: Vec<Batch> = super::split::to_fit(batch.request, l)
+                let mut parts: Vec<Batch<R>> = super::split::to_fit(batch.request, l)
                     .into_iter()
                     .map(|p| Batch::new(p, std::mem::take(&mut windows)))
                     .collect();
@@ -201,30 +212,34 @@ impl<T: Transport> Sender<T> {
         }
         match outcome {
             Outcome::Delivered => {
-                self.delivery.batch_delivered(batch.points, batch.windows);
+                self.delivery
+                    .batch_delivered(signal, batch.items, batch.windows);
                 Next::Go
             }
             Outcome::Refused(why) => {
-                self.delivery.attempt_failed(why);
-                self.delivery.batch_dropped(batch.points, batch.windows);
+                self.delivery.attempt_failed(signal, why);
+                self.delivery
+                    .batch_dropped(signal, batch.items, batch.windows);
                 Next::Go
             }
             Outcome::TooLarge => {
-                self.delivery.attempt_failed(reason::TOO_LARGE);
+                self.delivery.attempt_failed(signal, reason::TOO_LARGE);
                 let half = (batch.bytes / 2).max(1);
                 *limit = Some(limit.map_or(half, |l| l.min(half)));
-                match super::split::halve(&batch.request) {
+                match batch.request.halve() {
                     Some((left, right)) => {
                         let left = Batch::new(left, batch.windows);
                         self.queue.push_front(vec![left, Batch::new(right, 0)]);
                     }
                     // One point larger than the intake takes: it cannot be sent.
-                    None => self.delivery.batch_dropped(batch.points, batch.windows),
+                    None => self
+                        .delivery
+                        .batch_dropped(signal, batch.items, batch.windows),
                 }
                 Next::Go
             }
             Outcome::Retry(why) => {
-                self.delivery.attempt_failed(why);
+                self.delivery.attempt_failed(signal, why);
                 self.queue.push_front(vec![batch]);
                 Next::BackOff
             }
@@ -232,7 +247,8 @@ impl<T: Transport> Sender<T> {
     }
 }
 
-/// OTLP/HTTP: the protobuf, gzipped unless turned off, POSTed through our client.
+/// OTLP/HTTP: the protobuf, gzipped unless turned off, POSTed through our client to the
+/// signal's URL.
 pub struct HttpTransport {
     pub client: OtlpHttpClient,
     pub url: String,
@@ -277,8 +293,8 @@ pub fn http_outcome(status: u16) -> Outcome {
     }
 }
 
-impl Transport for HttpTransport {
-    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+impl<R: Payload> Transport<R> for HttpTransport {
+    fn send(&mut self, request: &R) -> Outcome {
         let body = request.encode_to_vec();
         let (body, encoding) = if self.gzip {
             match gzip(&body) {
@@ -306,9 +322,58 @@ impl Transport for HttpTransport {
     }
 }
 
-/// OTLP/gRPC through tonic's generated client.
+/// How a signal's request goes over gRPC: its service's generated client, and where the
+/// answer's partial success says how many items the collector rejected.
+pub trait GrpcExport: Payload {
+    /// Sends `request` over `channel` (gzipped if `gzip`); the partial success's rejected
+    /// items and message.
+    fn export(
+        channel: tonic::transport::Channel,
+        gzip: bool,
+        request: tonic::Request<Self>,
+    ) -> impl std::future::Future<Output = Result<(i64, String), tonic::Status>>;
+}
+
+impl GrpcExport for ExportMetricsServiceRequest {
+    async fn export(
+        channel: tonic::transport::Channel,
+        gzip: bool,
+        request: tonic::Request<Self>,
+    ) -> Result<(i64, String), tonic::Status> {
+        let mut client = MetricsServiceClient::new(channel);
+        if gzip {
+            client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        }
+        let answer = client.export(request).await?.into_inner();
+        Ok(answer
+            .partial_success
+            .map(|p| (p.rejected_data_points, p.error_message))
+            .unwrap_or_default())
+    }
+}
+
+impl GrpcExport for ExportLogsServiceRequest {
+    async fn export(
+        channel: tonic::transport::Channel,
+        gzip: bool,
+        request: tonic::Request<Self>,
+    ) -> Result<(i64, String), tonic::Status> {
+        let mut client = LogsServiceClient::new(channel);
+        if gzip {
+            client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        }
+        let answer = client.export(request).await?.into_inner();
+        Ok(answer
+            .partial_success
+            .map(|p| (p.rejected_log_records, p.error_message))
+            .unwrap_or_default())
+    }
+}
+
+/// OTLP/gRPC through tonic's generated clients, over a channel that connects when first used.
 pub struct GrpcTransport {
-    pub client: MetricsServiceClient<tonic::transport::Channel>,
+    pub channel: tonic::transport::Channel,
+    pub gzip: bool,
     pub metadata: tonic::metadata::MetadataMap,
     pub timeout: Duration,
     pub delivery: Arc<Delivery>,
@@ -351,32 +416,27 @@ pub fn grpc_outcome(status: &tonic::Status) -> Outcome {
     }
 }
 
-impl Transport for GrpcTransport {
-    fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+impl<R: GrpcExport> Transport<R> for GrpcTransport {
+    fn send(&mut self, request: &R) -> Outcome {
         let mut call = tonic::Request::new(request.clone());
         *call.metadata_mut() = self.metadata.clone();
         call.set_timeout(self.timeout);
-        let mut client = self.client.clone();
+        let channel = self.channel.clone();
+        let gzip = self.gzip;
         let limit = self.timeout + Duration::from_millis(500);
-        let answer = self
-            .runtime
-            .block_on(async move { tokio::time::timeout(limit, client.export(call)).await });
+        let answer = self.runtime.block_on(async move {
+            tokio::time::timeout(limit, R::export(channel, gzip, call)).await
+        });
         match answer {
             Err(_elapsed) => Outcome::Retry(reason::TIMEOUT),
-            Ok(Ok(response)) => {
-                if let Some(p) = response.into_inner().partial_success {
-                    let rejected = u64::try_from(p.rejected_data_points).unwrap_or(0);
-                    if rejected > 0 {
-                        self.delivery.note_rejected(Signal::Metrics, rejected);
-                    }
-                    if rejected > 0 || !p.error_message.is_empty() {
-                        self.rejections.log(
-                            &self.shown,
-                            Signal::Metrics,
-                            rejected,
-                            &p.error_message,
-                        );
-                    }
+            Ok(Ok((rejected, message))) => {
+                let rejected = u64::try_from(rejected).unwrap_or(0);
+                if rejected > 0 {
+                    self.delivery.note_rejected(R::SIGNAL, rejected);
+                }
+                if rejected > 0 || !message.is_empty() {
+                    self.rejections
+                        .log(&self.shown, R::SIGNAL, rejected, &message);
                 }
                 Outcome::Delivered
             }
@@ -397,7 +457,9 @@ impl Transport for GrpcTransport {
 
 #[cfg(test)]
 mod tests {
+    use super::super::delivery::Signal;
     use super::*;
+    use prost::Message as _;
 
     /// A transport that answers from a script, recording what it was sent.
     struct Scripted {
@@ -405,7 +467,7 @@ mod tests {
         sent: Arc<Mutex<Vec<u64>>>,
     }
 
-    impl Transport for Scripted {
+    impl Transport<ExportMetricsServiceRequest> for Scripted {
         fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
             if let Ok(mut sent) = self.sent.lock() {
                 sent.push(super::super::split::points(request));

@@ -1,12 +1,123 @@
-//! Cutting an OTLP metrics request in two, for an intake that refuses it as too large (HTTP
-//! 413, gRPC `ResourceExhausted` on the message size) or before sending one past the configured
-//! limit: each half keeps the resource, the scope and the metric's name, unit and kind of the
-//! points it carries, so that the two requests together say exactly what the one did.
+//! Cutting an OTLP request in two, for an intake that refuses it as too large (HTTP 413, gRPC
+//! `ResourceExhausted` on the message size) or before sending one past the configured limit:
+//! each half keeps the resource, the scope and (metrics) the metric's name, unit and kind of the
+//! items it carries, so that the two requests together say exactly what the one did. Here too,
+//! each signal's request type as the sending queue's [`Payload`], and the joining of log
+//! records that wait.
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::logs::v1::ResourceLogs;
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::metrics::v1::Metric;
 use prost::Message as _;
+
+use super::delivery::Signal;
+use super::queue::Payload;
+
+impl Payload for ExportMetricsServiceRequest {
+    const SIGNAL: Signal = Signal::Metrics;
+    const HTTP_PATH: &'static str = "v1/metrics";
+
+    fn items(&self) -> u64 {
+        points(self)
+    }
+
+    fn halve(&self) -> Option<(Self, Self)> {
+        halve(self)
+    }
+
+    /// Always joins: the other collection's resources follow this one's, each with its own
+    /// points and times (consecutive collections of the same series, in order).
+    fn absorb(&mut self, other: Self) -> Result<(), Self> {
+        self.resource_metrics.extend(other.resource_metrics);
+        Ok(())
+    }
+}
+
+impl Payload for ExportLogsServiceRequest {
+    const SIGNAL: Signal = Signal::Logs;
+    const HTTP_PATH: &'static str = "v1/logs";
+
+    fn items(&self) -> u64 {
+        records(self)
+    }
+
+    fn halve(&self) -> Option<(Self, Self)> {
+        halve_logs(self)
+    }
+
+    /// Always joins: records of the same resource and scope as the last ones go into their
+    /// scope, any others into a resource or scope of their own, in order.
+    fn absorb(&mut self, other: Self) -> Result<(), Self> {
+        for resource in other.resource_logs {
+            join_resource(&mut self.resource_logs, resource);
+        }
+        Ok(())
+    }
+}
+
+fn join_resource(into: &mut Vec<ResourceLogs>, resource: ResourceLogs) {
+    let same = |last: &ResourceLogs| {
+        last.resource == resource.resource && last.schema_url == resource.schema_url
+    };
+    match into.last_mut().filter(|last| same(last)) {
+        Some(last) => {
+            for scope in resource.scope_logs {
+                match last
+                    .scope_logs
+                    .last_mut()
+                    .filter(|l| l.scope == scope.scope && l.schema_url == scope.schema_url)
+                {
+                    Some(l) => l.log_records.extend(scope.log_records),
+                    None => last.scope_logs.push(scope),
+                }
+            }
+        }
+        None => into.push(resource),
+    }
+}
+
+/// Log records in a request.
+pub fn records(request: &ExportLogsServiceRequest) -> u64 {
+    request
+        .resource_logs
+        .iter()
+        .flat_map(|r| &r.scope_logs)
+        .map(|s| s.log_records.len())
+        .sum::<usize>() as u64
+}
+
+/// The logs request cut into two with about half the records each, in order; `None` for a
+/// single record.
+fn halve_logs(
+    request: &ExportLogsServiceRequest,
+) -> Option<(ExportLogsServiceRequest, ExportLogsServiceRequest)> {
+    let total = records(request) as usize;
+    if total < 2 {
+        return None;
+    }
+    let half = total / 2;
+    let mut left = request.clone();
+    let mut right = request.clone();
+    let mut seen = 0usize;
+    for (r, resource) in request.resource_logs.iter().enumerate() {
+        for (s, scope) in resource.scope_logs.iter().enumerate() {
+            let n = scope.log_records.len();
+            let take = half.saturating_sub(seen).min(n);
+            left.resource_logs[r].scope_logs[s].log_records = scope.log_records[..take].to_vec();
+            right.resource_logs[r].scope_logs[s].log_records = scope.log_records[take..].to_vec();
+            seen += n;
+        }
+    }
+    for side in [&mut left, &mut right] {
+        for resource in &mut side.resource_logs {
+            resource.scope_logs.retain(|s| !s.log_records.is_empty());
+        }
+        side.resource_logs.retain(|r| !r.scope_logs.is_empty());
+    }
+    Some((left, right))
+}
 
 /// Data points in a request, whatever their kind.
 pub fn points(request: &ExportMetricsServiceRequest) -> u64 {
@@ -128,19 +239,16 @@ pub fn halve(
 }
 
 /// The request cut into parts of at most `max_bytes` each (protobuf, before compression), as
-/// few as halving gives; a single point larger than that is a part of its own.
-pub fn to_fit(
-    request: ExportMetricsServiceRequest,
-    max_bytes: usize,
-) -> Vec<ExportMetricsServiceRequest> {
+/// few as halving gives; a single point or record larger than that is a part of its own.
+pub fn to_fit<R: Payload>(request: R, max_bytes: usize) -> Vec<R> {
     let mut out = Vec::new();
     let mut todo = vec![request];
     while let Some(r) = todo.pop() {
-        if encoded_len(&r) <= max_bytes {
+        if r.encoded_len() <= max_bytes {
             out.push(r);
             continue;
         }
-        match halve(&r) {
+        match r.halve() {
             // Right first on the stack, so that parts come out in order.
             Some((left, right)) => {
                 todo.push(right);
@@ -275,5 +383,104 @@ mod tests {
         assert_eq!(to_fit(r.clone(), whole), vec![r.clone()]);
         // A limit below one point's size: every point on its own, nothing lost.
         assert_eq!(to_fit(request(3, 0), 1).len(), 3);
+    }
+
+    /// A logs request of one resource and `scopes` scopes, each of `per_scope` records whose
+    /// bodies number them in order.
+    fn logs(scopes: &[&str], per_scope: usize) -> ExportLogsServiceRequest {
+        use opentelemetry_proto::tonic::logs::v1::{LogRecord, ScopeLogs};
+        let mut n = 0;
+        ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(Resource::default()),
+                scope_logs: scopes
+                    .iter()
+                    .map(|name| ScopeLogs {
+                        scope: Some(InstrumentationScope {
+                            name: (*name).into(),
+                            ..InstrumentationScope::default()
+                        }),
+                        log_records: (0..per_scope)
+                            .map(|_| {
+                                n += 1;
+                                LogRecord {
+                                    body: Some(AnyValue {
+                                        value: Some(any_value::Value::IntValue(n)),
+                                    }),
+                                    ..LogRecord::default()
+                                }
+                            })
+                            .collect(),
+                        schema_url: String::new(),
+                    })
+                    .collect(),
+                schema_url: String::new(),
+            }],
+        }
+    }
+
+    fn bodies(r: &ExportLogsServiceRequest) -> Vec<(String, i64)> {
+        r.resource_logs
+            .iter()
+            .flat_map(|r| &r.scope_logs)
+            .flat_map(|s| {
+                let name = s.scope.as_ref().map(|s| s.name.clone()).unwrap_or_default();
+                s.log_records.iter().map(move |l| {
+                    let n = match l.body.as_ref().and_then(|b| b.value.as_ref()) {
+                        Some(any_value::Value::IntValue(n)) => *n,
+                        _ => -1,
+                    };
+                    (name.clone(), n)
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn log_halves_keep_every_record_once_in_order_in_its_scope() {
+        let r = logs(&["a", "b"], 3);
+        assert_eq!(records(&r), 6);
+        let (left, right) = Payload::halve(&r).expect("splits");
+        let s = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+            v.iter().map(|(a, n)| (a.to_string(), *n)).collect()
+        };
+        assert_eq!(bodies(&left), s(&[("a", 1), ("a", 2), ("a", 3)]));
+        assert_eq!(bodies(&right), s(&[("b", 4), ("b", 5), ("b", 6)]));
+        // Five records: two left, three right; an emptied scope is left out.
+        let (left, right) = Payload::halve(&logs(&["a"], 5)).expect("splits");
+        assert_eq!((records(&left), records(&right)), (2, 3));
+        assert!(Payload::halve(&logs(&["a"], 1)).is_none());
+        let parts = to_fit(logs(&["a", "b"], 50), 200);
+        assert!(parts.len() > 1 && parts.iter().all(|p| p.encoded_len() <= 200));
+        assert_eq!(
+            parts
+                .iter()
+                .flat_map(bodies)
+                .map(|b| b.1)
+                .collect::<Vec<_>>(),
+            (1..=100).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn joined_records_share_their_scope_and_others_keep_their_own() {
+        let mut r = logs(&["a"], 1);
+        r.absorb(logs(&["a"], 2)).expect("logs always join");
+        assert_eq!(r.resource_logs.len(), 1);
+        assert_eq!(r.resource_logs[0].scope_logs.len(), 1);
+        assert_eq!(records(&r), 3);
+        // Another scope: a scope of its own, after.
+        r.absorb(logs(&["b"], 1)).expect("logs always join");
+        assert_eq!(r.resource_logs[0].scope_logs.len(), 2);
+        // Another resource: a resource of its own.
+        let mut other = logs(&["a"], 1);
+        other.resource_logs[0].schema_url = "https://example.com/s".into();
+        r.absorb(other).expect("logs always join");
+        assert_eq!((r.resource_logs.len(), records(&r)), (2, 5));
+        // Metrics: the other collection's resources after this one's.
+        let mut m = request(1, 0);
+        m.absorb(request(2, 3)).expect("metrics always join");
+        assert_eq!((m.resource_metrics.len(), points(&m)), (2, 6));
+        assert_eq!(names(&m)[0], ("hw.power".to_string(), 1));
     }
 }
