@@ -3,7 +3,8 @@
 //! (parse → window → diagnose) as `gpuslack replay` runs it. Throughput is in samples.
 //!
 //! `serial` parses on the bench's thread; `parallel` goes through a file, as `replay` opens it,
-//! on every core this process may use (`GPUSLACK_TRACE_THREADS` sets the number).
+//! on every core this process may use (`GPUSLACK_TRACE_THREADS` sets the number). `jsonl`
+//! also writes every window as `replay --format jsonl` does (into memory, on the same thread).
 
 #[path = "support/trace_gen.rs"]
 mod trace_gen;
@@ -11,6 +12,7 @@ mod trace_gen;
 use std::io::Write;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use gpuslack_receiver::report::WindowRecord;
 use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::TraceReader;
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
@@ -29,6 +31,24 @@ fn replay_reader<R: std::io::Read>(reader: TraceReader<R>) -> usize {
     })
     .expect("replay");
     windows
+}
+
+/// The whole of `replay --format jsonl` but the terminal: the lines gathered in a buffer,
+/// cleared as `replay` writes it out. Returns the bytes written.
+fn replay_jsonl<R: std::io::Read>(reader: TraceReader<R>) -> usize {
+    let mut pipeline = pipeline();
+    let mut lines = Vec::with_capacity(1 << 16);
+    let mut bytes = 0;
+    replay(reader, &mut pipeline, |r| {
+        WindowRecord::of(&r).write_line(&mut lines);
+        if lines.len() >= 1 << 16 {
+            bytes += lines.len();
+            lines.clear();
+        }
+        Ok(())
+    })
+    .expect("replay");
+    bytes + lines.len()
 }
 
 fn bench(c: &mut Criterion) {
@@ -51,6 +71,9 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("replay_serial", |b| {
         b.iter(|| replay_reader(TraceReader::new("gen".into(), bytes.as_slice()).expect("header")))
+    });
+    group.bench_function("replay_jsonl_serial", |b| {
+        b.iter(|| replay_jsonl(TraceReader::new("gen".into(), bytes.as_slice()).expect("header")))
     });
     group.bench_function("read_parallel", |b| {
         b.iter(|| {

@@ -378,15 +378,17 @@ pub fn replay<R: Read>(
     pipeline: &mut Pipeline,
     mut sink: impl FnMut(WindowReport) -> std::io::Result<()>,
 ) -> Result<PipelineCounts, ReplayError> {
-    while let Some(sample) = reader.next() {
-        let sample = sample?;
-        let reports = pipeline
-            .push(&sample)
-            .map_err(|source| ReplayError::Refused {
-                path: reader.path().to_string(),
-                line: reader.line(),
-                source,
-            })?;
+    while let Some(sample) = reader.next_sample() {
+        let reports = match pipeline.push(sample?) {
+            Ok(reports) => reports,
+            Err(source) => {
+                return Err(ReplayError::Refused {
+                    path: reader.path().to_string(),
+                    line: reader.line(),
+                    source,
+                })
+            }
+        };
         for report in reports {
             sink(report).map_err(ReplayError::Output)?;
         }

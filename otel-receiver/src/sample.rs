@@ -292,9 +292,12 @@ pub struct Sample {
     pub t: f64,
     pub gpu: u32,
     pub clk_reasons: Option<u64>,
-    values: [Option<f64>; Metric::COUNT],
-    /// Bit `i` set when `values[i]` is: the windows visit the metrics a sample has, not all of
-    /// them (a trace of 20 columns would cost as much as one of 52).
+    /// Each metric's value where its bit in `present` is set, 0 where it is not (so that two
+    /// samples with the same metrics compare equal): 416 bytes instead of the 832 of an
+    /// `Option` each, which the offline reader builds and the windows read once a row.
+    values: [f64; Metric::COUNT],
+    /// Bit `i` set when `values[i]` was read: the windows visit the metrics a sample has, not
+    /// all of them (a trace of 20 columns would cost as much as one of 52).
     present: u64,
     /// The processes holding the GPU, where the process list was read (once a second).
     pub processes: Option<std::sync::Arc<Vec<GpuProcess>>>,
@@ -329,7 +332,7 @@ impl Sample {
             t,
             gpu,
             clk_reasons: None,
-            values: [None; Metric::COUNT],
+            values: [0.0; Metric::COUNT],
             present: 0,
             processes: None,
             pods: None,
@@ -338,11 +341,12 @@ impl Sample {
     }
 
     pub fn get(&self, metric: Metric) -> Option<f64> {
-        self.values[metric.index()]
+        let i = metric.index();
+        (self.present & (1 << i) != 0).then(|| self.values[i])
     }
 
     pub fn set(&mut self, metric: Metric, value: f64) {
-        self.values[metric.index()] = Some(value);
+        self.values[metric.index()] = value;
         self.present |= 1 << metric.index();
     }
 
@@ -350,14 +354,12 @@ impl Sample {
     pub fn metrics(&self) -> impl Iterator<Item = (Metric, f64)> + '_ {
         let mut left = self.present;
         std::iter::from_fn(move || {
-            while left != 0 {
-                let i = left.trailing_zeros() as usize;
-                left &= left - 1;
-                if let Some(v) = self.values[i] {
-                    return Some((Metric::ALL[i], v));
-                }
+            if left == 0 {
+                return None;
             }
-            None
+            let i = left.trailing_zeros() as usize;
+            left &= left - 1;
+            Some((Metric::ALL[i], self.values[i]))
         })
     }
 
@@ -373,7 +375,7 @@ impl Sample {
             && self.processes.is_none()
             && self.pods.is_none()
             && self.nvlinks.is_none()
-            && self.values.iter().all(Option::is_none)
+            && self.present == 0
     }
 
     /// A GPM pair read before the driver refreshed its counters: NVML documents that two GPM
@@ -391,7 +393,7 @@ impl Sample {
     /// Forgets every GPM value (a stale pair, or a source told to ignore GPM).
     pub fn clear_gpm(&mut self) {
         for m in Metric::ALL.into_iter().filter(|m| m.is_gpm()) {
-            self.values[m.index()] = None;
+            self.values[m.index()] = 0.0;
             self.present &= !(1 << m.index());
         }
     }

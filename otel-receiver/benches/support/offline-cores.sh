@@ -2,8 +2,9 @@
 # Offline replay throughput and peak RSS by core count (issue #28 part 3), for a host with
 # more cores than the dev VM. Usage: offline-cores.sh BIN_DIR OUT_DIR, where BIN_DIR holds
 # `gpuslack` (this build), `gpuslack-before` (the build to compare with) and `gen_trace`
-# (cargo build --release -p gpuslack-receiver --example gen_trace). Each figure is the best of
-# three runs; every run's output is checked against the single-core run's, byte for byte.
+# (cargo build --release -p gpuslack-receiver --example gen_trace). It runs on 1, 2, 4 and 8
+# cores and on all of them; each figure is the best of three runs, and every run's output is
+# checked byte for byte against the before build's on one core.
 set -euo pipefail
 bin=$1 out=$2
 mkdir -p "$out"
@@ -25,7 +26,8 @@ for units in 1 10 40; do
   "$bin/gen_trace" "$units" > "$trace" 2> "$out/gen-$units.txt"
   samples=$(grep -o '^[0-9]*' "$out/gen-$units.txt")
   "$bin/gpuslack-before" replay "$trace" --format jsonl --tdp-w 700 > "$out/ref.jsonl"
-  for cores in 1 2 4 8; do
+  # 1, 2, 4, 8 cores and every core the host has (the reader parses on at most 8 threads).
+  for cores in $(printf '%s\n' 1 2 4 8 "$(nproc)" | sort -nu | awk -v n="$(nproc)" '$1 <= n'); do
     for exe in gpuslack gpuslack-before; do
       [ "$exe" = gpuslack-before ] && [ "$cores" != 1 ] && continue
       read -r wall kib <<< "$(measure "$cores" "$bin/$exe" "$trace")"

@@ -11,5 +11,5 @@ mod reader;
 mod writer;
 
 pub use facts::{FactsError, TraceFacts};
-pub use reader::{TraceError, TraceReader};
+pub use reader::{parse_threads, TraceError, TraceReader};
 pub use writer::TraceWriter;
