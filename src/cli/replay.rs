@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use gpuslack_receiver::pipeline::replay;
 use gpuslack_receiver::report::{TableWriter, WindowRecord};
+use gpuslack_receiver::source::cadence::{CadenceMode, CadencePolicy};
+use gpuslack_receiver::source::thinning::replay_at;
 use gpuslack_receiver::trace::TraceReader;
 
 use super::input::{facts_beside, PipelineArgs};
@@ -18,6 +20,10 @@ pub struct Args {
     /// Output format: a table for people, or one JSON object per GPU and window.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Read the trace as a live agent at this cadence would have (`adaptive` or a constant
+    /// interval in ms), as `score --cadence` does.
+    #[arg(long, value_name = "adaptive|MS", value_parser = super::live::parse_cadence)]
+    pub cadence: Option<CadenceMode>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,14 +39,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let reader = TraceReader::open(&args.trace)?;
     let stdout = io::stdout().lock();
     let mut out = BufWriter::new(stdout);
+    let mut policy = args.cadence.map(CadencePolicy::new);
+    let run = |sink: &mut dyn FnMut(gpuslack_receiver::WindowReport) -> io::Result<()>| match policy
+        .as_mut()
+    {
+        None => replay(reader, &mut pipeline, sink),
+        Some(policy) => replay_at(reader, &mut pipeline, policy, sink).map(|(c, _)| c),
+    };
     let counts = match args.format {
-        Format::Jsonl => replay(reader, &mut pipeline, |r| {
+        Format::Jsonl => run(&mut |r| {
             serde_json::to_writer(&mut out, &WindowRecord::of(&r))?;
             out.write_all(b"\n")
         })?,
         Format::Table => {
             let mut table = TableWriter::new(&mut out)?;
-            let counts = replay(reader, &mut pipeline, |r| table.write(&r))?;
+            let counts = run(&mut |r| table.write(&r))?;
             table.flush()?;
             counts
         }
