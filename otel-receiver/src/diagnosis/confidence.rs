@@ -145,8 +145,8 @@ pub const FEW_SAMPLES: u32 = 5;
 
 /// Whether the rule that decided reads GPU-Util's duty (how it comes and goes within the
 /// window), which only many samples a window show: `tiny_kernels`, `bursts`, and `transfer`
-/// below [`NVML_PCIE_HIGH_UTIL_PCT`]. The adaptive cadence keeps such verdicts at its fast
-/// tick (`source::cadence`).
+/// below 80% GPU-Util (`NVML_PCIE_HIGH_UTIL_PCT`). The adaptive cadence keeps such verdicts at
+/// its fast tick (`source::cadence`).
 pub fn reads_duty(rule: &str, util_pct: Option<f64>) -> bool {
     match rule {
         "tiny_kernels" | "bursts" => true,
