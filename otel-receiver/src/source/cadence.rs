@@ -133,6 +133,7 @@ impl CadenceMode {
 /// What the policy remembers of one GPU's last sample.
 #[derive(Debug, Clone, Copy, Default)]
 struct LastSample {
+    t: f64,
     util_pct: Option<f64>,
     sm_pct: Option<f64>,
     power_w: Option<f64>,
@@ -142,6 +143,7 @@ struct LastSample {
 impl LastSample {
     fn of(s: &Sample) -> LastSample {
         LastSample {
+            t: s.t,
             util_pct: s.get(Metric::UtilGpu),
             sm_pct: s.get(Metric::GpmSm),
             power_w: s.get(Metric::PowerMw).map(|mw| mw / 1000.0),
@@ -274,15 +276,15 @@ impl CadencePolicy {
             self.fast_until = Some(s.t);
             fired = self.escalate(s.t, Trigger::Start);
         }
-        let relaxed = !self.is_fast_at(self.now.unwrap_or(s.t).min(s.t));
         self.now = Some(self.now.map_or(s.t, |n| n.max(s.t)));
         let now = LastSample::of(s);
+        // Only a step across a relaxed tick: this GPU's previous sample was followed by one.
         let stepped = self
             .last
             .get(&s.gpu)
-            .is_some_and(|prev| prev.stepped_to(&now));
+            .is_some_and(|prev| !self.is_fast_at(prev.t) && prev.stepped_to(&now));
         self.last.insert(s.gpu, now);
-        if stepped && relaxed {
+        if stepped {
             fired = self.escalate(s.t, Trigger::Step);
         }
         fired
@@ -500,6 +502,25 @@ mod tests {
             p.split().triggers_line(),
             "start=1 transition=0 low_confidence=1 suspected_hang=0 duty=0 elimination=0 step=1"
         );
+    }
+
+    #[test]
+    fn each_gpu_steps_from_its_own_previous_sample() {
+        let (mut p, t) = settled();
+        let mut other = idle(t);
+        other.gpu = 1;
+        // GPU 1's first sample comes while the start still holds, at 10 Hz.
+        other.t = 1005.0;
+        assert_eq!(p.observe_sample(&other), None);
+        // At t + 1 GPU 0 is steady; GPU 1 has stepped, but from a sample read at 10 Hz.
+        assert_eq!(p.observe_sample(&idle(t + 1.0)), None);
+        let mut busy = other.clone().with(Metric::UtilGpu, 100.0);
+        busy.t = t + 1.0;
+        assert_eq!(p.observe_sample(&busy), None, "its previous tick was fast");
+        // A second later, across a relaxed tick, GPU 1 steps back down: that escalates.
+        let mut down = other.with(Metric::UtilGpu, 0.0);
+        down.t = t + 2.0;
+        assert_eq!(p.observe_sample(&down), Some(Trigger::Step));
     }
 
     #[test]
