@@ -636,3 +636,38 @@ fn the_agent_logs_a_start_line_and_verdict_changes_at_info_without_colour_off_a_
     assert!(changes.len() >= 4, "{log}");
     assert!(changes.iter().all(|l| l.contains(" INFO ")), "{changes:?}");
 }
+
+#[test]
+fn a_cadence_is_adaptive_or_an_interval_in_ms_and_anything_else_is_a_usage_error() {
+    let samples = common::fixture_samples("h200-reference");
+    let labels = common::repo("tests/fixtures/h200-reference/labels.json");
+    let labels = labels.to_string_lossy().to_string();
+    for (bad, says) in [
+        ("fast", "is neither `adaptive` nor an interval in ms"),
+        ("5", "an interval must be between 10 and 60000 ms"),
+        ("60001", "an interval must be between 10 and 60000 ms"),
+    ] {
+        for command in [vec!["score", &samples, &labels], vec!["replay", &samples]] {
+            let mut args = command.clone();
+            args.extend(["--cadence", bad]);
+            let out = gpuslack(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        }
+    }
+    // The bounds are accepted, and the output says what was read.
+    let out = gpuslack(&["score", &samples, &labels, "--cadence", "10"]);
+    assert!(
+        stdout(&out).contains("cadence constant 10 ms: "),
+        "{}",
+        stdout(&out)
+    );
+    let out = gpuslack(&["score", &samples, &labels, "--cadence", "adaptive"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("overall: 51/51 windows right")
+            && text.contains("cadence adaptive (1000 ms, 100 ms for 6 s after a trigger): "),
+        "{text}"
+    );
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use gpuslack_receiver::attribution::kubelet;
 use gpuslack_receiver::attribution::Attributor;
+use gpuslack_receiver::source::cadence::{Adaptive, CadenceMode};
 use gpuslack_receiver::source::live::nvml::{NvmlDevice, OpenError};
 use gpuslack_receiver::source::live::ticks::{self, LiveOptions, OnStop};
 use gpuslack_receiver::source::live::{Cadence, LiveSource};
@@ -20,11 +21,12 @@ use super::shutdown::{self, Shutdown};
 /// Sampling flags shared by `record`, `run` and `diagnose`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplingArgs {
-    /// Base sampling interval: cheap fields and GPM are read every interval; process lists and
-    /// links at most once a second; per-process SM shares every 5 s; limits and the energy
-    /// counter every 10 s or more.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
-    pub interval_ms: u64,
+    /// Sample at this constant interval: cheap fields and GPM are read every interval; process
+    /// lists and links at most once a second; limits and the energy counter every 10 s or
+    /// more. Without it `run` samples at the adaptive cadence (1 s, and 100 ms for 6 s when a
+    /// verdict is uncertain or changing); `record` and `diagnose` at 100 ms.
+    #[arg(long, value_name = "MS")]
+    pub interval_ms: Option<u64>,
     /// Ignore GPM, as on a GPU without it (A100, L40S, L4, …): the verdicts come from NVML's
     /// own fields alone.
     #[arg(long)]
@@ -42,28 +44,74 @@ pub struct Sampling {
     pub no_gpm: bool,
 }
 
+/// The interval of `record` and `diagnose` when `--interval-ms` is not given: a recording is
+/// the 10 Hz truth any slower cadence can be replayed from (`score --cadence`), never the
+/// other way round, and a 10-s look at the GPUs is too short for CPU to matter.
+pub const RECORD_INTERVAL_MS: u64 = 100;
+
 impl SamplingArgs {
-    pub fn sampling(&self) -> anyhow::Result<Sampling> {
-        if !(10..=60_000).contains(&self.interval_ms) {
-            anyhow::bail!(
-                "--interval-ms must be between 10 and 60000, got {}",
-                self.interval_ms
-            );
+    /// `--interval-ms` checked, when it was given.
+    fn interval(&self) -> anyhow::Result<Option<Duration>> {
+        match self.interval_ms {
+            Some(ms) if !(10..=60_000).contains(&ms) => {
+                anyhow::bail!("--interval-ms must be between 10 and 60000, got {ms}")
+            }
+            ms => Ok(ms.map(Duration::from_millis)),
         }
+    }
+
+    /// `record` and `diagnose`: a constant interval, 100 ms unless `--interval-ms` says.
+    pub fn sampling(&self) -> anyhow::Result<Sampling> {
+        let tick = self
+            .interval()?
+            .unwrap_or(Duration::from_millis(RECORD_INTERVAL_MS));
         Ok(Sampling {
-            cadence: Cadence::every(Duration::from_millis(self.interval_ms)),
+            cadence: Cadence::every(tick),
             no_gpm: self.no_gpm,
         })
     }
 
-    /// The agent's live source options.
+    /// The agent's live source options: the adaptive cadence unless `--interval-ms` asks for a
+    /// constant one.
     pub fn live_options(&self) -> anyhow::Result<LiveOptions> {
-        let sampling = self.sampling()?;
+        let mode = match self.interval()? {
+            Some(tick) => CadenceMode::Constant(tick),
+            None => CadenceMode::Adaptive(Adaptive::default()),
+        };
         Ok(LiveOptions {
-            cadence: sampling.cadence,
-            no_gpm: sampling.no_gpm,
+            mode,
+            no_gpm: self.no_gpm,
             kubelet_socket: self.kubelet_socket.clone(),
         })
+    }
+}
+
+/// `--cadence`: `adaptive` (the agent's default policy) or a constant interval in ms.
+pub fn parse_cadence(text: &str) -> Result<CadenceMode, String> {
+    if text == "adaptive" {
+        return Ok(CadenceMode::Adaptive(Adaptive::default()));
+    }
+    let ms: u64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is neither `adaptive` nor an interval in ms"))?;
+    if !(10..=60_000).contains(&ms) {
+        return Err(format!(
+            "{ms} ms: an interval must be between 10 and 60000 ms"
+        ));
+    }
+    Ok(CadenceMode::Constant(Duration::from_millis(ms)))
+}
+
+/// How a cadence is named in output: `adaptive` or `constant 100 ms`.
+pub fn cadence_name(mode: CadenceMode) -> String {
+    match mode {
+        CadenceMode::Adaptive(a) => format!(
+            "adaptive ({} ms, {} ms for {} s after a trigger)",
+            a.relaxed.as_millis(),
+            a.fast.as_millis(),
+            a.hold_s
+        ),
+        CadenceMode::Constant(tick) => format!("constant {} ms", tick.as_millis()),
     }
 }
 

@@ -7,6 +7,8 @@ use std::sync::mpsc;
 use anyhow::Result;
 use gpuslack_receiver::pipeline::{replay, Pipeline, PipelineCounts, ReplayError};
 use gpuslack_receiver::report::{TableWriter, WindowRecord};
+use gpuslack_receiver::source::cadence::{CadenceMode, CadencePolicy};
+use gpuslack_receiver::source::thinning::replay_at;
 use gpuslack_receiver::trace::{parse_threads, TraceReader};
 use gpuslack_receiver::WindowReport;
 
@@ -21,6 +23,10 @@ pub struct Args {
     /// Output format: a table for people, or one JSON object per GPU and window.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Read the trace as a live agent at this cadence would have (`adaptive` or a constant
+    /// interval in ms), as `score --cadence` does.
+    #[arg(long, value_name = "adaptive|MS", value_parser = super::live::parse_cadence)]
+    pub cadence: Option<CadenceMode>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,32 +40,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let facts = facts_beside(&args.trace)?;
     let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
     let reader = TraceReader::open(&args.trace)?;
-    let counts = match args.format {
-        Format::Jsonl if parse_threads() > 1 => jsonl_threaded(reader, &mut pipeline)?,
-        Format::Jsonl => {
-            let mut out = io::stdout().lock();
-            let mut lines = Vec::with_capacity(OUT_BYTES + 4096);
-            let counts = replay(reader, &mut pipeline, |r| {
-                WindowRecord::of(&r).write_line(&mut lines);
-                if lines.len() >= OUT_BYTES {
-                    out.write_all(&lines)?;
-                    lines.clear();
+    // At a cadence, the trace is read as a live agent at it would have read it (thinning.rs);
+    // otherwise with the JSON lines formatted on their own thread where there are cores for it.
+    let counts = match (args.format, args.cadence) {
+        (Format::Jsonl, None) if parse_threads() > 1 => jsonl_threaded(reader, &mut pipeline)?,
+        (format, cadence) => {
+            let mut policy = cadence.map(CadencePolicy::new);
+            let run = |sink: &mut dyn FnMut(WindowReport) -> io::Result<()>| match policy.as_mut() {
+                None => replay(reader, &mut pipeline, sink),
+                Some(policy) => replay_at(reader, &mut pipeline, policy, sink).map(|(c, _)| c),
+            };
+            match format {
+                Format::Jsonl => jsonl(run)?,
+                Format::Table => {
+                    let mut out = BufWriter::new(io::stdout().lock());
+                    let mut table = TableWriter::new(&mut out)?;
+                    let counts = run(&mut |r| table.write(&r))?;
+                    table.flush()?;
+                    out.flush()?;
+                    counts
                 }
-                Ok(())
-            });
-            // What was formatted before an error is written, as it always was.
-            let written = out.write_all(&lines).and_then(|()| out.flush());
-            let counts = counts?;
-            written.map_err(ReplayError::Output)?;
-            counts
-        }
-        Format::Table => {
-            let mut out = BufWriter::new(io::stdout().lock());
-            let mut table = TableWriter::new(&mut out)?;
-            let counts = replay(reader, &mut pipeline, |r| table.write(&r))?;
-            table.flush()?;
-            out.flush()?;
-            counts
+            }
         }
     };
     if counts.duplicates > 0 || counts.empty > 0 {
@@ -73,6 +74,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
         tracing::info!("no TDP known for this trace: efficiency needs --tdp-w or a power_default_limit_mw column");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `replay --format jsonl` on the pipeline's own thread: `run` replays, handing each report to
+/// the sink it is given, and the lines go out in writes of [`OUT_BYTES`].
+fn jsonl(
+    run: impl FnOnce(
+        &mut dyn FnMut(WindowReport) -> io::Result<()>,
+    ) -> Result<PipelineCounts, ReplayError>,
+) -> Result<PipelineCounts, ReplayError> {
+    let mut out = io::stdout().lock();
+    let mut lines = Vec::with_capacity(OUT_BYTES + 4096);
+    let counts = run(&mut |r| {
+        WindowRecord::of(&r).write_line(&mut lines);
+        if lines.len() >= OUT_BYTES {
+            out.write_all(&lines)?;
+            lines.clear();
+        }
+        Ok(())
+    });
+    // What was formatted before an error is written, as it always was.
+    let written = out.write_all(&lines).and_then(|()| out.flush());
+    let counts = counts?;
+    written.map_err(ReplayError::Output)?;
+    Ok(counts)
 }
 
 /// Bytes of JSON lines gathered before one write.

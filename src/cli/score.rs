@@ -4,7 +4,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use gpuslack_receiver::diagnosis::Confidence;
 use gpuslack_receiver::pipeline::replay;
-use gpuslack_receiver::score::{Labels, Scorer};
+use gpuslack_receiver::score::{Labels, Score, Scorer};
+use gpuslack_receiver::source::cadence::{CadenceMode, CadencePolicy, CadenceSplit};
+use gpuslack_receiver::source::thinning::{replay_at, Thinned};
 use gpuslack_receiver::trace::TraceReader;
 
 use super::input::{facts_beside, PipelineArgs};
@@ -26,6 +28,47 @@ pub struct Args {
     /// Print the score as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Score the trace as a live agent at this cadence would have read it: `adaptive` (the
+    /// agent's default: 1 s, 100 ms for 6 s when a verdict is uncertain or changing) or a
+    /// constant interval in ms (`100`). Needs a trace recorded at least that fast. Without
+    /// it, every row of the trace is read.
+    #[arg(long, value_name = "adaptive|MS", value_parser = super::live::parse_cadence)]
+    pub cadence: Option<CadenceMode>,
+}
+
+/// `score --json`: the score, and the cadence it was read at.
+#[derive(serde::Serialize)]
+struct Scored<'a> {
+    #[serde(flatten)]
+    score: &'a Score,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cadence: Option<CadenceReport>,
+}
+
+/// What `--cadence` read of the trace.
+#[derive(serde::Serialize)]
+struct CadenceReport {
+    mode: String,
+    rows: u64,
+    kept: u64,
+    fast_ticks: u64,
+    relaxed_ticks: u64,
+    fast_share_of_time: f64,
+    triggers: String,
+}
+
+impl CadenceReport {
+    fn of(mode: CadenceMode, thinned: Thinned, split: &CadenceSplit) -> CadenceReport {
+        CadenceReport {
+            mode: super::live::cadence_name(mode),
+            rows: thinned.rows,
+            kept: thinned.kept,
+            fast_ticks: split.fast_ticks,
+            relaxed_ticks: split.relaxed_ticks,
+            fast_share_of_time: split.fast_share(),
+            triggers: split.triggers_line(),
+        }
+    }
 }
 
 pub fn run(mut args: Args) -> Result<ExitCode> {
@@ -41,13 +84,31 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         .pipeline
         .pipeline_for_trace(&facts_beside(&args.trace)?)?;
     let mut scorer = Scorer::new(labels);
-    replay(TraceReader::open(&args.trace)?, &mut pipeline, |r| {
-        scorer.add(&r);
-        Ok(())
-    })?;
+    let reader = TraceReader::open(&args.trace)?;
+    let cadence = match args.cadence {
+        None => {
+            replay(reader, &mut pipeline, |r| {
+                scorer.add(&r);
+                Ok(())
+            })?;
+            None
+        }
+        Some(mode) => {
+            let mut policy = CadencePolicy::new(mode);
+            let (_, thinned) = replay_at(reader, &mut pipeline, &mut policy, |r| {
+                scorer.add(&r);
+                Ok(())
+            })?;
+            Some(CadenceReport::of(mode, thinned, policy.split()))
+        }
+    };
     let score = scorer.finish();
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&score)?);
+        let scored = Scored {
+            score: &score,
+            cadence,
+        };
+        outln!("{}", serde_json::to_string_pretty(&scored)?);
     } else {
         outln!(
             "{:>3} {:<36} {:>7} {:>6} {:>6}  {:<28} got",
@@ -104,6 +165,18 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             })
             .collect();
         outln!("by confidence: {}", by.join(", "));
+        if let Some(c) = &cadence {
+            outln!(
+                "cadence {}: {} of {} rows read, {:.1}% of the time at the fast tick ({} fast, {} relaxed ticks; triggers {})",
+                c.mode,
+                c.kept,
+                c.rows,
+                100.0 * c.fast_share_of_time,
+                c.fast_ticks,
+                c.relaxed_ticks,
+                c.triggers
+            );
+        }
     }
     let worst = score.worst().map_or(0.0, |s| s.share());
     Ok(

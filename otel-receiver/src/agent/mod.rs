@@ -390,6 +390,7 @@ fn drive<S: Source + ?Sized>(
                 })?;
             for r in reports {
                 publisher.publish(&r, pipeline.diagnoser().facts(r.stats.gpu));
+                source.observe_window(&r);
             }
         }
         watch();
@@ -415,6 +416,9 @@ impl<S: Source + ?Sized> Source for Box<S> {
     }
     fn live_clock(&self) -> bool {
         (**self).live_clock()
+    }
+    fn observe_window(&mut self, report: &WindowReport) {
+        (**self).observe_window(report)
     }
     fn finite(&self) -> bool {
         (**self).finite()

@@ -143,6 +143,27 @@ pub const PARTIAL_MOSTLY_HELD_UTIL_PCT: f64 = 5.0;
 /// `medium` at best on so few.
 pub const FEW_SAMPLES: u32 = 5;
 
+/// Whether the rule that decided reads GPU-Util's duty (how it comes and goes within the
+/// window), which only many samples a window show: `tiny_kernels`, `bursts`, and `transfer`
+/// below 80% GPU-Util (`NVML_PCIE_HIGH_UTIL_PCT`). The adaptive cadence keeps such verdicts at
+/// its fast tick (`source::cadence`).
+pub fn reads_duty(rule: &str, util_pct: Option<f64>) -> bool {
+    match rule {
+        "tiny_kernels" | "bursts" => true,
+        "transfer" => util_pct.unwrap_or(0.0) < NVML_PCIE_HIGH_UTIL_PCT,
+        _ => false,
+    }
+}
+
+/// Whether the verdict is the `partial` rule's: no rule matched and the class was chosen by
+/// elimination, from window means near their thresholds (a checkpoint's device→host bursts:
+/// its mean PCIe rate over two samples a window fell from 557 to 201 MiB/s and the verdict
+/// from `transfer_bound` to `launch_bound`, h200-nogpm-lookalikes). The adaptive cadence keeps
+/// such verdicts at its fast tick.
+pub fn by_elimination(rule: &str) -> bool {
+    rule == "partial"
+}
+
 /// Rules whose decision rests on power placed against the baselines without GPM; these are
 /// capped at `medium` when the baselines were not measured on this GPU or its model.
 fn rests_on_power(x: &Inputs) -> bool {
@@ -400,12 +421,7 @@ pub fn assess(x: &Inputs) -> Assessment {
             "decided by a rule this assessment does not know".into(),
         ),
     };
-    let reads_duty = match x.rule {
-        "tiny_kernels" | "bursts" => true,
-        "transfer" => s.util_pct.unwrap_or(0.0) < NVML_PCIE_HIGH_UTIL_PCT,
-        _ => false,
-    };
-    if reads_duty && x.samples < FEW_SAMPLES && confidence == Confidence::High {
+    if reads_duty(x.rule, s.util_pct) && x.samples < FEW_SAMPLES && confidence == Confidence::High {
         confidence = Confidence::Medium;
         let other = if own == Class::InputStarved {
             Class::LaunchBound

@@ -21,7 +21,10 @@ mod thresholds;
 use std::collections::BTreeMap;
 
 pub use class::{advice, Class};
-pub use confidence::{is_measured, source, Assessment, Confidence, SPEC_ORIGIN_PREFIX};
+pub use confidence::{
+    by_elimination, is_measured, reads_duty, source, Assessment, Confidence, FEW_SAMPLES,
+    SPEC_ORIGIN_PREFIX,
+};
 pub use evidence::{pct, rate, round3, Evidence};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};

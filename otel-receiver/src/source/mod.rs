@@ -5,14 +5,16 @@
 //! ([`live::ticks::LiveTicks`]), a trace paced in real time ([`replay::PacedReplay`]), or a
 //! program's own. A source only produces samples: it never touches the pipeline.
 
+pub mod cadence;
 pub mod live;
 pub mod replay;
+pub mod thinning;
 
 use std::time::Instant;
 
 use crate::stop::Stop;
 use crate::trace::TraceFacts;
-use crate::Sample;
+use crate::{Sample, WindowReport};
 
 /// A failure of a source, named by its place.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +74,11 @@ pub trait Source {
     fn finite(&self) -> bool {
         false
     }
+
+    /// A window the agent has just diagnosed from this source's samples, handed back after it
+    /// was published: a source that paces itself by the verdicts (the adaptive cadence of
+    /// [`cadence`]) reads it; the others ignore it.
+    fn observe_window(&mut self, _report: &WindowReport) {}
 
     /// The source's own cost, as lines for `run --usage`.
     fn usage(&self) -> Vec<String> {

@@ -5,14 +5,14 @@
 . "$(dirname "$0")/common.sh"
 
 echo "== idle GPU, 10 Hz" >"$out/overhead.txt"
-"$bin" run --seconds 20 --usage >>"$out/overhead.txt" 2>&1
+"$bin" run --seconds 20 --interval-ms 100 --usage >>"$out/overhead.txt" 2>&1
 echo "== idle GPU, 1 Hz" >>"$out/overhead.txt"
 "$bin" run --seconds 20 --interval-ms 1000 --usage >>"$out/overhead.txt" 2>&1
 echo "== beside a computing process, 10 Hz" >>"$out/overhead.txt"
 python3 "$here/two_processes.py" compute 28 &
 compute=$!
 sleep 4
-"$bin" run --seconds 20 --usage --prometheus 127.0.0.1:9464 >>"$out/overhead.txt" 2>&1 &
+"$bin" run --seconds 20 --interval-ms 100 --usage --prometheus 127.0.0.1:9464 >>"$out/overhead.txt" 2>&1 &
 agent=$!
 sleep 16
 python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics', timeout=5).read().decode())" \

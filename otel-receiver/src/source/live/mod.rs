@@ -207,6 +207,13 @@ impl<D: DeviceReader> LiveSource<D> {
         self.cadence
     }
 
+    /// Changes the tick (the adaptive cadence escalating or relaxing); the slow fields keep
+    /// their periods, so the energy counter, process lists and limits are read as often as
+    /// before whichever tick is in force.
+    pub fn set_tick(&mut self, tick: Duration) {
+        self.cadence.tick = tick;
+    }
+
     /// Facts of every GPU, as read when sampling started.
     pub fn facts(&self) -> Vec<(u32, DeviceFacts)> {
         self.slots
@@ -518,6 +525,54 @@ mod tests {
         assert!(
             usage[1].starts_with("10 1 2 "),
             "3 ticks, the first one not counted: {usage:?}"
+        );
+    }
+
+    #[test]
+    fn live_ticks_at_the_adaptive_cadence_escalate_then_relax_and_count_the_split() {
+        use crate::source::cadence::{Adaptive, CadenceMode};
+        use crate::source::{Next, Source};
+        use crate::stop::channel_pair;
+        // Scaled down: 20 ms relaxed, 5 ms fast for 50 ms after a trigger (the start).
+        let adaptive = Adaptive {
+            relaxed: Duration::from_millis(20),
+            fast: Duration::from_millis(5),
+            hold_s: 0.05,
+        };
+        let mode = CadenceMode::Adaptive(adaptive);
+        let source = LiveSource::new(vec![(0, Scripted::healthy())], Cadence::every(mode.base()));
+        let mut live = ticks::LiveTicks::new(source, std::path::Path::new("/nonexistent"), false)
+            .with_mode(mode);
+        let (_handle, mut stop) = channel_pair();
+        let mut times = Vec::new();
+        for _ in 0..16 {
+            match live.next(&mut stop, None) {
+                Ok(Next::Samples(s)) => times.push(s[0].t),
+                other => panic!("{other:?}"),
+            }
+        }
+        let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        // The first 50 ms at 5 ms (about ten ticks), then 20 ms: never a burst of ticks.
+        let first_mean_s = gaps[..5].iter().sum::<f64>() / 5.0;
+        assert!(first_mean_s < 0.012, "{gaps:?}");
+        assert!(
+            gaps[gaps.len() - 3..].iter().all(|&g| g > 0.015),
+            "{gaps:?}"
+        );
+        let split = live.policy().split();
+        assert_eq!(split.fast_ticks + split.relaxed_ticks, 16);
+        assert!((8..=12).contains(&split.fast_ticks), "{split:?}");
+        assert_eq!(
+            live.live().cadence().energy,
+            Cadence::every(mode.base()).energy
+        );
+        let usage = live.usage();
+        assert!(usage[1].starts_with("adaptive 1 15 "), "{usage:?}");
+        assert!(
+            usage
+                .iter()
+                .any(|l| l.starts_with("cadence_triggers start=1 ")),
+            "{usage:?}"
         );
     }
 

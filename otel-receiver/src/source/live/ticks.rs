@@ -15,17 +15,19 @@ use crate::attribution::kubelet::{GpuIds, PodWatcher};
 use crate::attribution::procfs::Procfs;
 use crate::attribution::Attributor;
 use crate::device::DeviceFacts;
+use crate::source::cadence::{CadenceMode, CadencePolicy};
 use crate::source::{Next, Source, SourceError};
 use crate::stop::{Stop, StopCause};
 use crate::trace::TraceFacts;
 use crate::usage::{self, ResourceUsage};
-use crate::Sample;
+use crate::{Sample, WindowReport};
 
 /// How to sample live GPUs.
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
-    /// The base interval and each field's own cadence.
-    pub cadence: Cadence,
+    /// One tick always, or the adaptive policy; each field's own period follows from the
+    /// mode's longest tick ([`CadenceMode::base`]).
+    pub mode: CadenceMode,
     /// Leave GPM out, as on a GPU without it.
     pub no_gpm: bool,
     /// The kubelet's PodResources socket; pods are not looked up where it does not exist.
@@ -204,7 +206,10 @@ pub struct LiveTicks<D: DeviceReader = NvmlDevice> {
     source: LiveSource<D>,
     attributor: Attributor,
     ticker: Ticker,
-    interval_ms: u128,
+    /// Which tick the next one uses: the constant one, or the adaptive policy's answer.
+    policy: CadencePolicy,
+    /// When the last tick was sampled (unix s), the policy's clock.
+    last_tick_t: Option<f64>,
     gpm: bool,
     rss_before_open: Option<u64>,
     rss_after_open: Option<u64>,
@@ -217,8 +222,9 @@ impl LiveTicks<NvmlDevice> {
     /// Opens every GPU through NVML.
     pub fn open(options: &LiveOptions) -> Result<LiveTicks<NvmlDevice>, OpenError> {
         let rss_before_open = usage::rss_now_kib();
-        let source = open_nvml(options.cadence, options.no_gpm)?;
-        let mut ticks = LiveTicks::new(source, &options.kubelet_socket, options.no_gpm);
+        let source = open_nvml(Cadence::every(options.mode.base()), options.no_gpm)?;
+        let mut ticks =
+            LiveTicks::new(source, &options.kubelet_socket, options.no_gpm).with_mode(options.mode);
         ticks.rss_before_open = rss_before_open;
         Ok(ticks)
     }
@@ -230,7 +236,8 @@ impl<D: DeviceReader> LiveTicks<D> {
         let attributor = attributor_for(&source, kubelet_socket);
         LiveTicks {
             ticker: Ticker::new(source.cadence().tick),
-            interval_ms: source.cadence().tick.as_millis(),
+            policy: CadencePolicy::new(CadenceMode::Constant(source.cadence().tick)),
+            last_tick_t: None,
             gpm: !no_gpm,
             rss_before_open: None,
             rss_after_open: usage::rss_now_kib(),
@@ -240,9 +247,29 @@ impl<D: DeviceReader> LiveTicks<D> {
         }
     }
 
+    /// Paces the ticks by `mode` rather than the source's constant tick. The per-field
+    /// periods stay those the source was built with.
+    pub fn with_mode(mut self, mode: CadenceMode) -> Self {
+        self.policy = CadencePolicy::new(mode);
+        self
+    }
+
     /// The live source, for its counters.
     pub fn live(&self) -> &LiveSource<D> {
         &self.source
+    }
+
+    /// The cadence policy, for its time split.
+    pub fn policy(&self) -> &CadencePolicy {
+        &self.policy
+    }
+
+    /// The interval column of `run --usage`: the constant tick in ms, or `adaptive`.
+    fn interval_name(&self) -> String {
+        match self.policy.mode() {
+            CadenceMode::Constant(tick) => tick.as_millis().to_string(),
+            CadenceMode::Adaptive(_) => "adaptive".into(),
+        }
     }
 }
 
@@ -259,6 +286,14 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
             // The agent has handled the first tick: steady state starts here.
             self.first_tick = Some((Instant::now(), usage::resource_usage()));
         }
+        // The windows the agent closed since the last tick are in the policy: the tick after
+        // it follows from them. Both ticks lie on the grid of the shorter one (1 s is ten of
+        // 100 ms), so a change never bursts.
+        let tick = self
+            .policy
+            .tick_at(self.last_tick_t.unwrap_or(f64::NEG_INFINITY));
+        self.ticker.tick = tick;
+        self.source.set_tick(tick);
         let next = self.ticker.tick(
             &mut self.source,
             &mut self.attributor,
@@ -266,7 +301,16 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
             &mut OnStop::End,
             deadline,
         );
-        Ok(next.map_or(Next::End, Next::Samples))
+        let Some(samples) = next else {
+            return Ok(Next::End);
+        };
+        let t = samples.first().map_or_else(usage::unix_now, |s| s.t);
+        self.policy.count_tick(t);
+        for sample in &samples {
+            self.policy.observe_sample(sample);
+        }
+        self.last_tick_t = Some(t);
+        Ok(Next::Samples(samples))
     }
 
     fn announce(&self, window_s: f64, destinations: &str) {
@@ -278,7 +322,7 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
         tracing::info!(
             gpus = facts.len(),
             models = %models.into_iter().collect::<Vec<_>>().join(", "),
-            interval_ms = self.interval_ms as u64,
+            interval_ms = %self.interval_name(),
             gpm = self.gpm,
             window_s,
             "gpuslack sampling; exporting to {destinations}"
@@ -287,6 +331,10 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
 
     fn live_clock(&self) -> bool {
         true
+    }
+
+    fn observe_window(&mut self, report: &WindowReport) {
+        self.policy.observe_window(report);
     }
 
     fn usage(&self) -> Vec<String> {
@@ -302,7 +350,7 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
             );
             out.push(format!(
                 "{} {} {} {:.1} {:.1} {:.3} {:.1} {:.1}",
-                self.interval_ms,
+                self.interval_name(),
                 self.source.live_gpus(),
                 self.ticker.ticks.saturating_sub(1),
                 wall.as_secs_f64(),
@@ -311,6 +359,23 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
                 after.max_rss_kib as f64 / 1024.0,
                 usage::rss_now_kib().unwrap_or(0) as f64 / 1024.0
             ));
+        }
+        if let CadenceMode::Adaptive(a) = self.policy.mode() {
+            let split = self.policy.split();
+            out.push(
+                "cadence relaxed_ms fast_ms hold_s relaxed_ticks fast_ticks fast_share_of_time"
+                    .into(),
+            );
+            out.push(format!(
+                "adaptive {} {} {} {} {} {:.3}",
+                a.relaxed.as_millis(),
+                a.fast.as_millis(),
+                a.hold_s,
+                split.relaxed_ticks,
+                split.fast_ticks,
+                split.fast_share()
+            ));
+            out.push(format!("cadence_triggers {}", split.triggers_line()));
         }
         let mib = |kib: Option<u64>| kib.unwrap_or(0) as f64 / 1024.0;
         out.push(format!(
