@@ -15,8 +15,9 @@ stopped:
 - training: ResNet-50 (torchvision, no weights), batch 128, channels-last, bf16 autocast, SGD
   with momentum, random data already on the GPU; a fixed number of steps, steps/s over them.
 
-Modes (`--modes`): off; agent_default (`gpuslack run`, whose default interval is 100 ms = 10 Hz);
-agent_1hz (`--interval-ms 1000`); agent_10hz_nogpm (`--no-gpm`); and probes that call one NVML
+Modes (`--modes`): off; agent_default (`gpuslack run` at its default, the adaptive cadence:
+1 s, 100 ms for 6 s after a trigger); agent_10hz (`--interval-ms 100`); agent_1hz
+(`--interval-ms 1000`); agent_10hz_nogpm (`--interval-ms 100 --no-gpm`); and probes that call one NVML
 function on a fixed grid from a separate process (nvml_probe.py), for the calls no gpuslack flag
 can switch off: probe_energy, probe_pcie, probe_procutil, probe_gpm (each at 10 Hz unless the
 mode name ends in _Nhz). Every agent serves Prometheus on 127.0.0.1 (never scraped during a
@@ -199,7 +200,7 @@ def sampler_cmd(mode):
     if mode == "agent_1hz":
         return [args.bin, "run", "--interval-ms", "1000"] + prom
     if mode == "agent_10hz_nogpm":
-        return [args.bin, "run", "--no-gpm"] + prom
+        return [args.bin, "run", "--interval-ms", "100", "--no-gpm"] + prom
     if mode.startswith("probe_"):
         parts = mode.split("_")
         hz = 10.0

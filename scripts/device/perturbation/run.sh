@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The perturbation benchmark (issue #28): does `gpuslack run` beside a job slow its tokens or
-# its training steps? Decode and training on GPU 0, with the agent off, at its default 10 Hz,
-# at 1 Hz, at 10 Hz without GPM (and any probe modes named), interleaved in shuffled rounds;
-# then the table. Usage: run.sh BIN_DIR OUT_DIR [perturb.py flags, e.g. --modes ... --rounds N]
+# its training steps? Decode and training on GPU 0, with the agent off, at its default
+# (adaptive) cadence, at 10 Hz, at 1 Hz, at 10 Hz without GPM (and any probe modes named),
+# interleaved in shuffled rounds; then the table. Usage: run.sh BIN_DIR OUT_DIR [perturb.py flags, e.g. --modes ... --rounds N]
 # Writes OUT_DIR/perturb.json (raw, per token), perturb.md (the table), summary.json, perturb.log
 # and samplers.log (each agent's and probe's own output, its --usage table included).
 . "$(dirname "$0")/../agent/common.sh"
