@@ -180,31 +180,59 @@ impl LinkShortfall {
 /// than its maximum at any time is downtrained (a bad riser, slot or seating) and counts
 /// always. The H200 of docs/validation/h200-nvml-fields.txt held gen5 x16 idle and loaded.
 pub fn link_shortfall(w: &WindowStats) -> Option<LinkShortfall> {
-    let gen = w.max(Metric::PcieLinkGen)?;
-    let width = w.max(Metric::PcieLinkWidth)?;
-    let gen_max = w.max(Metric::PcieLinkGenMax)?;
-    let width_max = w.max(Metric::PcieLinkWidthMax)?;
-    let pcie = [
-        Metric::NvmlPcieRx,
-        Metric::NvmlPcieTx,
-        Metric::GpmPcieRx,
-        Metric::GpmPcieTx,
-    ]
-    .into_iter()
-    .filter_map(|m| w.max(m))
-    .fold(0.0, f64::max);
-    let loaded = w
-        .max(Metric::UtilGpu)
-        .is_some_and(|u| u >= LINK_LOAD_UTIL_PCT)
-        || pcie >= LINK_LOAD_PCIE_MIB_S;
-    let narrow = width < width_max;
-    let slow = loaded && gen < gen_max;
-    (narrow || slow).then_some(LinkShortfall {
-        gen,
-        width,
-        gen_max,
-        width_max,
-    })
+    LinkReading::of(w)?.shortfall(w)
+}
+
+/// What the PCIe link read in a window: its best generation and width, and their maximums.
+/// The link is read every 10 s, so most windows have none: a caller that follows a GPU over
+/// time holds the last reading and judges each window's load against it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkReading {
+    /// The highest generation and width read in the window…
+    pub gen: f64,
+    /// …in lanes…
+    pub width: f64,
+    /// …and the most this GPU and slot allow.
+    pub gen_max: f64,
+    /// The most lanes this GPU and slot allow.
+    pub width_max: f64,
+}
+
+impl LinkReading {
+    /// The window's reading, `None` where the link was not read in it.
+    pub fn of(w: &WindowStats) -> Option<LinkReading> {
+        Some(LinkReading {
+            gen: w.max(Metric::PcieLinkGen)?,
+            width: w.max(Metric::PcieLinkWidth)?,
+            gen_max: w.max(Metric::PcieLinkGenMax)?,
+            width_max: w.max(Metric::PcieLinkWidthMax)?,
+        })
+    }
+
+    /// This reading's shortfall in window `w`, judged by `w`'s load ([`link_shortfall`]).
+    pub fn shortfall(&self, w: &WindowStats) -> Option<LinkShortfall> {
+        let pcie = [
+            Metric::NvmlPcieRx,
+            Metric::NvmlPcieTx,
+            Metric::GpmPcieRx,
+            Metric::GpmPcieTx,
+        ]
+        .into_iter()
+        .filter_map(|m| w.max(m))
+        .fold(0.0, f64::max);
+        let loaded = w
+            .max(Metric::UtilGpu)
+            .is_some_and(|u| u >= LINK_LOAD_UTIL_PCT)
+            || pcie >= LINK_LOAD_PCIE_MIB_S;
+        let narrow = self.width < self.width_max;
+        let slow = loaded && self.gen < self.gen_max;
+        (narrow || slow).then_some(LinkShortfall {
+            gen: self.gen,
+            width: self.width,
+            gen_max: self.gen_max,
+            width_max: self.width_max,
+        })
+    }
 }
 
 #[cfg(test)]

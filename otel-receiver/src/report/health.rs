@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::diagnosis::{Class, WindowReport};
-use crate::hw_health::{link_shortfall, LinkShortfall};
+use crate::hw_health::{LinkReading, LinkShortfall};
 use crate::sample::Metric;
 
 /// One counter's course over the run.
@@ -79,9 +79,12 @@ pub struct Health {
     pub throttle_first_t: BTreeMap<String, f64>,
     /// Seconds covered by windows.
     pub seconds: f64,
-    /// The PCIe link below its maximum ([`link_shortfall`]): the narrowest, slowest reading,
-    /// when it first showed (unix s), and for how many seconds of windows.
+    /// The PCIe link below its maximum ([`crate::hw_health::link_shortfall`]): the narrowest,
+    /// slowest reading, when it first showed (unix s), and for how many seconds of windows.
     pub pcie_link: Option<(LinkShortfall, f64, f64)>,
+    /// The link's last reading: it is read every 10 s, so it stands for the windows between
+    /// two reads, each judged by its own load.
+    pub link_reading: Option<LinkReading>,
 }
 
 /// One line of findings.
@@ -127,7 +130,10 @@ impl Health {
         if let Some(code) = w.stats.max(Metric::XidLast).filter(|c| *c > 0.0) {
             self.xid_last = Some(code);
         }
-        if let Some(short) = link_shortfall(&w.stats) {
+        if let Some(reading) = LinkReading::of(&w.stats) {
+            self.link_reading = Some(reading);
+        }
+        if let Some(short) = self.link_reading.and_then(|r| r.shortfall(&w.stats)) {
             let (worst, _, s) = self.pcie_link.get_or_insert((short, w.stats.start, 0.0));
             *s += seconds;
             if (short.width, short.gen) < (worst.width, worst.gen) {
@@ -302,6 +308,38 @@ mod tests {
             .with(Metric::PcieLinkWidthMax, 16.0)
             .with(Metric::UtilGpu, util)
             .with(Metric::PcieReplays, 0.0)
+    }
+
+    #[test]
+    fn a_link_read_every_10_s_stands_for_the_windows_between_its_reads() {
+        // As live: the link read at t = 100 only (every 10 s), busy throughout at gen3 x16 of
+        // gen5 x16. All 10 s count, not the one 2 s window that holds the reading.
+        let h = health(|t, s| {
+            let s = s
+                .with(Metric::UtilGpu, 100.0)
+                .with(Metric::PcieReplays, 0.0);
+            if t == 100.0 {
+                link(s, 3.0, 16.0, 100.0)
+            } else {
+                s
+            }
+        });
+        let (short, first_t, seconds) = h.pcie_link.expect("a shortfall");
+        assert_eq!(short.describe(), "gen3 x16 of gen5 x16");
+        assert_eq!(first_t, 100.0);
+        assert!((seconds - 10.0).abs() < 0.2, "{seconds} s");
+        // Idle windows after the read do not count: the generation drops at idle.
+        let h = health(|t, s| {
+            let util = if t < 104.0 { 100.0 } else { 0.0 };
+            let s = s.with(Metric::UtilGpu, util).with(Metric::PcieReplays, 0.0);
+            if t == 100.0 {
+                link(s, 3.0, 16.0, util)
+            } else {
+                s
+            }
+        });
+        let (_, _, seconds) = h.pcie_link.expect("a shortfall");
+        assert!((seconds - 4.0).abs() < 0.2, "{seconds} s");
     }
 
     #[test]

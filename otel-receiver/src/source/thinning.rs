@@ -67,6 +67,9 @@ impl Pending {
         if s.pods.is_some() {
             latest.pods.clone_from(&s.pods);
         }
+        if s.nvlinks.is_some() {
+            latest.nvlinks.clone_from(&s.nvlinks);
+        }
     }
 
     /// The sample a read at `row` would have returned, and a fresh start.
@@ -187,6 +190,26 @@ mod tests {
         })
         .expect("replays");
         (reports, thinned)
+    }
+
+    #[test]
+    fn a_kept_row_carries_the_lists_as_last_read_nvlinks_included() {
+        let link = crate::sample::NvlinkLink {
+            link: 3,
+            up: false,
+            crc: Some(7),
+            replay: None,
+            recovery: None,
+        };
+        let mut read = Sample::new(1.0, 0).with(Metric::PowerMw, 1.0);
+        read.nvlinks = Some(std::sync::Arc::new(vec![link]));
+        let later = Sample::new(1.1, 0).with(Metric::PowerMw, 2.0);
+        let mut pending = Pending::default();
+        pending.add(&read);
+        pending.add(&later);
+        let kept = pending.take(&later);
+        assert_eq!(kept.nvlinks.as_deref(), Some(&vec![link]));
+        assert_eq!(kept.get(Metric::PowerMw), Some(2.0));
     }
 
     #[test]
