@@ -253,15 +253,21 @@ impl CadencePolicy {
         }
     }
 
-    /// Counts one tick taken at `t` with the tick then in force, for the time split.
-    pub fn count_tick(&mut self, t: f64) {
-        let tick = self.tick_at(t).as_secs_f64();
-        if self.is_fast_at(t) {
+    /// Counts one interval of `tick` that has just elapsed, for the time split. The caller
+    /// books the tick it waited, not the one in force after the sample: a trigger the sample
+    /// or its windows fire changes the *next* interval, which is booked when it has elapsed.
+    pub fn count_tick(&mut self, tick: Duration) {
+        let fast = match self.mode {
+            CadenceMode::Constant(_) => false,
+            CadenceMode::Adaptive(a) => tick == a.fast,
+        };
+        let seconds = tick.as_secs_f64();
+        if fast {
             self.split.fast_ticks += 1;
-            self.split.fast_s += tick;
+            self.split.fast_s += seconds;
         } else {
             self.split.relaxed_ticks += 1;
-            self.split.relaxed_s += tick;
+            self.split.relaxed_s += seconds;
         }
     }
 
@@ -385,7 +391,7 @@ mod tests {
         assert_eq!(p.observe_window(&report(0, Class::Hung, 4.0)), None);
         assert_eq!(p.tick_at(0.0), FAST);
         assert_eq!(p.tick_at(1e9), FAST);
-        p.count_tick(0.0);
+        p.count_tick(FAST);
         assert_eq!(p.split().relaxed_ticks, 1);
         assert_eq!(p.split().fast_share(), 0.0);
     }
@@ -540,11 +546,11 @@ mod tests {
     fn the_split_counts_time_at_each_tick() {
         let mut p = adaptive();
         p.observe_sample(&idle(0.0));
-        for i in 0..60 {
-            p.count_tick(f64::from(i) * 0.1);
+        for _ in 0..60 {
+            p.count_tick(FAST);
         }
-        for i in 0..6 {
-            p.count_tick(6.0 + f64::from(i));
+        for _ in 0..6 {
+            p.count_tick(RELAXED);
         }
         let s = p.split();
         assert_eq!((s.fast_ticks, s.relaxed_ticks), (60, 6));

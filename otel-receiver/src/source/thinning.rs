@@ -124,10 +124,16 @@ pub fn replay_at<R: Read>(
         thinned.rows += 1;
         let gpu = pending.entry(row.gpu).or_default();
         gpu.add(&row);
+        // The tick waited since this GPU's last kept row (the start's for its first).
+        let waited = policy.tick_at(
+            last_kept
+                .get(&row.gpu)
+                .copied()
+                .unwrap_or(f64::NEG_INFINITY),
+        );
         let due = last_kept.get(&row.gpu).is_none_or(|&last| {
-            let tick = policy.tick_at(last).as_secs_f64();
             // A step back of the clock makes the row due, as it does live.
-            row.t < last || row.t - last + tolerance_s >= tick
+            row.t < last || row.t - last + tolerance_s >= waited.as_secs_f64()
         });
         if !due {
             continue;
@@ -135,7 +141,7 @@ pub fn replay_at<R: Read>(
         let sample = gpu.take(&row);
         last_kept.insert(row.gpu, row.t);
         thinned.kept += 1;
-        policy.count_tick(row.t);
+        policy.count_tick(waited);
         policy.observe_sample(&sample);
         let reports = pipeline
             .push(&sample)
@@ -238,9 +244,11 @@ mod tests {
             Ok(())
         })
         .expect("replays");
+        // Each kept row books the interval it waited: the first the start's 100 ms, then 60
+        // more up to 1006.0, then 23 of 1 s up to 1029.0.
         let split = policy.split();
-        assert_eq!(split.fast_ticks, 60, "{split:?}");
-        assert_eq!(split.relaxed_ticks, 24, "{split:?}");
+        assert_eq!(split.fast_ticks, 61, "{split:?}");
+        assert_eq!(split.relaxed_ticks, 23, "{split:?}");
         assert_eq!(thinned.kept, 84);
     }
 
@@ -263,12 +271,16 @@ mod tests {
             "start=1 transition=1 low_confidence=0 suspected_hang=0 duty=0 elimination=0 step=1"
         );
         // The relaxed row at 1020.0 sees the step (fast to 1026); the window [1020, 1022)
-        // closes at 1022.0 with a new class (fast to 1028): 1020.1–1027.9 at 10 Hz, 79 ticks,
-        // after the start's 60; relaxed 1006–1020 and 1028, 1029.
+        // closes at 1022.0 with a new class (fast to 1028). Booked by the interval each row
+        // waited: the first row and 60 to 1006.0 at 100 ms, 14 of 1 s to 1020.0, 80 of 100 ms
+        // to 1028.0, one of 1 s to 1029.0: 14.1 s fast (the first row's 0.1 s included), 15 s
+        // relaxed, as the trace's own clock has it.
         assert_eq!(
             (split.fast_ticks, split.relaxed_ticks),
-            (139, 17),
+            (141, 15),
             "{split:?}"
         );
+        assert!((split.fast_s - 14.1).abs() < 1e-6, "{split:?}");
+        assert!((split.relaxed_s - 15.0).abs() < 1e-9, "{split:?}");
     }
 }

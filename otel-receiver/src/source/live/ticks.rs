@@ -305,7 +305,8 @@ impl<D: DeviceReader> Source for LiveTicks<D> {
             return Ok(Next::End);
         };
         let t = samples.first().map_or_else(usage::unix_now, |s| s.t);
-        self.policy.count_tick(t);
+        // The interval that ended with this tick was `tick`, whatever the sample triggers.
+        self.policy.count_tick(tick);
         for sample in &samples {
             self.policy.observe_sample(sample);
         }
