@@ -436,18 +436,15 @@ fn counter_queries_take_increase_per_series_and_then_sum_over_owners() {
     }
 }
 
-/// The labels that name a GPU's owner on /metrics: on the per-owner counters, the process
-/// series and `gpuslack_job_info` only, never on a gauge (docs/EXPORT.md, "Series budget").
-const OWNER_LABELS: [&str; 8] = [
-    "process_pid",
-    "process_executable_name",
-    "container_id",
-    "k8s_pod_uid",
-    "k8s_pod_name",
-    "k8s_namespace_name",
-    "k8s_container_name",
-    "gpuslack_job_id",
-];
+/// The labels that name a GPU's owner on /metrics (its OTLP keys, sanitised): on the per-owner
+/// counters, the process series and `gpuslack_job_info` only, never on a gauge (docs/EXPORT.md,
+/// "Series budget").
+fn owner_labels() -> Vec<String> {
+    gpuslack_receiver::export::point::OWNER_KEYS
+        .iter()
+        .map(|k| k.replace('.', "_"))
+        .collect()
+}
 
 /// The GPU-level gauges: every metric but the counters, the per-process series, the pod
 /// assignments and the job info.
@@ -476,6 +473,7 @@ fn no_query_selects_a_gauge_by_its_owner() {
         .map(gpuslack_receiver::export::prometheus::prometheus_name)
         .collect();
     assert!(gauges.len() >= 30, "{gauges:?}");
+    let owner_labels = owner_labels();
     let queries: Vec<(String, String)> = grafana_queries()
         .into_iter()
         .chain(rule_queries())
@@ -497,7 +495,7 @@ fn no_query_selects_a_gauge_by_its_owner() {
                 let rest = &expr[i + gauge.len()..];
                 if let Some(selector) = rest.strip_prefix('{') {
                     let selector = &selector[..selector.find('}').unwrap_or(selector.len())];
-                    for label in OWNER_LABELS {
+                    for label in &owner_labels {
                         assert!(
                             !selector.contains(label),
                             "{what}: {gauge} selected by {label}: {expr}"
@@ -507,7 +505,7 @@ fn no_query_selects_a_gauge_by_its_owner() {
             }
         }
         // An owner label in a query over a gauge comes from the job info it joins.
-        if OWNER_LABELS.iter().any(|l| expr.contains(l)) {
+        if owner_labels.iter().any(|l| expr.contains(l.as_str())) {
             assert!(
                 expr.contains("gpuslack_job_info"),
                 "{what}: reads {gauges_read:?} by an owner label without joining gpuslack_job_info: {expr}"
@@ -520,15 +518,7 @@ fn no_query_selects_a_gauge_by_its_owner() {
     // Datadog has no joins: a monitor or widget over a gauge neither filters nor groups it by
     // an owner tag (a job's view reads the per-owner counters or the process series).
     let dd_gauges: Vec<&str> = gpu_gauges().iter().map(|d| d.name).collect();
-    let dd_owner: Vec<String> = OWNER_LABELS.iter().map(|l| l.replace('_', ".")).collect();
-    for file in [
-        "deploy/datadog/dashboard.json",
-        "deploy/datadog/monitors.json",
-    ] {
-        let text = std::fs::read_to_string(repo(file)).expect(file);
-        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let mut queries = Vec::new();
-        collect_queries(&v, &mut queries);
+    for (file, queries) in datadog_queries() {
         for q in queries {
             // `max:gpuslack.diagnosis{…} by {host,hw.id}`: each metric, its filter and grouping.
             for (i, _) in q.match_indices(':') {
@@ -546,11 +536,8 @@ fn no_query_selects_a_gauge_by_its_owner() {
                 if let Some(by) = after[filter_end..].trim_start().strip_prefix("by {") {
                     scope.push_str(&by[..by.find('}').unwrap_or(by.len())]);
                 }
-                for tag in &dd_owner {
-                    assert!(
-                        !scope.contains(tag.as_str()),
-                        "{file}: {name} scoped by {tag}: {q}"
-                    );
+                for tag in gpuslack_receiver::export::point::OWNER_KEYS {
+                    assert!(!scope.contains(tag), "{file}: {name} scoped by {tag}: {q}");
                 }
             }
         }
@@ -614,14 +601,7 @@ fn the_datadog_dashboard_and_monitors_name_exported_metrics() {
         .map(|d| d.name)
         .collect();
     let mut seen = 0;
-    for file in [
-        "deploy/datadog/dashboard.json",
-        "deploy/datadog/monitors.json",
-    ] {
-        let text = std::fs::read_to_string(repo(file)).expect(file);
-        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let mut queries = Vec::new();
-        collect_queries(&v, &mut queries);
+    for (file, queries) in datadog_queries() {
         assert!(queries.len() >= 5, "{file}: {} queries", queries.len());
         for q in queries {
             // `avg:gpuslack.efficiency{*} by {host}` → gpuslack.efficiency
@@ -639,6 +619,23 @@ fn the_datadog_dashboard_and_monitors_name_exported_metrics() {
         }
     }
     assert!(seen >= 10, "{seen} metric references");
+}
+
+/// Every query of the Datadog dashboard and monitors, by file.
+fn datadog_queries() -> Vec<(&'static str, Vec<String>)> {
+    [
+        "deploy/datadog/dashboard.json",
+        "deploy/datadog/monitors.json",
+    ]
+    .into_iter()
+    .map(|file| {
+        let text = std::fs::read_to_string(repo(file)).expect(file);
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut queries = Vec::new();
+        collect_queries(&v, &mut queries);
+        (file, queries)
+    })
+    .collect()
 }
 
 fn collect_queries(v: &Value, out: &mut Vec<String>) {

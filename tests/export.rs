@@ -756,16 +756,7 @@ fn processes_and_their_owner_reach_the_collector() {
     let power = points_of(&records, "hw.power");
     assert!(power.len() >= 2, "{power:?}");
     for (_, p) in &power {
-        for key in [
-            "process.pid",
-            "process.executable.name",
-            "container.id",
-            "k8s.pod.uid",
-            "k8s.pod.name",
-            "k8s.namespace.name",
-            "k8s.container.name",
-            "gpuslack.job.id",
-        ] {
+        for key in gpuslack_receiver::export::point::OWNER_KEYS {
             assert!(
                 p["attributes"].get(key).is_none(),
                 "hw.power names {key}: {p}"

@@ -18,6 +18,19 @@ pub struct Point {
 /// A point's attributes beyond its value: keys are static, values are the GPU's and the job's.
 pub type Attributes = Vec<(&'static str, String)>;
 
+/// Every key [`owner_attributes`] may set: what names a GPU's owner, and so what no gauge may
+/// carry (docs/EXPORT.md, "Series budget").
+pub const OWNER_KEYS: [&str; 8] = [
+    "process.pid",
+    "process.executable.name",
+    "container.id",
+    "k8s.pod.uid",
+    "k8s.pod.name",
+    "k8s.namespace.name",
+    "k8s.container.name",
+    "gpuslack.job.id",
+];
+
 /// Whoever owns the GPU in a window, by the semantic conventions' names: the process holding it
 /// alone, the container or pod all its processes share, the pod (and container) the kubelet
 /// assigned it to, and the job. Empty when nobody does. They name the per-owner counters, the

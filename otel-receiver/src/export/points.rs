@@ -985,17 +985,7 @@ mod tests {
         assert!(all.iter().any(|p| p.def == JOB_INFO));
     }
 
-    /// The attributes that name a GPU's owner (`point::owner_attributes`' keys).
-    const OWNER_KEYS: [&str; 8] = [
-        "process.pid",
-        "process.executable.name",
-        "container.id",
-        "k8s.pod.uid",
-        "k8s.pod.name",
-        "k8s.namespace.name",
-        "k8s.container.name",
-        "gpuslack.job.id",
-    ];
+    use crate::export::point::OWNER_KEYS;
 
     fn attr_of(p: &Point, key: &str) -> Option<String> {
         p.attributes
