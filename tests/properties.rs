@@ -6,7 +6,7 @@
 use gpuslack_calibration::ProfileFile;
 use gpuslack_receiver::export::config::{check_header, file_layer_from_str, parse_pairs};
 use gpuslack_receiver::score::Labels;
-use gpuslack_receiver::trace::{TraceFacts, TraceReader};
+use gpuslack_receiver::trace::{BinaryTraceWriter, SampleWriter, TraceFacts, TraceReader};
 use gpuslack_receiver::{Diagnoser, Metric, Pipeline, Sample};
 use proptest::prelude::*;
 
@@ -93,6 +93,72 @@ proptest! {
             for row in reader {
                 if let Err(e) = row {
                     prop_assert!(e.to_string().starts_with("raw.csv"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_binary_trace_gives_back_what_was_written_and_damage_never_panics(
+        rows in prop::collection::vec(
+            (1.0f64..1e10, any::<u32>(), prop::collection::vec((0usize..61, prop_oneof![
+                (0.0f64..1e16),
+                (0u64..1 << 40).prop_map(|v| v as f64),
+                Just(0.0),
+                Just(f64::NAN),
+            ]), 0..12), prop::option::of(any::<u64>())),
+            1..40,
+        ),
+        flush_every in 1usize..10,
+        damage in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let mut written = Vec::new();
+        let mut writer = BinaryTraceWriter::new(Vec::new()).expect("header");
+        for (i, (t, gpu, values, clk)) in rows.into_iter().enumerate() {
+            let mut s = Sample::new(t, gpu);
+            for (m, v) in values {
+                let metric = Metric::ALL[m];
+                // Percentages within 0–100, as the reader requires.
+                s.set(metric, if metric.is_percent() { v % 100.0 } else { v });
+            }
+            s.clk_reasons = clk;
+            writer.write(&s).expect("row");
+            if (i + 1) % flush_every == 0 {
+                writer.flush().expect("flush");
+            }
+            // What a reader gives back: a NaN is "not sampled".
+            let mut expected = Sample::new(s.t, s.gpu);
+            for (m, v) in s.metrics().filter(|(_, v)| !v.is_nan()) {
+                expected.set(m, v);
+            }
+            expected.clk_reasons = s.clk_reasons;
+            written.push(expected);
+        }
+        let bytes = writer.finish().expect("finish");
+        let read: Vec<Sample> = TraceReader::new("in.gstrace".into(), bytes.as_slice())
+            .expect("header")
+            .map(|r| r.expect("a row as written"))
+            .collect();
+        prop_assert_eq!(read, written);
+        // Damaged or cut short anywhere: errors that name the file, and no panic.
+        let mut damaged = bytes.clone();
+        for (at, byte) in damage {
+            let i = at.index(damaged.len());
+            damaged[i] ^= byte;
+        }
+        if let Some(cut) = cut {
+            damaged.truncate(cut.index(damaged.len()));
+        }
+        match TraceReader::new("in.gstrace".into(), damaged.as_slice()) {
+            Err(e) => prop_assert!(e.to_string().starts_with("in.gstrace"), "{}", e),
+            Ok(reader) => {
+                for row in reader {
+                    if let Err(e) = row {
+                        let shown = e.to_string();
+                        prop_assert!(shown.starts_with("in.gstrace"), "{}", shown);
+                        prop_assert!(shown.len() < 400, "{}", shown);
+                    }
                 }
             }
         }

@@ -8,7 +8,9 @@ use std::path::Path;
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::diagnosis::Spent;
 use gpuslack_receiver::thinned::Thinned;
-use gpuslack_receiver::trace::{FactsError, TraceError, TraceFacts, TraceReader, TraceWriter};
+use gpuslack_receiver::trace::{
+    FactsError, SampleWriter, TraceError, TraceFacts, TraceReader, TraceWriter,
+};
 use gpuslack_receiver::{Class, Diagnoser, Pipeline, Sample, Thresholds, WindowReport};
 
 use crate::phases::{load_phases, phase_stats, PhaseSpan, PhasesError};

@@ -4,7 +4,9 @@
 //!
 //! `serial` parses on the bench's thread; `parallel` goes through a file, as `replay` opens it,
 //! on every core this process may use (`GPUSLACK_TRACE_THREADS` sets the number). `jsonl`
-//! also writes every window as `replay --format jsonl` does (into memory, on the same thread).
+//! also writes every window as `replay --format jsonl` does (into memory). `binary` reads the
+//! same samples from the binary trace format (`.gstrace`); `staged` windows on the bench's
+//! thread and diagnoses and writes on another, as `replay` does with more than one core.
 
 #[path = "support/trace_gen.rs"]
 mod trace_gen;
@@ -12,9 +14,10 @@ mod trace_gen;
 use std::io::Write;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use gpuslack_receiver::pipeline::replay_staged;
 use gpuslack_receiver::report::WindowRecord;
 use gpuslack_receiver::source::replay::replay;
-use gpuslack_receiver::trace::TraceReader;
+use gpuslack_receiver::trace::{BinaryTraceWriter, SampleWriter, TraceReader};
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 
 fn pipeline() -> Pipeline {
@@ -51,12 +54,41 @@ fn replay_jsonl<R: std::io::Read>(reader: TraceReader<R>) -> usize {
     bytes + lines.len()
 }
 
+/// [`replay_jsonl`] with the diagnosis and the lines on a thread of their own.
+fn replay_jsonl_staged<R: std::io::Read>(reader: TraceReader<R>) -> usize {
+    let mut pipeline = pipeline();
+    let mut lines = Vec::with_capacity(1 << 16);
+    let mut bytes = 0;
+    replay_staged(reader, &mut pipeline, |r| {
+        WindowRecord::of(&r).write_line(&mut lines);
+        if lines.len() >= 1 << 16 {
+            bytes += lines.len();
+            lines.clear();
+        }
+        Ok(())
+    })
+    .expect("replay");
+    bytes + lines.len()
+}
+
+/// The CSV trace's samples in the binary format.
+fn binary_of(csv: &[u8]) -> Vec<u8> {
+    let mut writer = BinaryTraceWriter::new(Vec::new()).expect("header");
+    for sample in TraceReader::new("gen".into(), csv).expect("header") {
+        writer.write(&sample.expect("row")).expect("write");
+    }
+    writer.finish().expect("finish")
+}
+
 fn bench(c: &mut Criterion) {
     let (bytes, samples) = trace_gen::trace_bytes(trace_gen::UNIT_GPUS, trace_gen::UNIT_SECONDS);
     let path = std::env::temp_dir().join(format!("gpuslack-offline-{}.csv", std::process::id()));
     std::fs::File::create(&path)
         .and_then(|mut f| f.write_all(&bytes))
         .expect("write the trace");
+    let binary = binary_of(&bytes);
+    let binary_path = path.with_extension("gstrace");
+    std::fs::write(&binary_path, &binary).expect("write the binary trace");
 
     let mut group = c.benchmark_group("offline_8gpu_10min");
     group.throughput(Throughput::Elements(samples));
@@ -86,8 +118,23 @@ fn bench(c: &mut Criterion) {
     group.bench_function("replay_parallel", |b| {
         b.iter(|| replay_reader(TraceReader::open(&path).expect("open")))
     });
+    group.bench_function("read_binary_serial", |b| {
+        b.iter(|| {
+            TraceReader::new("gen".into(), binary.as_slice())
+                .expect("header")
+                .filter(Result::is_ok)
+                .count()
+        })
+    });
+    group.bench_function("replay_jsonl_binary_serial", |b| {
+        b.iter(|| replay_jsonl(TraceReader::new("gen".into(), binary.as_slice()).expect("header")))
+    });
+    group.bench_function("replay_jsonl_binary_staged", |b| {
+        b.iter(|| replay_jsonl_staged(TraceReader::open(&binary_path).expect("open")))
+    });
     group.finish();
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&binary_path);
 }
 
 criterion_group!(benches, bench);

@@ -4,8 +4,8 @@
 //! the number of GPUs, not the length of the run.
 
 use std::collections::BTreeMap;
-
 use std::io::Read;
+use std::sync::mpsc;
 
 use crate::diagnosis::{Diagnoser, WindowReport};
 use crate::sample::Sample;
@@ -67,8 +67,13 @@ pub enum PushError {
     TooManyGpus(#[from] TooManyGpus),
 }
 
-/// Samples in, diagnosed windows out, one time slot (all GPUs) at a time.
-pub struct Pipeline {
+/// One time slot's closed windows, every GPU's that had one, in GPU order: what the diagnosis
+/// takes at once, so that the rules across GPUs see all of them together.
+pub type Frame = Vec<WindowStats>;
+
+/// Samples in, frames of closed windows out: the windowing half of a [`Pipeline`], apart so that
+/// an offline replay can run it and the diagnosis on two threads ([`replay_staged`]).
+pub struct Windowing {
     window_s: f64,
     /// A live clock may step back (NTP): restart the windows instead of refusing samples.
     clock_steps: bool,
@@ -77,9 +82,14 @@ pub struct Pipeline {
     /// are its ends, kept as windows open and close instead of gathered from every GPU on
     /// every sample.
     open: BTreeMap<i64, u32>,
-    pending: BTreeMap<i64, Vec<WindowStats>>,
-    diagnoser: Diagnoser,
+    pending: BTreeMap<i64, Frame>,
     counts: PipelineCounts,
+}
+
+/// Samples in, diagnosed windows out, one time slot (all GPUs) at a time.
+pub struct Pipeline {
+    windowing: Windowing,
+    diagnoser: Diagnoser,
 }
 
 /// One GPU's windower and the time of its last sample (to drop repeated rows).
@@ -93,13 +103,8 @@ impl Pipeline {
     /// `diagnoser`.
     pub fn new(window_s: f64, diagnoser: Diagnoser) -> Self {
         Pipeline {
-            window_s,
-            clock_steps: false,
-            windowers: BTreeMap::new(),
-            open: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            windowing: Windowing::new(window_s),
             diagnoser,
-            counts: PipelineCounts::default(),
         }
     }
 
@@ -107,24 +112,24 @@ impl Pipeline {
     /// clock stepped back; every window in progress is closed and windowing restarts from the
     /// new time, so that an hour's step does not refuse an hour of samples.
     pub fn tolerating_clock_steps(mut self) -> Self {
-        self.clock_steps = true;
+        self.windowing.clock_steps = true;
         self
     }
 
     /// The window length, in seconds.
     pub fn window_s(&self) -> f64 {
-        self.window_s
+        self.windowing.window_s
     }
 
     /// Windows closed but not yet diagnosed (waiting for the other GPUs of their time slot).
     /// Bounded by the number of GPUs times the lag tolerance, however long the run.
     pub fn pending_windows(&self) -> usize {
-        self.pending.values().map(Vec::len).sum()
+        self.windowing.pending.values().map(Vec::len).sum()
     }
 
     /// What it has seen so far.
     pub fn counts(&self) -> PipelineCounts {
-        self.counts
+        self.windowing.counts
     }
 
     /// The diagnosis, with each GPU's facts and profile.
@@ -139,16 +144,58 @@ impl Pipeline {
 
     /// Adds one sample; returns the reports of every time slot it completed.
     pub fn push(&mut self, sample: &Sample) -> Result<Vec<WindowReport>, PushError> {
-        let known = self.windowers.get(&sample.gpu);
-        if known.is_some_and(|g| g.last_t == Some(sample.t)) {
-            self.counts.duplicates += 1;
-            return Ok(Vec::new());
+        let frames = self.windowing.push(sample)?;
+        Ok(self.diagnose(frames))
+    }
+
+    /// Closes every window in progress and returns the remaining reports.
+    pub fn finish(&mut self) -> Vec<WindowReport> {
+        let frames = self.windowing.finish();
+        self.diagnose(frames)
+    }
+
+    fn diagnose(&mut self, frames: Vec<Frame>) -> Vec<WindowReport> {
+        let mut reports = Vec::new();
+        for frame in frames {
+            reports.extend(self.diagnoser.diagnose_frame(frame));
+        }
+        reports
+    }
+}
+
+impl Windowing {
+    fn new(window_s: f64) -> Self {
+        Windowing {
+            window_s,
+            clock_steps: false,
+            windowers: BTreeMap::new(),
+            open: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            counts: PipelineCounts::default(),
+        }
+    }
+
+    /// Adds one sample; returns every time slot it completed.
+    fn push(&mut self, sample: &Sample) -> Result<Vec<Frame>, PushError> {
+        // Most samples: a GPU already seen, the window in progress. One lookup, no move.
+        let known = self.windowers.get_mut(&sample.gpu);
+        if let Some(state) = &known {
+            if state.last_t == Some(sample.t) {
+                self.counts.duplicates += 1;
+                return Ok(Vec::new());
+            }
         }
         if sample.is_empty() {
             self.counts.empty += 1;
             return Ok(Vec::new());
         }
-        if known.is_none() && self.windowers.len() >= MAX_GPUS {
+        if let Some(state) = known {
+            if state.windower.add_to_current(sample) {
+                self.counts.samples += 1;
+                state.last_t = Some(sample.t);
+                return Ok(Vec::new());
+            }
+        } else if self.windowers.len() >= MAX_GPUS {
             return Err(TooManyGpus { gpu: sample.gpu }.into());
         }
         let window_s = self.window_s;
@@ -159,11 +206,6 @@ impl Pipeline {
                 windower: GpuWindower::new(sample.gpu, window_s),
                 last_t: None,
             });
-        if state.windower.add_to_current(sample) {
-            self.counts.samples += 1;
-            state.last_t = Some(sample.t);
-            return Ok(Vec::new());
-        }
         let was = state.windower.current_index();
         let closed = match state.windower.push(sample) {
             Ok(closed) => closed,
@@ -174,11 +216,11 @@ impl Pipeline {
                     "the clock stepped back; windows restart from the new time"
                 );
                 self.counts.clock_steps_back += 1;
-                let mut reports = self.finish();
+                let mut frames = self.finish();
                 self.windowers.clear();
                 self.open.clear();
-                reports.extend(self.push(sample)?);
-                return Ok(reports);
+                frames.extend(self.push(sample)?);
+                return Ok(frames);
             }
             Err(late) => {
                 return Err(OutOfOrder {
@@ -221,8 +263,8 @@ impl Pipeline {
         }
     }
 
-    /// Closes every window in progress and returns the remaining reports.
-    pub fn finish(&mut self) -> Vec<WindowReport> {
+    /// Closes every window in progress and returns the remaining time slots.
+    fn finish(&mut self) -> Vec<Frame> {
         for state in self.windowers.values_mut() {
             if let Some(stats) = state.windower.finish() {
                 let index = state
@@ -235,7 +277,7 @@ impl Pipeline {
         self.release(true)
     }
 
-    fn release(&mut self, all: bool) -> Vec<WindowReport> {
+    fn release(&mut self, all: bool) -> Vec<Frame> {
         let newest = self.open.last_key_value().map(|(&index, _)| index);
         let oldest = self.open.first_key_value().map(|(&index, _)| index);
         let mut out = Vec::new();
@@ -249,7 +291,7 @@ impl Pipeline {
             let mut frame = entry.remove();
             frame.sort_by_key(|w| w.gpu);
             self.counts.windows += frame.len() as u64;
-            out.extend(self.diagnoser.diagnose_frame(frame));
+            out.push(frame);
         }
         out
     }
@@ -356,12 +398,10 @@ pub enum ReplayError {
     #[error(transparent)]
     Trace(#[from] TraceError),
     /// The pipeline refused a row (out of time order).
-    #[error("{path}:{line}: {source}")]
+    #[error("{place}: {source}")]
     Refused {
-        /// The trace.
-        path: String,
-        /// The refused row's line.
-        line: u64,
+        /// The refused row: `trace.csv:12`, `trace.gstrace: row 12`.
+        place: String,
         /// Why it was refused.
         source: PushError,
     },
@@ -383,8 +423,7 @@ pub fn replay<R: Read>(
             Ok(reports) => reports,
             Err(source) => {
                 return Err(ReplayError::Refused {
-                    path: reader.path().to_string(),
-                    line: reader.line(),
+                    place: reader.place(),
                     source,
                 })
             }
@@ -397,4 +436,72 @@ pub fn replay<R: Read>(
         sink(report).map_err(ReplayError::Output)?;
     }
     Ok(pipeline.counts())
+}
+
+/// Frames handed to the diagnosis thread at a time: enough that the hand-over costs nothing a
+/// window, few enough that the frames in flight stay under a MiB (a window is some 2.5 KB).
+const FRAMES_PER_BATCH: usize = 8;
+
+/// [`replay`] on two threads: the samples windowed on the caller's thread, the frames diagnosed
+/// and handed to `sink` on a thread of its own, in the same order, so that `sink` gets what it
+/// would from [`replay`], the reports before an error included. An offline replay is limited by
+/// the one thread that takes every sample; this takes the diagnosis, a third of its work, and
+/// whatever `sink` does off it.
+pub fn replay_staged<R: Read>(
+    mut reader: TraceReader<R>,
+    pipeline: &mut Pipeline,
+    mut sink: impl FnMut(WindowReport) -> std::io::Result<()> + Send,
+) -> Result<PipelineCounts, ReplayError> {
+    let Pipeline {
+        windowing,
+        diagnoser,
+    } = pipeline;
+    std::thread::scope(|scope| {
+        let (frames_tx, frames_rx) = mpsc::sync_channel::<Vec<Frame>>(4);
+        let diagnosis = scope.spawn(move || -> std::io::Result<()> {
+            for frames in frames_rx {
+                for frame in frames {
+                    for report in diagnoser.diagnose_frame(frame) {
+                        sink(report)?;
+                    }
+                }
+            }
+            Ok(())
+        });
+        let mut batch = Vec::with_capacity(FRAMES_PER_BATCH);
+        let windowed = (|| -> Result<(), ReplayError> {
+            while let Some(sample) = reader.next_sample() {
+                let frames = windowing
+                    .push(sample?)
+                    .map_err(|source| ReplayError::Refused {
+                        place: reader.place(),
+                        source,
+                    })?;
+                batch.extend(frames);
+                if batch.len() >= FRAMES_PER_BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(FRAMES_PER_BATCH));
+                    if frames_tx.send(full).is_err() {
+                        // The diagnosis stopped (its sink failed): its error is the one to name.
+                        return Ok(());
+                    }
+                }
+            }
+            batch.extend(windowing.finish());
+            Ok(())
+        })();
+        // The frames released before an error are diagnosed, as on one thread.
+        let _ = frames_tx.send(batch);
+        drop(frames_tx);
+        match diagnosis.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(ReplayError::Output(e)),
+            Err(_) => {
+                return Err(ReplayError::Output(std::io::Error::other(
+                    "the diagnosis thread stopped",
+                )))
+            }
+        }
+        windowed?;
+        Ok(windowing.counts)
+    })
 }

@@ -49,12 +49,7 @@ impl Summary {
 
 /// The metrics whose robust statistics (median, spread) the rules read: a steady level and
 /// its flatness must not move because one sample in twenty is an outlier.
-pub const ROBUST_METRICS: [Metric; 4] = [
-    Metric::UtilGpu,
-    Metric::UtilMem,
-    Metric::GpmSm,
-    Metric::GpmDram,
-];
+pub const ROBUST_METRICS: [Metric; 2] = [Metric::UtilGpu, Metric::GpmSm];
 
 /// Most values kept per metric and window for the robust statistics. A longer window keeps an
 /// evenly thinned subset, so memory is fixed whatever the window's length or sample rate.
@@ -203,8 +198,10 @@ pub struct WindowStats {
     pub mem_swing_bytes_per_s: Option<f64>,
     /// How often each clock-event reason was set.
     pub clock_reasons: ClockReasonCounts,
-    /// Median and spread of each of [`ROBUST_METRICS`] that was sampled.
-    robust: [Option<Robust>; ROBUST_METRICS.len()],
+    /// The values each of [`ROBUST_METRICS`] took (an evenly thinned subset past
+    /// `ROBUST_CAPACITY`), whose median and spread [`WindowStats::robust`] computes when asked:
+    /// on the diagnosis's thread, not on the one that windows every sample offline.
+    robust_values: [Vec<f64>; ROBUST_METRICS.len()],
     /// Samples whose GPM values were dropped as an unrefreshed pair ([`Sample::has_stale_gpm`]).
     pub stale_gpm: u32,
     /// The processes holding the GPU, as last listed in the window.
@@ -219,7 +216,7 @@ impl WindowStats {
     /// Median and spread of a metric of [`ROBUST_METRICS`]; `None` for others or unsampled.
     pub fn robust(&self, metric: Metric) -> Option<Robust> {
         let i = ROBUST_METRICS.iter().position(|m| *m == metric)?;
-        self.robust[i]
+        Robust::of(&self.robust_values[i])
     }
 
     pub fn summary(&self, metric: Metric) -> Option<&Summary> {
@@ -491,7 +488,7 @@ impl GpuWindower {
                 .then(|| f64::from(acc.util_busy) / f64::from(acc.util_count)),
             mem_swing_bytes_per_s: acc.mem_swing,
             clock_reasons: acc.clock_reasons,
-            robust: acc.thinned.each_ref().map(|t| Robust::of(t.values())),
+            robust_values: acc.thinned.map(Thinned::into_values),
             stale_gpm: acc.stale_gpm,
             processes: acc.processes,
             pods: acc.pods,

@@ -40,6 +40,7 @@ macro_rules! err {
 mod bench;
 mod bundled;
 mod calibrate;
+mod convert;
 mod diagnose;
 mod export_args;
 mod files;
@@ -81,6 +82,8 @@ enum Command {
     Record(record::Args),
     /// Run the pipeline over a recorded trace and print one verdict per GPU and window.
     Replay(replay::Args),
+    /// Convert a trace between CSV (readable) and binary (`.gstrace`: exact, fast to replay).
+    Convert(convert::Args),
     /// Score the verdicts on a recorded trace against its labels (labels.json).
     Score(score::Args),
     /// Reference workloads on a GPU, each figure beside the live readings while it ran.
@@ -115,6 +118,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Record(args) => record::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Score(args) => score::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Calibrate(args) => calibrate::run(args),

@@ -96,7 +96,7 @@ impl Source for PacedReplay {
     }
 
     fn position(&self) -> Option<String> {
-        Some(format!("{}:{}", self.reader.path(), self.reader.line()))
+        Some(self.reader.place())
     }
 
     fn finite(&self) -> bool {

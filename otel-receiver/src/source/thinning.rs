@@ -146,8 +146,7 @@ pub fn replay_at<R: Read>(
         let reports = pipeline
             .push(&sample)
             .map_err(|source| ReplayError::Refused {
-                path: reader.path().to_string(),
-                line: reader.line(),
+                place: reader.place(),
                 source,
             })?;
         for report in reports {

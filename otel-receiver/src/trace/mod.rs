@@ -1,15 +1,48 @@
-//! The CSV trace format (docs/OUTPUT.md): a header row naming any subset of columns in any order,
-//! one sample a row, empty cells for "not sampled at this tick". `record` writes it, `replay`
-//! reads it, so a trace taken on a GPU box can be diagnosed anywhere.
+//! Traces: the raw samples of a recording, in two formats that hold the same thing. The CSV
+//! format (docs/OUTPUT.md) is a header row naming any subset of columns in any order, one sample
+//! a row, empty cells for "not sampled at this tick": what people read, edit and generate. The
+//! binary format (`.gstrace`) holds every value exactly, in checksummed blocks that read about
+//! ten times faster: for recordings replayed often or long. `record` writes either, every reader
+//! (`replay`, `score`, `diagnose --trace`, `run --replay`, `calibrate --from`) takes either, and
+//! `convert` turns one into the other, so a trace taken on a GPU box can be diagnosed anywhere.
 
 // Public items here are not all documented yet: the crate's `missing_docs` rule
 // (Cargo.toml's [workspace.lints]) is waived for this module until they are.
 #![allow(missing_docs)]
 
+mod batches;
+mod binary;
+mod check;
+mod csv;
+mod error;
 mod facts;
 mod reader;
 mod writer;
 
+pub use binary::BinaryTraceWriter;
+pub use error::TraceError;
 pub use facts::{FactsError, TraceFacts};
-pub use reader::{parse_threads, TraceError, TraceReader};
+pub use reader::{parse_threads, TraceFormat, TraceReader};
 pub use writer::TraceWriter;
+
+use std::io::{self, Write};
+
+/// Where samples are written as a trace, in either format: `record` and `convert` write through
+/// it without caring which.
+pub trait SampleWriter {
+    /// Writes one sample.
+    fn write(&mut self, sample: &crate::sample::Sample) -> io::Result<()>;
+    /// Makes every sample written so far durable in the output: a recording flushes every
+    /// tick, so that one stopped at any moment keeps every tick it flushed.
+    fn flush(&mut self) -> io::Result<()>;
+}
+
+impl TraceFormat {
+    /// A writer of this format over `out`, its header written.
+    pub fn writer<'a, W: Write + 'a>(self, out: W) -> io::Result<Box<dyn SampleWriter + 'a>> {
+        Ok(match self {
+            TraceFormat::Csv => Box::new(TraceWriter::new(out)?),
+            TraceFormat::Binary => Box::new(BinaryTraceWriter::new(out)?),
+        })
+    }
+}

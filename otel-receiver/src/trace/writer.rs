@@ -1,5 +1,8 @@
+//! Samples written as a CSV trace.
+
 use std::io::Write;
 
+use super::SampleWriter;
 use crate::sample::{Metric, Sample};
 
 /// Writes samples in the trace format with every column, so any reader version can pick what it
@@ -25,7 +28,13 @@ impl<W: Write> TraceWriter<W> {
         })
     }
 
-    pub fn write(&mut self, sample: &Sample) -> std::io::Result<()> {
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+impl<W: Write> SampleWriter for TraceWriter<W> {
+    fn write(&mut self, sample: &Sample) -> std::io::Result<()> {
         use std::fmt::Write as _;
         self.line.clear();
         // Writing into a String cannot fail.
@@ -55,12 +64,8 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_all(self.line.as_bytes())
     }
 
-    pub fn flush(&mut self) -> std::io::Result<()> {
+    fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
-    }
-
-    pub fn into_inner(self) -> W {
-        self.out
     }
 }
 

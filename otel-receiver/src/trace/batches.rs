@@ -1,0 +1,207 @@
+//! Samples in batches, in the file's order, whichever format and however many threads parse
+//! them: a format cuts its input into chunks of whole records on one thread ([`Chunker`]), any
+//! thread parses a chunk into a [`Batch`], and [`Parallel`] gives the batches back in order
+//! with a fixed number of chunks ever in flight, so memory does not grow with the trace.
+//!
+//! A batch, once read, goes back to be filled again, with the chunk's bytes beside it: a
+//! batch's samples take a MiB, and allocated afresh each time (past glibc's `mmap` threshold)
+//! its pages were faulted in anew: 27,000 page faults and a fifth of the time of a replay.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+
+use super::error::TraceError;
+use crate::sample::Sample;
+
+/// Chunks parsed or being parsed ahead of the pipeline, whatever the number of threads: this
+/// bounds the reader's memory (about 1 MiB of input and 3 MiB of parsed rows).
+const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// A chunk's rows as samples (or the errors in their place), in order. The samples are built
+/// where the chunk is parsed, on a parsing thread when there are several: the pipeline's
+/// thread, which limits an offline run, only reads them.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    pub(super) rows: Vec<Result<Sample, Box<TraceError>>>,
+    /// Where each row is (a CSV line, a binary row), or where its error is: what
+    /// [`crate::trace::TraceReader::line`] says after it.
+    pub(super) lines: Vec<u64>,
+    /// The input failed after these rows (a read error, a damaged block): nothing follows.
+    pub(super) fatal: bool,
+    /// The bytes of the chunk it was parsed from, kept for the next chunk to be read into.
+    spare_bytes: Vec<u8>,
+}
+
+impl Batch {
+    /// Empties the batch, keeping its memory.
+    fn clear(&mut self) {
+        self.rows.clear();
+        self.lines.clear();
+        self.fatal = false;
+    }
+
+    /// An error after which nothing follows, in place of the rows.
+    fn fail(&mut self, e: TraceError) {
+        self.clear();
+        self.lines.push(e.line());
+        self.rows.push(Err(Box::new(e)));
+        self.fatal = true;
+    }
+
+    /// Parses `chunk` into this batch, emptied first; the chunk's bytes are kept.
+    fn fill(&mut self, parse: &ParseChunk, chunk: Result<Chunk, TraceError>) {
+        self.clear();
+        match chunk {
+            Ok(chunk) => {
+                parse(&chunk, self);
+                self.spare_bytes = chunk.bytes;
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    pub(super) fn push(&mut self, line: u64, row: Result<Sample, TraceError>) {
+        self.lines.push(line);
+        self.rows.push(row.map_err(Box::new));
+    }
+}
+
+/// A run of whole records (CSV lines, binary blocks), and where it starts: its first line or
+/// row (1-based), and its first byte's offset in the file.
+pub(super) struct Chunk {
+    pub(super) bytes: Vec<u8>,
+    pub(super) first: u64,
+    pub(super) offset: u64,
+}
+
+/// A parser of one chunk into an empty batch, shared by the parsing threads.
+pub(super) type ParseChunk = Arc<dyn Fn(&Chunk, &mut Batch) + Send + Sync>;
+
+/// A trace format's input, cut into chunks of whole records in the file's order.
+pub(super) trait Chunker {
+    /// Threads worth parsing this format on, besides the one that cuts: a format that is
+    /// cheap to decode gains nothing from more, and they would take cores from the pipeline.
+    const MAX_PARSERS: usize;
+    /// The fewest threads an offline run must have for parsing on threads of its own to pay:
+    /// below, the caller's thread parses too, and what moves between cores is fewer samples.
+    const MIN_THREADS: usize;
+    /// The next chunk, read into `spare` (emptied, its memory reused); `Ok(None)` at the end
+    /// of the input. After an error, `Ok(None)`.
+    fn next_chunk(&mut self, spare: Vec<u8>) -> Result<Option<Chunk>, TraceError>;
+    /// What parses a chunk.
+    fn parser(&self) -> ParseChunk;
+
+    /// Refills `batch` with the next chunk's rows, cut and parsed on the caller's thread;
+    /// false at the end of the input.
+    fn next_batch(&mut self, batch: &mut Batch) -> bool {
+        let chunk = match self.next_chunk(std::mem::take(&mut batch.spare_bytes)) {
+            Ok(None) => return false,
+            Ok(Some(chunk)) => Ok(chunk),
+            Err(e) => Err(e),
+        };
+        batch.fill(&self.parser(), chunk);
+        true
+    }
+}
+
+/// The parsing threads and the reorder buffer that gives their batches back in the file's
+/// order. One thread reads and cuts; up to `threads - 1` parse (at least one). At most
+/// [`CHUNKS_IN_FLIGHT`] chunks exist between the read and the caller: the cutting thread takes
+/// a token for each and the caller gives it back when the batch is consumed.
+pub(super) struct Parallel {
+    results: Receiver<(u64, Batch)>,
+    /// A token is a batch read and emptied, to be filled again.
+    tokens: SyncSender<Batch>,
+    waiting: BTreeMap<u64, Batch>,
+    next_seq: u64,
+    /// Every thread has ended: what is not in `waiting` will not come.
+    done: bool,
+}
+
+impl Parallel {
+    pub(super) fn start<C: Chunker + Send + 'static>(mut chunker: C, threads: usize) -> Parallel {
+        let workers = threads.saturating_sub(1).clamp(1, C::MAX_PARSERS.max(1));
+        let (token_tx, token_rx) = mpsc::sync_channel::<Batch>(CHUNKS_IN_FLIGHT);
+        for _ in 0..CHUNKS_IN_FLIGHT {
+            // The channel has room for every token.
+            let _ = token_tx.try_send(Batch::default());
+        }
+        type Job = (u64, Result<Chunk, TraceError>, Batch);
+        let (job_tx, job_rx) = mpsc::sync_channel::<Job>(CHUNKS_IN_FLIGHT);
+        let (result_tx, result_rx) = mpsc::sync_channel::<(u64, Batch)>(CHUNKS_IN_FLIGHT);
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let parse = chunker.parser();
+        for _ in 0..workers {
+            let jobs = Arc::clone(&job_rx);
+            let results = result_tx.clone();
+            let parse = Arc::clone(&parse);
+            std::thread::spawn(move || loop {
+                let job = match jobs.lock() {
+                    Ok(jobs) => jobs.recv(),
+                    Err(_) => return,
+                };
+                let Ok((seq, chunk, mut batch)) = job else {
+                    return;
+                };
+                batch.fill(&parse, chunk);
+                if results.send((seq, batch)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(result_tx);
+        std::thread::spawn(move || {
+            let mut seq = 0;
+            loop {
+                // The caller gone (the reader dropped), or the end of the input: stop.
+                let Ok(mut batch) = token_rx.recv() else {
+                    return;
+                };
+                let chunk = match chunker.next_chunk(std::mem::take(&mut batch.spare_bytes)) {
+                    Ok(Some(chunk)) => Ok(chunk),
+                    Ok(None) => return,
+                    Err(e) => Err(e),
+                };
+                let last = chunk.is_err();
+                if job_tx.send((seq, chunk, batch)).is_err() || last {
+                    return;
+                }
+                seq += 1;
+            }
+        });
+        Parallel {
+            results: result_rx,
+            tokens: token_tx,
+            waiting: BTreeMap::new(),
+            next_seq: 0,
+            done: false,
+        }
+    }
+
+    /// The next batch in the file's order, `read` (the one before) going back to be filled
+    /// again; `None` once every one was given.
+    pub(super) fn next(&mut self, read: Batch) -> Option<Batch> {
+        let mut read = Some(read);
+        loop {
+            if let Some(batch) = self.waiting.remove(&self.next_seq) {
+                self.next_seq += 1;
+                // The token of the batch consumed before this one: its memory is free again.
+                if let Some(read) = read.take() {
+                    let _ = self.tokens.try_send(read);
+                }
+                return Some(batch);
+            }
+            if self.done {
+                return None;
+            }
+            match self.results.recv() {
+                Ok((seq, batch)) => {
+                    self.waiting.insert(seq, batch);
+                }
+                // Every thread has ended: the input is read and every batch is here.
+                Err(_) => self.done = true,
+            }
+        }
+    }
+}
