@@ -363,6 +363,40 @@ impl Sample {
         })
     }
 
+    /// The bit of each metric it carries (bit `i` for [`Metric::ALL`]`[i]`), whose values
+    /// [`Sample::metrics`] gives in the same order.
+    pub fn metric_bits(&self) -> u64 {
+        self.present
+    }
+
+    /// Replaces every metric with `values`, one for each bit of `bits` from the lowest (as
+    /// [`Sample::metric_bits`] and [`Sample::metrics`] give them): a packed row made a sample
+    /// again without a pass over every metric. Bits past [`Metric::COUNT`] and bits beyond
+    /// the values given are left out.
+    pub fn set_metrics(&mut self, bits: u64, values: &[f64]) {
+        let bits = bits & (u64::MAX >> (64 - Metric::COUNT));
+        // Most rows carry the metrics the one before did: only those it no longer carries go
+        // back to 0, so that two samples with the same metrics compare equal.
+        let mut stale = self.present & !bits;
+        while stale != 0 {
+            self.values[stale.trailing_zeros() as usize] = 0.0;
+            stale &= stale - 1;
+        }
+        let mut left = bits;
+        for &v in values {
+            if left == 0 {
+                break;
+            }
+            self.values[left.trailing_zeros() as usize] = v;
+            left &= left - 1;
+        }
+        self.present = bits & !left;
+        while left != 0 {
+            self.values[left.trailing_zeros() as usize] = 0.0;
+            left &= left - 1;
+        }
+    }
+
     /// Builder form of [`Sample::set`], handy in tests and sources.
     pub fn with(mut self, metric: Metric, value: f64) -> Sample {
         self.set(metric, value);
@@ -545,6 +579,24 @@ mod tests {
             !written.contains("null"),
             "absent fields are left out: {written}"
         );
+    }
+
+    #[test]
+    fn metrics_set_from_bits_and_values_replace_the_old_ones() {
+        let mut s = Sample::new(1.0, 0)
+            .with(Metric::UtilGpu, 5.0)
+            .with(Metric::FanPct, 30.0);
+        let packed = Sample::new(1.0, 0)
+            .with(Metric::PowerMw, 80_000.0)
+            .with(Metric::NvlinkLinksDown, 2.0);
+        let values: Vec<f64> = packed.metrics().map(|(_, v)| v).collect();
+        s.set_metrics(packed.metric_bits(), &values);
+        assert_eq!(s, packed, "the old metrics gone, their values 0 again");
+        // Fewer values than bits, and bits past the last metric: left out.
+        s.set_metrics(u64::MAX, &[7.0]);
+        assert_eq!(s, Sample::new(1.0, 0).with(Metric::UtilGpu, 7.0));
+        s.set_metrics(1 << 63, &[1.0]);
+        assert_eq!(s.metric_bits(), 0);
     }
 
     #[test]

@@ -610,8 +610,7 @@ fn read_header(chunk: &Chunk) -> Option<(Vec<String>, usize, u64)> {
 
 /// Parses a chunk of whole records whose first byte is on `first_line`.
 fn parse_chunk(layout: &Layout, b: &[u8], first_line: u64, batch: &mut Batch) {
-    batch.rows.reserve(b.len() / 96);
-    batch.lines.reserve(b.len() / 96);
+    batch.reserve(b.len() / 96, layout.columns.len());
     let mut cells = Cells::default();
     let mut commas: Vec<(u32, u32)> = Vec::with_capacity(layout.columns.len() + 1);
     let mut pos = 0;
@@ -633,9 +632,8 @@ fn parse_chunk(layout: &Layout, b: &[u8], first_line: u64, batch: &mut Batch) {
             _ => {}
         }
         if !quoted {
-            if let Some(sample) = plain_row(layout, &b[start..end]) {
-                batch.lines.push(row_line);
-                batch.rows.push(Ok(sample));
+            if let Some(mut sample) = plain_row(layout, &b[start..end]) {
+                batch.push_sample(row_line, &mut sample);
                 continue;
             }
         }

@@ -51,6 +51,8 @@ pub struct TraceReader<R: Read> {
     fatal: bool,
     /// The line (CSV) or row (binary) of the sample read last (0 before the first).
     line: u64,
+    /// The sample read last, built from its batch's packed row.
+    sample: Sample,
 }
 
 enum Source<R> {
@@ -152,6 +154,7 @@ impl<R: Read> TraceReader<R> {
             batch,
             next_row: 0,
             line: 0,
+            sample: Sample::new(0.0, 0),
         })
     }
 
@@ -203,7 +206,7 @@ impl<R: Read> TraceReader<R> {
     /// [`crate::pipeline::replay`] reads, the pipeline taking samples by reference. `None` at
     /// the end of the trace; after an error that ends the input, `None` next.
     pub fn next_sample(&mut self) -> Option<Result<&Sample, TraceError>> {
-        while self.next_row >= self.batch.rows.len() {
+        while self.next_row >= self.batch.len() {
             if self.fatal {
                 self.source = Source::Done;
             }
@@ -215,16 +218,10 @@ impl<R: Read> TraceReader<R> {
         }
         let i = self.next_row;
         self.next_row += 1;
-        self.line = self.batch.lines[i];
-        match &mut self.batch.rows[i] {
-            Ok(sample) => Some(Ok(sample)),
-            // Each row is handed out once: the error moves out, a cheap stand-in stays.
-            Err(e) => Some(Err(*std::mem::replace(
-                e,
-                Box::new(TraceError::Empty {
-                    path: String::new(),
-                }),
-            ))),
+        self.line = self.batch.line(i);
+        match self.batch.take(i, &mut self.sample) {
+            Ok(()) => Some(Ok(&self.sample)),
+            Err(e) => Some(Err(e)),
         }
     }
 }

@@ -320,37 +320,29 @@ fn decode_run(layout: &Layout, run: &Chunk, batch: &mut Batch) {
             batch.fatal = true;
             return;
         }
-        // Decoded where they stay: a sample is some 500 bytes, not worth a move.
-        let first = batch.rows.len();
-        batch
-            .rows
-            .extend((0..rows).map(|_| Ok(Sample::new(0.0, 0))));
-        batch.lines.extend(row..row + rows);
+        // Each row decoded into a sample that stays in this core's cache, then packed.
         let mut q = 0;
-        for (k, slot) in batch.rows[first..].iter_mut().enumerate() {
-            let Ok(sample) = slot else { continue };
-            let this_row = row + k as u64;
-            match decode_row(layout, payload, &mut q, sample) {
-                Ok(()) => {}
+        for this_row in row..row + rows {
+            let mut sample = Sample::new(0.0, 0);
+            match decode_row(layout, payload, &mut q, &mut sample) {
+                Ok(()) => batch.push_sample(this_row, &mut sample),
                 Err(RowError::Value {
                     column,
                     value,
                     problem,
-                }) => {
-                    *slot = Err(Box::new(TraceError::BadRow {
+                }) => batch.push_error(
+                    this_row,
+                    TraceError::BadRow {
                         path: layout.path.clone(),
                         row: this_row,
                         offset,
                         column,
                         value,
                         problem,
-                    }));
-                }
+                    },
+                ),
                 Err(RowError::Corrupt(problem)) => {
-                    *slot = Err(Box::new(corrupt(this_row, problem)));
-                    let end = first + k + 1;
-                    batch.rows.truncate(end);
-                    batch.lines.truncate(end);
+                    batch.push_error(this_row, corrupt(this_row, problem));
                     batch.fatal = true;
                     return;
                 }
