@@ -182,7 +182,9 @@ pub struct WindowStats {
     pub first_t: f64,
     pub last_t: f64,
     pub samples: u32,
-    metrics: [Summary; Metric::COUNT],
+    /// Boxed: a window is moved from the windower to its frame and across to the diagnosis's
+    /// thread, and 2.4 KB of summaries, most of them of metrics the trace lacks, moved with it.
+    metrics: Box<[Summary; Metric::COUNT]>,
     /// Mean power over the window (W), from the energy counter where it was sampled.
     pub power_w: Option<f64>,
     pub power_source: Option<PowerSource>,
@@ -255,7 +257,7 @@ struct Accumulator {
     first_t: f64,
     last_t: f64,
     samples: u32,
-    metrics: [Summary; Metric::COUNT],
+    metrics: Box<[Summary; Metric::COUNT]>,
     energy_first: Option<EnergyReading>,
     energy_last: Option<EnergyReading>,
     util_busy: u32,
@@ -277,7 +279,7 @@ impl Accumulator {
             first_t: t,
             last_t: t,
             samples: 0,
-            metrics: [Summary::default(); Metric::COUNT],
+            metrics: Box::new([Summary::default(); Metric::COUNT]),
             energy_first: None,
             energy_last: None,
             util_busy: 0,

@@ -348,13 +348,13 @@ fn decode_run(layout: &Layout, run: &Chunk, batch: &mut Batch) {
                 }
             }
         }
-        row += rows;
         if q != payload.len() {
             let problem = format!("{} bytes after its last row", payload.len() - q);
-            batch.push(row, Err(corrupt(row, problem)));
+            batch.push(row + rows, Err(corrupt(row, problem)));
             batch.fatal = true;
             return;
         }
+        row += rows;
         p += BLOCK_HEADER_BYTES + len;
     }
 }
