@@ -1,5 +1,5 @@
 //! `gpuslack convert`: a trace from one format into the other. CSV is the one to read and edit;
-//! binary (`.gstrace`) holds each value exactly and replays about ten times faster. The facts
+//! binary (`.gstrace`) holds each value exactly and replays about twice as fast. The facts
 //! file beside the trace goes along.
 
 use std::fs::{self, File};

@@ -1,9 +1,10 @@
 //! Traces: the raw samples of a recording, in two formats that hold the same thing. The CSV
 //! format (docs/OUTPUT.md) is a header row naming any subset of columns in any order, one sample
 //! a row, empty cells for "not sampled at this tick": what people read, edit and generate. The
-//! binary format (`.gstrace`) holds every value exactly, in checksummed blocks that read about
-//! ten times faster: for recordings replayed often or long. `record` writes either, every reader
-//! (`replay`, `score`, `diagnose --trace`, `run --replay`, `calibrate --from`) takes either, and
+//! binary format (`.gstrace`) holds every value exactly, in half the bytes, in checksummed
+//! blocks decoded in a third of the instructions: for recordings replayed often or long. `record` writes either, every reader
+//! (`replay`, `score`, `diagnose --trace`, `run --replay`, `calibrate --from-recording`) takes
+//! either, and
 //! `convert` turns one into the other, so a trace taken on a GPU box can be diagnosed anywhere.
 
 // Public items here are not all documented yet: the crate's `missing_docs` rule
