@@ -10,32 +10,12 @@ use super::batches::{Batch, Chunker, Parallel};
 use super::binary::{self, BinaryChunks};
 use super::csv::CsvChunks;
 use super::error::TraceError;
+use super::TraceFormat;
 use crate::sample::Sample;
 
 /// A regular file smaller than this is parsed on the caller's thread: the threads would cost
 /// more to start than they save.
 const PARALLEL_MIN_BYTES: u64 = 1 << 20;
-
-/// Which of the two formats a trace is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TraceFormat {
-    /// The readable one (docs/OUTPUT.md): a header row, a sample a row.
-    Csv,
-    /// `.gstrace`: the same samples, exact, in checksummed blocks decoded in a third of the
-    /// instructions a CSV row takes to parse.
-    Binary,
-}
-
-impl TraceFormat {
-    /// The format a file of this name is written in: binary for `.gstrace`, else CSV.
-    pub fn for_path(path: &Path) -> TraceFormat {
-        if path.extension().is_some_and(|e| e == "gstrace") {
-            TraceFormat::Binary
-        } else {
-            TraceFormat::Csv
-        }
-    }
-}
 
 /// Streams [`Sample`]s out of a trace, CSV or binary, in the file's order: memory stays flat
 /// however long the trace, and however long a line (at most `MAX_LINE_BYTES`).
