@@ -490,7 +490,9 @@ mod tests {
             &mut stop,
             ticks::OnStop::PassOn(Box::new(move |_| seen.set(seen.get() + 1))),
             |samples: Vec<Sample>| -> Result<std::ops::ControlFlow<()>, ()> {
-                assert_eq!(samples.len(), 1);
+                // One GPU; none where a loaded machine delayed the read before by over half a
+                // tick, so that nothing is due yet.
+                assert!(samples.len() <= 1, "{samples:?}");
                 batches += 1;
                 Ok(std::ops::ControlFlow::Continue(()))
             },
@@ -498,7 +500,8 @@ mod tests {
         .expect("no error");
         assert_eq!(passed.get(), 1);
         assert_eq!(n, batches);
-        assert!((5..=11).contains(&n), "{n} ticks of 20 ms in 200 ms");
+        // On the grid, never a burst; fewer where a loaded machine held the thread back.
+        assert!((3..=11).contains(&n), "{n} ticks of 20 ms in 200 ms");
     }
 
     #[test]
@@ -515,9 +518,19 @@ mod tests {
             "the pipeline is built from each GPU's facts"
         );
         let (handle, mut stop) = channel_pair();
+        // A tick that comes less than half a tick after a read delayed by a loaded machine
+        // finds nothing due and samples nothing (CI's two cores, the other tests beside).
+        let mut sampled = 0;
         for _ in 0..3 {
-            assert!(matches!(live.next(&mut stop, None), Ok(Next::Samples(s)) if s.len() == 1));
+            match live.next(&mut stop, None) {
+                Ok(Next::Samples(s)) => {
+                    assert!(s.len() <= 1, "one GPU: {s:?}");
+                    sampled += s.len();
+                }
+                other => panic!("{other:?}"),
+            }
         }
+        assert!(sampled >= 1, "no tick sampled");
         handle.stop(StopCause::REQUESTED);
         assert!(matches!(live.next(&mut stop, None), Ok(Next::End)));
         let usage = live.usage();
@@ -547,10 +560,13 @@ mod tests {
         let mut times = Vec::new();
         for _ in 0..16 {
             match live.next(&mut stop, None) {
-                Ok(Next::Samples(s)) => times.push(s[0].t),
+                // A tick less than half a tick after a read that a loaded machine delayed
+                // samples nothing (nothing is due yet): it still counts as a tick.
+                Ok(Next::Samples(s)) => times.extend(s.first().map(|s| s.t)),
                 other => panic!("{other:?}"),
             }
         }
+        assert!(times.len() >= 12, "{} of 16 ticks sampled", times.len());
         let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
         // The first 50 ms at 5 ms (about ten ticks), then 20 ms: never a burst of ticks.
         let first_mean_s = gaps[..5].iter().sum::<f64>() / 5.0;
