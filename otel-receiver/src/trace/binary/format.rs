@@ -20,8 +20,9 @@ pub(super) const BLOCK_HEADER_BYTES: usize = 12;
 /// The writer ends a block once its payload reaches this (and at every flush).
 pub(super) const TARGET_BLOCK_BYTES: usize = 64 * 1024;
 
-/// The most rows a block holds: the writer ends one at this count, and a reader refuses more,
-/// so that a damaged count cannot make it allocate a sample for every byte of a block.
+/// The most rows a block may hold, which a reader refuses past so that a damaged count cannot
+/// make it allocate a sample for every byte of a block: a writer's block, ended at 64 KiB of
+/// rows of at least 12 bytes, holds at most 5,462.
 pub(super) const MAX_BLOCK_ROWS: usize = 8192;
 
 /// The longest JSON list one row may carry in one column, as a CSV line may be at most this

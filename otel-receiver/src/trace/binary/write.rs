@@ -5,8 +5,8 @@
 use std::io::{self, Write};
 
 use super::format::{
-    exact_integer, put_varint, zigzag, BLOCK_HEADER_BYTES, CLK_REASONS, MAGIC, MAX_BLOCK_ROWS,
-    MAX_LIST_BYTES, NVLINKS, PODS, PROCESSES, TARGET_BLOCK_BYTES, VERSION,
+    exact_integer, put_varint, zigzag, BLOCK_HEADER_BYTES, CLK_REASONS, MAGIC, MAX_LIST_BYTES,
+    NVLINKS, PODS, PROCESSES, TARGET_BLOCK_BYTES, VERSION,
 };
 use crate::sample::{Metric, Sample};
 use crate::trace::SampleWriter;
@@ -99,7 +99,12 @@ impl<W: Write> SampleWriter for BinaryTraceWriter<W> {
                 NVLINKS,
                 sample.nvlinks.as_deref().map(|l| list_json("nvlinks", l)),
             ),
-        ];
+        ]
+        .map(|(bit, list)| list.transpose().map(|json| (bit, json)));
+        let lists = {
+            let [processes, pods, nvlinks] = lists;
+            [processes?, pods?, nvlinks?]
+        };
         let b = &mut self.block;
         put_varint(b, u64::from(sample.gpu));
         b.extend_from_slice(&sample.t.to_le_bytes());
@@ -107,8 +112,8 @@ impl<W: Write> SampleWriter for BinaryTraceWriter<W> {
         if sample.clk_reasons.is_some() {
             extras |= CLK_REASONS;
         }
-        for (bit, list) in &lists {
-            if list.is_some() {
+        for (bit, json) in &lists {
+            if json.is_some() {
                 extras |= bit;
             }
         }
@@ -116,10 +121,10 @@ impl<W: Write> SampleWriter for BinaryTraceWriter<W> {
         if let Some(mask) = sample.clk_reasons {
             put_varint(b, mask);
         }
-        for (_, list) in lists {
-            if let Some(json) = list.transpose()? {
+        for (_, json) in lists.iter() {
+            if let Some(json) = json {
                 put_varint(b, json.len() as u64);
-                b.extend_from_slice(&json);
+                b.extend_from_slice(json);
             }
         }
         // A NaN is "not sampled" to every reader: it is left out, as the CSV reader reads it.
@@ -139,9 +144,8 @@ impl<W: Write> SampleWriter for BinaryTraceWriter<W> {
             }
         }
         self.rows += 1;
-        if self.block.len() - BLOCK_HEADER_BYTES >= TARGET_BLOCK_BYTES
-            || self.rows as usize == MAX_BLOCK_ROWS
-        {
+        // At least 12 bytes a row: a block ends before it holds MAX_BLOCK_ROWS.
+        if self.block.len() - BLOCK_HEADER_BYTES >= TARGET_BLOCK_BYTES {
             self.end_block()?;
         }
         Ok(())
@@ -150,5 +154,81 @@ impl<W: Write> SampleWriter for BinaryTraceWriter<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.end_block()?;
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::attribution::GpuProcess;
+    use crate::trace::TraceReader;
+
+    #[test]
+    fn a_list_too_long_refuses_its_row_and_leaves_the_trace_whole() {
+        let mut writer = BinaryTraceWriter::new(Vec::new()).expect("header");
+        let before = Sample::new(10.0, 0).with(Metric::PowerMw, 1.0);
+        writer.write(&before).expect("row");
+        let mut huge = Sample::new(10.1, 0).with(Metric::PowerMw, 2.0);
+        huge.processes = Some(Arc::new(vec![GpuProcess {
+            pid: 1,
+            name: Some("x".repeat(MAX_LIST_BYTES)),
+            ..Default::default()
+        }]));
+        let e = writer.write(&huge).expect_err("over a MiB");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().starts_with("a `processes` list of "), "{e}");
+        let after = Sample::new(10.2, 0).with(Metric::PowerMw, 3.0);
+        writer.write(&after).expect("row");
+        let bytes = writer.finish().expect("finish");
+        let read: Vec<Sample> = TraceReader::new("t.gstrace".into(), bytes.as_slice())
+            .expect("header")
+            .map(|r| r.expect("a whole row"))
+            .collect();
+        assert_eq!(read, vec![before, after]);
+    }
+
+    #[test]
+    fn a_block_ends_at_every_flush_and_once_it_holds_64_kib() {
+        let blocks = |bytes: &[u8]| {
+            let mut at = 20 + u32::from_le_bytes(bytes[12..16].try_into().expect("4")) as usize;
+            let mut rows = Vec::new();
+            while at < bytes.len() {
+                let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
+                rows.push(u32::from_le_bytes(
+                    bytes[at + 4..at + 8].try_into().expect("4"),
+                ));
+                at += BLOCK_HEADER_BYTES + len;
+            }
+            rows
+        };
+        let small = |i: u32| Sample::new(1.0 + f64::from(i), 0).with(Metric::UtilGpu, 1.0);
+        let mut writer = BinaryTraceWriter::new(Vec::new()).expect("header");
+        for i in 0..3 {
+            writer.write(&small(i)).expect("row");
+        }
+        writer.flush().expect("flush");
+        writer.flush().expect("an empty block is not written");
+        for i in 3..8200 {
+            writer.write(&small(i)).expect("row");
+        }
+        let bytes = writer.finish().expect("finish");
+        // Rows of 13 bytes: the block that passes 65,536 bytes holds 5,042 of them.
+        assert_eq!(blocks(&bytes), vec![3, 5042, 3155]);
+        const { assert!(5042 < super::super::format::MAX_BLOCK_ROWS) };
+        // Rows of 8 KiB: a block ends once it holds 64 KiB.
+        let mut writer = BinaryTraceWriter::new(Vec::new()).expect("header");
+        for i in 0..20 {
+            let mut s = small(i);
+            s.processes = Some(Arc::new(vec![GpuProcess {
+                pid: i,
+                name: Some("p".repeat(8 * 1024)),
+                ..Default::default()
+            }]));
+            writer.write(&s).expect("row");
+        }
+        let bytes = writer.finish().expect("finish");
+        assert_eq!(blocks(&bytes), vec![8, 8, 4]);
     }
 }
