@@ -20,8 +20,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// The trace's format: `binary` holds each value exactly, in half the bytes, and replays
-    /// about twice as fast; `csv` is the one to read. By default binary for a FILE ending in `.gstrace`,
-    /// else CSV.
+    /// about twice as fast; `csv` is the one to read. By default binary for a FILE ending in
+    /// `.gstrace`, else CSV.
     #[arg(long, value_enum)]
     pub format: Option<TraceFormatArg>,
     /// How long to record; until interrupted when left out.

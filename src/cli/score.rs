@@ -13,7 +13,7 @@ use super::input::{facts_beside, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Trace file (CSV).
+    /// Trace file, CSV or binary (`.gstrace`).
     pub trace: PathBuf,
     /// Labels: time segments per GPU with the classes that count as right (labels.json).
     pub labels: PathBuf,
