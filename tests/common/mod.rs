@@ -98,11 +98,25 @@ pub fn fixture() -> String {
         .to_string()
 }
 
+/// A port nothing listens on, and one this test binary has not been given before: a port is
+/// free again once its probe closes, and the kernel handed the same one to two calls in a row
+/// (a stub's HTTP and gRPC ports, or a "closed" endpoint and a stub's): one server then failed
+/// to bind and the test read "connection refused" where it expected a 503.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let mut given = GIVEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub fn wait_for_port(port: u16, what: &str) {
