@@ -37,37 +37,26 @@ fn replay_reader<R: std::io::Read>(reader: TraceReader<R>) -> usize {
 }
 
 /// The whole of `replay --format jsonl` but the terminal: the lines gathered in a buffer,
-/// cleared as `replay` writes it out. Returns the bytes written.
-fn replay_jsonl<R: std::io::Read>(reader: TraceReader<R>) -> usize {
+/// cleared as `replay` writes it out; `staged`, with the diagnosis and the lines on a thread of
+/// their own, as `replay` runs with more than one core. Returns the bytes written.
+fn replay_jsonl<R: std::io::Read>(reader: TraceReader<R>, staged: bool) -> usize {
     let mut pipeline = pipeline();
     let mut lines = Vec::with_capacity(1 << 16);
     let mut bytes = 0;
-    replay(reader, &mut pipeline, |r| {
+    let sink = |r: gpuslack_receiver::WindowReport| {
         WindowRecord::of(&r).write_line(&mut lines);
         if lines.len() >= 1 << 16 {
             bytes += lines.len();
             lines.clear();
         }
         Ok(())
-    })
-    .expect("replay");
-    bytes + lines.len()
-}
-
-/// [`replay_jsonl`] with the diagnosis and the lines on a thread of their own.
-fn replay_jsonl_staged<R: std::io::Read>(reader: TraceReader<R>) -> usize {
-    let mut pipeline = pipeline();
-    let mut lines = Vec::with_capacity(1 << 16);
-    let mut bytes = 0;
-    replay_staged(reader, &mut pipeline, |r| {
-        WindowRecord::of(&r).write_line(&mut lines);
-        if lines.len() >= 1 << 16 {
-            bytes += lines.len();
-            lines.clear();
-        }
-        Ok(())
-    })
-    .expect("replay");
+    };
+    let replayed = if staged {
+        replay_staged(reader, &mut pipeline, sink)
+    } else {
+        replay(reader, &mut pipeline, sink)
+    };
+    replayed.expect("replay");
     bytes + lines.len()
 }
 
@@ -105,7 +94,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| replay_reader(TraceReader::new("gen".into(), bytes.as_slice()).expect("header")))
     });
     group.bench_function("replay_jsonl_serial", |b| {
-        b.iter(|| replay_jsonl(TraceReader::new("gen".into(), bytes.as_slice()).expect("header")))
+        b.iter(|| {
+            replay_jsonl(
+                TraceReader::new("gen".into(), bytes.as_slice()).expect("header"),
+                false,
+            )
+        })
     });
     group.bench_function("read_parallel", |b| {
         b.iter(|| {
@@ -127,10 +121,15 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.bench_function("replay_jsonl_binary_serial", |b| {
-        b.iter(|| replay_jsonl(TraceReader::new("gen".into(), binary.as_slice()).expect("header")))
+        b.iter(|| {
+            replay_jsonl(
+                TraceReader::new("gen".into(), binary.as_slice()).expect("header"),
+                false,
+            )
+        })
     });
     group.bench_function("replay_jsonl_binary_staged", |b| {
-        b.iter(|| replay_jsonl_staged(TraceReader::open(&binary_path).expect("open")))
+        b.iter(|| replay_jsonl(TraceReader::open(&binary_path).expect("open"), true))
     });
     group.finish();
     let _ = std::fs::remove_file(&path);
