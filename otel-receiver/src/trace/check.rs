@@ -1,5 +1,7 @@
-//! The values a trace may hold, whichever its format: the same cell is refused in a CSV trace
-//! and in a binary one, with the same words.
+//! The values a trace may hold and the columns it may name, whichever its format: the same cell
+//! is refused in a CSV trace and in a binary one, with the same words.
+
+use super::error::quote;
 
 /// Unix seconds past this (the year 2286) are not unix seconds: a corrupted cell, milliseconds,
 /// or a value that would overflow every duration computed from it.
@@ -31,6 +33,23 @@ pub(super) fn metric(v: f64, percent: bool) -> Result<f64, &'static str> {
     } else {
         Ok(v)
     }
+}
+
+/// Of a header's `names`, those no column of this build answers to, each quoted, after one
+/// warning naming them all: a typo (`powr_mw`) or a newer recorder's column must not pass
+/// silently for one that was never sampled.
+pub(super) fn unknown_columns<'a>(path: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let unknown: Vec<String> = names
+        .map(|name| format!("`{}`", quote(name.as_bytes())))
+        .collect();
+    if !unknown.is_empty() {
+        tracing::warn!(
+            trace = %path,
+            columns = %unknown.join(", "),
+            "ignoring columns gpuslack does not know (a typo, or a newer recorder's?): docs/OUTPUT.md lists the columns it reads"
+        );
+    }
+    unknown
 }
 
 #[cfg(test)]

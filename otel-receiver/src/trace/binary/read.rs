@@ -157,19 +157,14 @@ impl<R: Read> BinaryChunks<R> {
             *column = Metric::from_column(name).map(|m| (m, m.is_percent()));
         }
         let named = u64::MAX.checked_shr(64 - names.len() as u32).unwrap_or(0);
-        let ignored: Vec<String> = names
-            .iter()
-            .zip(&columns)
-            .filter(|(_, column)| column.is_none())
-            .map(|(name, _)| format!("`{}`", quote(name.as_bytes())))
-            .collect();
-        if !ignored.is_empty() {
-            tracing::warn!(
-                trace = %path,
-                columns = %ignored.join(", "),
-                "ignoring columns gpuslack does not know (a newer recorder's?): docs/OUTPUT.md lists the columns it reads"
-            );
-        }
+        let ignored = check::unknown_columns(
+            &path,
+            names
+                .iter()
+                .zip(&columns)
+                .filter(|(_, column)| column.is_none())
+                .map(|(name, _)| name.as_str()),
+        );
         Ok(OpenedBinary {
             chunks: BinaryChunks {
                 input,
