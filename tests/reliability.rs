@@ -151,6 +151,19 @@ fn faulty(dir: &Path, mode: &str) -> (Server, u16, PathBuf) {
     (server, port, out)
 }
 
+/// When each request the faulty collector saw arrived (unix seconds), by path, in order.
+fn request_times(path: &Path) -> std::collections::BTreeMap<String, Vec<f64>> {
+    let mut times = std::collections::BTreeMap::<String, Vec<f64>>::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let (Some(p), Some(t)) = (r["path"].as_str(), r["t"].as_f64()) else {
+            panic!("a request line without path or time: {line}");
+        };
+        times.entry(p.to_owned()).or_default().push(t);
+    }
+    times
+}
+
 fn seen(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -226,7 +239,7 @@ fn whatever_the_collector_does_every_window_is_delivered_or_counted() {
             "--otlp-timeout-ms",
             "500",
         ]);
-        let (code, stderr, _) = finish(child, Duration::from_secs(60));
+        let (code, stderr, took) = finish(child, Duration::from_secs(60));
         let (produced, delivered, dropped, pending) = summary(&stderr);
         assert!(produced > 100, "{mode}: {produced} windows");
         assert_eq!(
@@ -248,12 +261,25 @@ fn whatever_the_collector_does_every_window_is_delivered_or_counted() {
             assert_eq!(code, Some(3), "{mode}: {stderr}");
         }
         if mode == "status:429:3" {
-            // ~6 s of run, an export every 100 ms: without Retry-After some 60 requests; the
-            // collector asked for 3 s between them.
-            let n = seen(&requests);
+            // An export every 100 ms: without Retry-After some 10 requests a second per signal.
+            // The collector asked for 3 s between them, so each signal's next request comes
+            // 3 s after the last, however long a loaded machine makes the run.
+            let times = request_times(&requests);
+            let n: usize = times.values().map(Vec::len).sum();
+            assert!(n >= 1, "no request reached the collector");
+            for (path, t) in &times {
+                for pair in t.windows(2) {
+                    let gap_s = pair[1] - pair[0];
+                    assert!(
+                        gap_s >= 2.95,
+                        "{path}: a request {gap_s:.2} s after the last, to a collector that said wait 3 s"
+                    );
+                }
+            }
+            let most = 2 * (took.as_secs() as usize / 3 + 1);
             assert!(
-                (1..=4).contains(&n),
-                "{n} requests reached a collector that said wait 3 s"
+                n <= most,
+                "{n} requests in {took:?} to a collector that said wait 3 s"
             );
         }
         drop(server);
