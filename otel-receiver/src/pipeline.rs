@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use crate::diagnosis::{Diagnoser, WindowReport};
 use crate::sample::Sample;
-use crate::trace::{TraceError, TraceReader};
-use crate::window::{GpuWindower, WindowStats};
+use crate::trace::{BatchRows, TraceError, TraceReader};
+use crate::window::{AheadWindow, ChunkWindows, GpuWindower, Step, WindowAhead, WindowStats};
 
 /// A frame is released once the newest GPU is this many windows past it, even if another GPU
 /// has gone silent (fell off the bus, or its process stopped): one lost GPU never stalls the rest.
@@ -234,16 +234,57 @@ impl Windowing {
         self.counts.samples += 1;
         state.last_t = Some(sample.t);
         let now = state.windower.current_index();
+        Ok(self.moved(was, now, closed))
+    }
+
+    /// Starts a window accumulated ahead, on the thread that parsed its chunk, where its first
+    /// row is ([`crate::window::WindowAhead`]); returns every time slot it completed, as pushing
+    /// its samples would have.
+    fn install(&mut self, ahead: AheadWindow) -> Result<Vec<Frame>, PushError> {
+        let gpu = ahead.gpu;
+        let last_t = ahead.last_t;
+        if !self.windowers.contains_key(&gpu) && self.windowers.len() >= MAX_GPUS {
+            return Err(TooManyGpus { gpu }.into());
+        }
+        let window_s = self.window_s;
+        let state = self.windowers.entry(gpu).or_insert_with(|| GpuState {
+            windower: GpuWindower::new(gpu, window_s),
+            last_t: None,
+        });
+        let was = state.windower.current_index();
+        let closed = state.windower.install(ahead).map_err(|late| OutOfOrder {
+            gpu,
+            t: late.t,
+            window_start: late.window_start,
+        })?;
+        state.last_t = Some(last_t);
+        let now = state.windower.current_index();
+        Ok(self.moved(was, now, closed))
+    }
+
+    /// Counts what a chunk windowed ahead took into its windows.
+    fn count_ahead(&mut self, chunk: &ChunkWindows) {
+        self.counts.samples += chunk.samples;
+        self.counts.duplicates += chunk.duplicates;
+        self.counts.empty += chunk.empty;
+    }
+
+    /// A GPU's window in progress went from `was` to `now`, closing `closed`: the time slots
+    /// that completes.
+    fn moved(
+        &mut self,
+        was: Option<i64>,
+        now: Option<i64>,
+        closed: Option<WindowStats>,
+    ) -> Vec<Frame> {
         if let Some(stats) = closed {
-            self.pending
-                .entry(state.windower.window_index(stats.start + window_s / 2.0))
-                .or_default()
-                .push(stats);
+            let index = ((stats.start + self.window_s / 2.0) / self.window_s).floor() as i64;
+            self.pending.entry(index).or_default().push(stats);
         }
         if was == now {
             // Neither a window closed nor the oldest or newest open window moved: nothing
             // can be released that could not be before.
-            return Ok(Vec::new());
+            return Vec::new();
         }
         if let Some(was) = was {
             self.forget_open(was);
@@ -251,7 +292,7 @@ impl Windowing {
         if let Some(now) = now {
             *self.open.entry(now).or_default() += 1;
         }
-        Ok(self.release(false))
+        self.release(false)
     }
 
     fn forget_open(&mut self, index: i64) {
@@ -373,6 +414,136 @@ mod tests {
         assert_eq!(reports, 6);
     }
 
+    /// A trace of some twenty CSV chunks from three GPUs, with what a chunk cannot see of the
+    /// one before: repeated rows, rows without a metric, memory read on some rows only, a GPU
+    /// silent for ten seconds, GPM pairs read before a refresh; `tail` ends it.
+    fn tricky_trace(tail: &str) -> String {
+        let mut text = String::from("t,gpu,util_gpu,power_mw,energy_mj,mem_used,gpm_sm,gpm_dram\n");
+        let mut x: u64 = 12_345;
+        let mut energy_mj = [0.0f64; 3];
+        for tick in 0..12_000u32 {
+            let t0 = 1_796_025_900.0 + f64::from(tick) * 0.1;
+            for gpu in 0..3u32 {
+                if gpu == 2 && (3_000..3_100).contains(&tick) {
+                    continue;
+                }
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let r = (x >> 33) as u32;
+                let t = t0 + f64::from(gpu) * 0.001;
+                energy_mj[gpu as usize] += 30_000.0 + f64::from(r % 1000);
+                let mem = if gpu == 2 || (gpu == 1 && tick % 37 != 0) {
+                    String::new()
+                } else {
+                    (1_000_000 + u64::from(r % 5000) * 4096).to_string()
+                };
+                let (sm, dram) = if r % 17 == 2 {
+                    ("0".to_string(), String::new())
+                } else {
+                    (
+                        (f64::from(r % 1000) / 10.0).to_string(),
+                        (f64::from(r % 777) / 10.0).to_string(),
+                    )
+                };
+                let line = format!(
+                    "{t:.4},{gpu},{},{},{},{mem},{sm},{dram}\n",
+                    r % 101,
+                    100_000 + r % 500_000,
+                    energy_mj[gpu as usize]
+                );
+                text.push_str(&line);
+                match r % 11 {
+                    0 => text.push_str(&line),
+                    1 => text.push_str(&format!("{:.4},{gpu},,,,,,\n", t + 0.0005)),
+                    _ => {}
+                }
+            }
+        }
+        text.push_str(tail);
+        text
+    }
+
+    fn reports_of(
+        reader: TraceReader<impl Read>,
+        window_s: f64,
+        staged: bool,
+    ) -> (Vec<String>, Result<PipelineCounts, String>) {
+        let mut pipeline = Pipeline::new(window_s, Diagnoser::default());
+        let mut reports = Vec::new();
+        let sink = |r: WindowReport| {
+            reports.push(format!("{r:?}"));
+            Ok(())
+        };
+        let counts = if staged {
+            replay_staged(reader, &mut pipeline, sink)
+        } else {
+            replay(reader, &mut pipeline, sink)
+        };
+        (reports, counts.map_err(|e| e.to_string()))
+    }
+
+    #[test]
+    fn windowing_ahead_on_the_parsing_threads_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("gpuslack-ahead-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let tails = [
+            "",
+            // Older than GPU 0's window in progress: refused, with its line.
+            "1796026000.0,0,50,100000,1,,,\n",
+            "1796027100.0,1,50,x,1,,,\n",
+        ];
+        for (n, tail) in tails.into_iter().enumerate() {
+            let text = tricky_trace(tail);
+            let path = dir.join(format!("tricky-{n}.csv"));
+            std::fs::write(&path, &text).expect("write");
+            for window_s in [1.0, 5.0] {
+                let one = reports_of(
+                    TraceReader::new("t.csv".into(), text.as_bytes()).expect("header"),
+                    window_s,
+                    false,
+                );
+                assert!(
+                    one.0.len() > 3 * 1000 / window_s as usize,
+                    "{} reports",
+                    one.0.len()
+                );
+                for threads in [2, 3] {
+                    let open = || {
+                        let file = std::fs::File::open(&path).expect("open");
+                        TraceReader::new("t.csv".into(), std::io::BufReader::new(file))
+                            .expect("header")
+                            .parallel(threads)
+                    };
+                    assert!(
+                        window_ahead(&mut open(), &Windowing::new(window_s)),
+                        "the chunks are windowed ahead"
+                    );
+                    let ahead = reports_of(open(), window_s, true);
+                    assert!(
+                        ahead == one,
+                        "tail {n}, {window_s} s windows, {threads} threads"
+                    );
+                }
+                match n {
+                    0 => {
+                        let counts = one.1.expect("read whole");
+                        assert!(
+                            counts.duplicates > 1000 && counts.empty > 1000,
+                            "{counts:?}"
+                        );
+                    }
+                    1 => assert!(one
+                        .1
+                        .expect_err("refused")
+                        .contains("older than the window")),
+                    _ => assert!(one.1.expect_err("refused").contains("not a number")),
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn more_gpu_indices_than_the_cap_are_refused_by_name() {
         let mut pipeline = Pipeline::new(1.0, Diagnoser::default());
@@ -446,7 +617,9 @@ const FRAMES_PER_BATCH: usize = 8;
 /// and handed to `sink` on a thread of its own, in the same order, so that `sink` gets what it
 /// would from [`replay`], the reports before an error included. An offline replay is limited by
 /// the one thread that takes every sample; this takes the diagnosis, a third of its work, and
-/// whatever `sink` does off it.
+/// whatever `sink` does off it, and where the reader parses on threads of its own, adding each
+/// sample to its window goes there too ([`WindowAhead`]): the caller's thread then takes a
+/// tenth of the instructions a sample it took.
 pub fn replay_staged<R: Read>(
     mut reader: TraceReader<R>,
     pipeline: &mut Pipeline,
@@ -469,26 +642,24 @@ pub fn replay_staged<R: Read>(
             Ok(())
         });
         let mut batch = Vec::with_capacity(FRAMES_PER_BATCH);
-        let windowed = (|| -> Result<(), ReplayError> {
-            while let Some(sample) = reader.next_sample() {
-                let frames = windowing
-                    .push(sample?)
-                    .map_err(|source| ReplayError::Refused {
-                        place: reader.place(),
-                        source,
-                    })?;
-                batch.extend(frames);
-                if batch.len() >= FRAMES_PER_BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(FRAMES_PER_BATCH));
-                    if frames_tx.send(full).is_err() {
-                        // The diagnosis stopped (its sink failed): its error is the one to name.
-                        return Ok(());
-                    }
-                }
+        // Hands `frames` on; false once the diagnosis stopped (its sink failed: its error is
+        // the one to name).
+        let mut hand_on = |frames: Vec<Frame>| {
+            batch.extend(frames);
+            if batch.len() < FRAMES_PER_BATCH {
+                return true;
             }
-            batch.extend(windowing.finish());
-            Ok(())
-        })();
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(FRAMES_PER_BATCH));
+            frames_tx.send(full).is_ok()
+        };
+        let windowed = if window_ahead(&mut reader, windowing) {
+            window_chunks(&mut reader, windowing, &mut hand_on)
+        } else {
+            window_samples(&mut reader, windowing, &mut hand_on)
+        };
+        let windowed = windowed.map(|()| {
+            hand_on(windowing.finish());
+        });
         // The frames released before an error are diagnosed, as on one thread.
         let _ = frames_tx.send(batch);
         drop(frames_tx);
@@ -504,4 +675,94 @@ pub fn replay_staged<R: Read>(
         windowed?;
         Ok(windowing.counts)
     })
+}
+
+/// Has the reader's parsing threads window each chunk ahead ([`WindowAhead`]) for
+/// `windowing`, where it has such threads; whether they will.
+fn window_ahead<R: Read>(reader: &mut TraceReader<R>, windowing: &Windowing) -> bool {
+    if windowing.clock_steps {
+        // A live clock's steps restart the windows: only one sample at a time can tell.
+        return false;
+    }
+    let window_s = windowing.window_s;
+    reader.work_ahead(Arc::new(move |rows: &BatchRows<'_>| {
+        let mut ahead = WindowAhead::new(window_s);
+        let mut sample = Sample::new(0.0, 0);
+        for i in 0..rows.len() {
+            let parsed = rows.peek(i, &mut sample);
+            ahead.row(i as u32, parsed.then_some(&sample));
+        }
+        Box::new(ahead.finish())
+    }))
+}
+
+/// Windows every sample of `reader`, handing the frames to `hand_on` until it returns false.
+fn window_samples<R: Read>(
+    reader: &mut TraceReader<R>,
+    windowing: &mut Windowing,
+    hand_on: &mut impl FnMut(Vec<Frame>) -> bool,
+) -> Result<(), ReplayError> {
+    while let Some(sample) = reader.next_sample() {
+        let frames = windowing
+            .push(sample?)
+            .map_err(|source| ReplayError::Refused {
+                place: reader.place(),
+                source,
+            })?;
+        if !hand_on(frames) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// [`window_samples`] for a reader whose parsing threads window its chunks ahead: each chunk's
+/// plan taken in order, its windows installed and the rows left pushed.
+fn window_chunks<R: Read>(
+    reader: &mut TraceReader<R>,
+    windowing: &mut Windowing,
+    hand_on: &mut impl FnMut(Vec<Frame>) -> bool,
+) -> Result<(), ReplayError> {
+    while let Some(ahead) = reader.next_batch() {
+        let (steps, mut windows) = match ahead.map(|a| a.downcast::<ChunkWindows>()) {
+            Some(Ok(chunk)) => {
+                windowing.count_ahead(&chunk);
+                (chunk.steps, chunk.windows)
+            }
+            // Not windowed ahead: every row pushed.
+            _ => (
+                (0..reader.batch_len() as u32).map(Step::Row).collect(),
+                Vec::new(),
+            ),
+        };
+        for step in steps {
+            let frames = match step {
+                Step::Row(i) => {
+                    let sample = reader.row(i as usize)?;
+                    windowing
+                        .push(sample)
+                        .map_err(|source| ReplayError::Refused {
+                            place: reader.place(),
+                            source,
+                        })?
+                }
+                Step::Window(w) => match windows.get_mut(w as usize).and_then(Option::take) {
+                    Some(window) => {
+                        let row = window.row as usize;
+                        windowing
+                            .install(window)
+                            .map_err(|source| ReplayError::Refused {
+                                place: reader.place_of(row),
+                                source,
+                            })?
+                    }
+                    None => Vec::new(),
+                },
+            };
+            if !hand_on(frames) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }

@@ -15,9 +15,10 @@
 //! afresh each time (past glibc's `mmap` threshold) its pages were faulted in anew, 27,000 page
 //! faults and a fifth of the time of a replay.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::error::TraceError;
 use crate::attribution::{GpuProcess, PodContainer};
@@ -61,6 +62,46 @@ pub(super) struct Batch {
     pub(super) fatal: bool,
     /// The bytes of the chunk it was parsed from, kept for the next chunk to be read into.
     spare_bytes: Vec<u8>,
+    /// What the reader's [`ChunkWork`] made of the rows, on the thread that parsed them.
+    pub(super) ahead: Option<Box<dyn Any + Send>>,
+}
+
+/// Work on a chunk's rows done where they were parsed, on a parsing thread, its result handed
+/// out with the batch ([`crate::trace::TraceReader::work_ahead`]).
+pub type ChunkWork = Arc<dyn Fn(&BatchRows<'_>) -> Box<dyn Any + Send> + Send + Sync>;
+
+/// A batch's rows, to read without taking them.
+pub struct BatchRows<'a>(&'a Batch);
+
+impl BatchRows<'_> {
+    /// How many rows there are.
+    pub fn len(&self) -> usize {
+        self.0.rows.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.rows.is_empty()
+    }
+
+    /// Row `i` built into `sample` (its lists shared, not moved); false for a row that failed
+    /// to parse, leaving `sample` as it was.
+    pub fn peek(&self, i: usize, sample: &mut Sample) -> bool {
+        match &self.0.rows[i] {
+            Ok(row) => {
+                build(row, &self.0.values, sample);
+                if let Some(lists) = &row.lists {
+                    sample.processes.clone_from(&lists.processes);
+                    sample.pods.clone_from(&lists.pods);
+                    sample.nvlinks.clone_from(&lists.nvlinks);
+                } else {
+                    (sample.processes, sample.pods, sample.nvlinks) = (None, None, None);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 impl Batch {
@@ -70,6 +111,7 @@ impl Batch {
         self.values.clear();
         self.lines.clear();
         self.fatal = false;
+        self.ahead = None;
     }
 
     /// An error after which nothing follows, in place of the rows.
@@ -163,16 +205,7 @@ impl Batch {
                 ))
             }
         };
-        // Into the sample read last, in this core's cache: only the metrics either carries
-        // are written.
-        sample.t = row.t;
-        sample.gpu = row.gpu;
-        sample.clk_reasons = row.clk_reasons;
-        let values = &self.values[row.first as usize..];
-        sample.set_metrics(
-            row.present,
-            &values[..(row.present.count_ones() as usize).min(values.len())],
-        );
+        build(row, &self.values, sample);
         let lists = row.lists.take();
         let (processes, pods, nvlinks) =
             lists.map_or((None, None, None), |l| (l.processes, l.pods, l.nvlinks));
@@ -181,6 +214,22 @@ impl Batch {
         sample.nvlinks = nvlinks;
         Ok(())
     }
+}
+
+/// `row`'s time, GPU and metrics (from the batch's `values`) built into `sample`, its lists
+/// left as they were.
+#[inline(always)]
+fn build(row: &Row, values: &[f64], sample: &mut Sample) {
+    // Into the sample read last, in this core's cache: only the metrics either carries are
+    // written.
+    sample.t = row.t;
+    sample.gpu = row.gpu;
+    sample.clk_reasons = row.clk_reasons;
+    let values = &values[row.first as usize..];
+    sample.set_metrics(
+        row.present,
+        &values[..(row.present.count_ones() as usize).min(values.len())],
+    );
 }
 
 /// A run of whole records (CSV lines, binary blocks), and where it starts: its first line or
@@ -236,7 +285,12 @@ pub(super) struct Parallel {
 }
 
 impl Parallel {
-    pub(super) fn start<C: Chunker + Send + 'static>(mut chunker: C, threads: usize) -> Parallel {
+    /// Starts the threads; a parsing thread runs `work`, once set, on each batch it parses.
+    pub(super) fn start<C: Chunker + Send + 'static>(
+        mut chunker: C,
+        threads: usize,
+        work: Arc<OnceLock<ChunkWork>>,
+    ) -> Parallel {
         let workers = threads.saturating_sub(1).clamp(1, C::MAX_PARSERS.max(1));
         let (token_tx, token_rx) = mpsc::sync_channel::<Batch>(CHUNKS_IN_FLIGHT);
         for _ in 0..CHUNKS_IN_FLIGHT {
@@ -252,6 +306,7 @@ impl Parallel {
             let jobs = Arc::clone(&job_rx);
             let results = result_tx.clone();
             let parse = Arc::clone(&parse);
+            let work = Arc::clone(&work);
             std::thread::spawn(move || loop {
                 let job = match jobs.lock() {
                     Ok(jobs) => jobs.recv(),
@@ -261,6 +316,9 @@ impl Parallel {
                     return;
                 };
                 batch.fill(&parse, chunk);
+                if let Some(work) = work.get() {
+                    batch.ahead = Some(work(&BatchRows(&batch)));
+                }
                 if results.send((seq, batch)).is_err() {
                     return;
                 }

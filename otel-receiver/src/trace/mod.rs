@@ -20,6 +20,7 @@ mod facts;
 mod reader;
 mod writer;
 
+pub use batches::{BatchRows, ChunkWork};
 pub use binary::BinaryTraceWriter;
 pub use error::TraceError;
 pub use facts::{FactsError, TraceFacts};

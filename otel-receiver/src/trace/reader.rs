@@ -2,11 +2,13 @@
 //! samples in the file's order, parsed on the caller's thread or, for a regular file, on
 //! threads of their own while the caller's runs the pipeline.
 
+use std::any::Any;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
-use super::batches::{Batch, Chunker, Parallel};
+use super::batches::{Batch, ChunkWork, Chunker, Parallel};
 use super::binary::{self, BinaryChunks};
 use super::csv::CsvChunks;
 use super::error::TraceError;
@@ -33,12 +35,16 @@ pub struct TraceReader<R: Read> {
     line: u64,
     /// The sample read last, built from its batch's packed row.
     sample: Sample,
+    /// What the parsing threads do with each batch besides parsing it, once set.
+    work: Arc<OnceLock<ChunkWork>>,
 }
 
 enum Source<R> {
     Csv(CsvChunks<R>),
     Binary(BinaryChunks<R>),
     Parallel(Parallel),
+    /// Parallel, its threads not started yet.
+    Deferred(Box<dyn FnOnce() -> Parallel + Send>),
     Done,
 }
 
@@ -135,6 +141,7 @@ impl<R: Read> TraceReader<R> {
             next_row: 0,
             line: 0,
             sample: Sample::new(0.0, 0),
+            work: Arc::default(),
         })
     }
 
@@ -171,6 +178,11 @@ impl<R: Read> TraceReader<R> {
     /// The next batch of rows in place of the one read, from the caller's thread or the
     /// parsing threads; false at the end of the input.
     fn refill(&mut self) -> bool {
+        if matches!(self.source, Source::Deferred(_)) {
+            if let Source::Deferred(start) = std::mem::replace(&mut self.source, Source::Done) {
+                self.source = Source::Parallel(start());
+            }
+        }
         match &mut self.source {
             Source::Csv(chunks) => chunks.next_batch(&mut self.batch),
             Source::Binary(chunks) => chunks.next_batch(&mut self.batch),
@@ -178,8 +190,63 @@ impl<R: Read> TraceReader<R> {
                 let read = std::mem::take(&mut self.batch);
                 parallel.next(read).map(|next| self.batch = next).is_some()
             }
-            Source::Done => false,
+            Source::Deferred(_) | Source::Done => false,
         }
+    }
+
+    /// Whether the rows are parsed on threads of their own.
+    fn parses_apart(&self) -> bool {
+        matches!(self.source, Source::Parallel(_) | Source::Deferred(_))
+    }
+
+    /// Has the parsing threads run `work` on each batch they parse from now on, its result
+    /// handed out with the batch by [`TraceReader::next_batch`]. False, and `work` never runs,
+    /// where the trace is not parsed on threads of its own, or work was set before.
+    pub fn work_ahead(&mut self, work: ChunkWork) -> bool {
+        self.parses_apart() && self.work.set(work).is_ok()
+    }
+
+    /// Moves to the next batch of rows, to be read with [`TraceReader::row`]: `Some` with what
+    /// [`TraceReader::work_ahead`]'s work made of it, where it ran; `None` at the end of the
+    /// trace. The rest of the batch before is passed over.
+    pub fn next_batch(&mut self) -> Option<Option<Box<dyn Any + Send>>> {
+        // A batch none of whose rows was read yet (a CSV's first, parsed with its header) is
+        // the next one.
+        let unread = self.next_row == 0 && self.batch.len() > 0;
+        if !unread {
+            if self.fatal {
+                self.source = Source::Done;
+            }
+            if !self.refill() {
+                self.next_row = self.batch.len();
+                return None;
+            }
+            self.fatal = self.batch.fatal;
+        }
+        // Marked read: the next call moves on.
+        self.next_row = self.batch.len().max(1);
+        Some(self.batch.ahead.take())
+    }
+
+    /// The rows of the batch [`TraceReader::next_batch`] moved to.
+    pub fn batch_len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// Row `i` of the batch [`TraceReader::next_batch`] moved to, as [`TraceReader::next_sample`]
+    /// gives it; [`TraceReader::line`] and [`TraceReader::place`] then name it. Each row is read
+    /// once.
+    pub fn row(&mut self, i: usize) -> Result<&Sample, TraceError> {
+        self.line = self.batch.line(i);
+        self.batch.take(i, &mut self.sample)?;
+        Ok(&self.sample)
+    }
+
+    /// Names row `i` of the batch [`TraceReader::next_batch`] moved to as
+    /// [`TraceReader::place`] does, without reading it.
+    pub fn place_of(&mut self, i: usize) -> String {
+        self.line = self.batch.line(i);
+        self.place()
     }
 
     /// The next sample, lent rather than moved (a sample is some 500 bytes): what
@@ -210,13 +277,16 @@ impl<R: Read + Send + 'static> TraceReader<R> {
     /// Moves the reading and parsing onto threads (one reads and cuts the input into chunks,
     /// the others parse them) where `threads` are enough for the format to gain from it;
     /// batches come back in order through [`Parallel`].
-    pub(super) fn parallel(mut self, threads: usize) -> Self {
+    /// The threads start at the first read, so that work set before it
+    /// ([`TraceReader::work_ahead`]) runs on every batch.
+    pub(crate) fn parallel(mut self, threads: usize) -> Self {
+        let work = Arc::clone(&self.work);
         self.source = match std::mem::replace(&mut self.source, Source::Done) {
             Source::Csv(chunks) if threads >= CsvChunks::<R>::MIN_THREADS => {
-                Source::Parallel(Parallel::start(chunks, threads))
+                Source::Deferred(Box::new(move || Parallel::start(chunks, threads, work)))
             }
             Source::Binary(chunks) if threads >= BinaryChunks::<R>::MIN_THREADS => {
-                Source::Parallel(Parallel::start(chunks, threads))
+                Source::Deferred(Box::new(move || Parallel::start(chunks, threads, work)))
             }
             other => other,
         };
@@ -226,7 +296,7 @@ impl<R: Read + Send + 'static> TraceReader<R> {
     /// Whether the rows are parsed on threads of their own.
     #[cfg(test)]
     pub(super) fn is_parallel(&self) -> bool {
-        matches!(self.source, Source::Parallel(_))
+        self.parses_apart()
     }
 }
 

@@ -230,9 +230,10 @@ impl<R: Read> BinaryChunks<R> {
 }
 
 impl<R: Read> Chunker for BinaryChunks<R> {
-    /// Decoding a row takes about as long as windowing it: two threads keep ahead of the
-    /// pipeline's, more would only take cores from it.
-    const MAX_PARSERS: usize = 2;
+    /// Every core may take a share: an offline replay windows each chunk where it decoded it
+    /// (`pipeline::replay_staged`), and a reader that only decodes leaves the threads it has no
+    /// use for waiting for chunks, which takes no core.
+    const MAX_PARSERS: usize = usize::MAX;
     /// On two cores the pipeline's two threads (windows, and diagnosis) have them both: a
     /// decoding thread beside them made a replay slower than on one core (1.85 M samples/s
     /// against 2.40, dev VM).

@@ -9,6 +9,10 @@
 // (Cargo.toml's [workspace.lints]) is waived for this module until they are.
 #![allow(missing_docs)]
 
+mod ahead;
+
+pub use ahead::{AheadWindow, ChunkWindows, Step, WindowAhead};
+
 use crate::sample::{Metric, Sample};
 use crate::thinned::Thinned;
 
@@ -337,13 +341,7 @@ impl Accumulator {
             }
         }
         if let Some(used) = s.get(Metric::MemUsedBytes) {
-            if let Some((t0, used0)) = self.last_mem {
-                let dt = s.t - t0;
-                if dt > 0.0 {
-                    let rate = (used - used0).abs() / dt;
-                    self.mem_swing = Some(self.mem_swing.map_or(rate, |m: f64| m.max(rate)));
-                }
-            }
+            self.swing_from(self.last_mem, (s.t, used));
             self.last_mem = Some((s.t, used));
         }
         if let Some(mask) = s.clk_reasons {
@@ -357,6 +355,17 @@ impl Accumulator {
         }
         if s.nvlinks.is_some() {
             self.nvlinks.clone_from(&s.nvlinks);
+        }
+    }
+
+    /// Takes the rate at which memory used changed from the reading `before` to `now` (each
+    /// a time and bytes) into the window's largest swing.
+    fn swing_from(&mut self, before: Option<(f64, f64)>, now: (f64, f64)) {
+        let Some((t0, used0)) = before else { return };
+        let dt = now.0 - t0;
+        if dt > 0.0 {
+            let rate = (now.1 - used0).abs() / dt;
+            self.mem_swing = Some(self.mem_swing.map_or(rate, |m: f64| m.max(rate)));
         }
     }
 }
@@ -436,6 +445,37 @@ impl GpuWindower {
         if let Some(acc) = self.current.as_mut() {
             acc.add(sample);
         }
+        Ok(closed)
+    }
+
+    /// Starts `ahead`'s window, accumulated on another thread ([`WindowAhead`]), as
+    /// [`GpuWindower::push`] would have started it with its first sample and added the rest;
+    /// returns the window it closed. Refused (changing nothing) unless it is newer than the
+    /// window in progress, which [`WindowAhead`] sees to.
+    pub fn install(&mut self, ahead: AheadWindow) -> Result<Option<WindowStats>, LateSample> {
+        let AheadWindow {
+            mut acc, first_mem, ..
+        } = ahead;
+        let inherited = match &self.current {
+            Some(current) if acc.index <= current.index => {
+                return Err(LateSample {
+                    t: acc.first_t,
+                    window_start: current.index as f64 * self.window_s,
+                })
+            }
+            Some(current) => current.last_mem,
+            None => None,
+        };
+        if let Some(first) = first_mem {
+            // Its first memory reading, whose swing from the reading before it the other
+            // thread could not see; the maximum is the same whichever rate comes first.
+            acc.swing_from(inherited, first);
+        }
+        if acc.last_mem.is_none() {
+            acc.last_mem = inherited;
+        }
+        let closed = self.close();
+        self.current = Some(*acc);
         Ok(closed)
     }
 
