@@ -285,13 +285,18 @@ pub(super) struct Parallel {
 }
 
 impl Parallel {
+    /// The threads that parse, of `threads` (one more cuts).
+    pub(super) fn parsers<C: Chunker>(threads: usize) -> usize {
+        threads.saturating_sub(1).clamp(1, C::MAX_PARSERS.max(1))
+    }
+
     /// Starts the threads; a parsing thread runs `work`, once set, on each batch it parses.
     pub(super) fn start<C: Chunker + Send + 'static>(
         mut chunker: C,
         threads: usize,
         work: Arc<OnceLock<ChunkWork>>,
     ) -> Parallel {
-        let workers = threads.saturating_sub(1).clamp(1, C::MAX_PARSERS.max(1));
+        let workers = Self::parsers::<C>(threads);
         let (token_tx, token_rx) = mpsc::sync_channel::<Batch>(CHUNKS_IN_FLIGHT);
         for _ in 0..CHUNKS_IN_FLIGHT {
             // The channel has room for every token.

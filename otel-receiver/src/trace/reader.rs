@@ -37,6 +37,8 @@ pub struct TraceReader<R: Read> {
     sample: Sample,
     /// What the parsing threads do with each batch besides parsing it, once set.
     work: Arc<OnceLock<ChunkWork>>,
+    /// How many threads parse, 0 where the caller's thread does.
+    parsers: usize,
 }
 
 enum Source<R> {
@@ -142,6 +144,7 @@ impl<R: Read> TraceReader<R> {
             line: 0,
             sample: Sample::new(0.0, 0),
             work: Arc::default(),
+            parsers: 0,
         })
     }
 
@@ -194,16 +197,16 @@ impl<R: Read> TraceReader<R> {
         }
     }
 
-    /// Whether the rows are parsed on threads of their own.
-    fn parses_apart(&self) -> bool {
-        matches!(self.source, Source::Parallel(_) | Source::Deferred(_))
+    /// How many threads of their own parse the rows; 0 where the caller's thread does.
+    pub fn parsing_threads(&self) -> usize {
+        self.parsers
     }
 
     /// Has the parsing threads run `work` on each batch they parse from now on, its result
     /// handed out with the batch by [`TraceReader::next_batch`]. False, and `work` never runs,
     /// where the trace is not parsed on threads of its own, or work was set before.
     pub fn work_ahead(&mut self, work: ChunkWork) -> bool {
-        self.parses_apart() && self.work.set(work).is_ok()
+        self.parsers > 0 && self.work.set(work).is_ok()
     }
 
     /// Moves to the next batch of rows, to be read with [`TraceReader::row`]: `Some` with what
@@ -283,9 +286,11 @@ impl<R: Read + Send + 'static> TraceReader<R> {
         let work = Arc::clone(&self.work);
         self.source = match std::mem::replace(&mut self.source, Source::Done) {
             Source::Csv(chunks) if threads >= CsvChunks::<R>::MIN_THREADS => {
+                self.parsers = Parallel::parsers::<CsvChunks<R>>(threads);
                 Source::Deferred(Box::new(move || Parallel::start(chunks, threads, work)))
             }
             Source::Binary(chunks) if threads >= BinaryChunks::<R>::MIN_THREADS => {
+                self.parsers = Parallel::parsers::<BinaryChunks<R>>(threads);
                 Source::Deferred(Box::new(move || Parallel::start(chunks, threads, work)))
             }
             other => other,
@@ -296,7 +301,7 @@ impl<R: Read + Send + 'static> TraceReader<R> {
     /// Whether the rows are parsed on threads of their own.
     #[cfg(test)]
     pub(super) fn is_parallel(&self) -> bool {
-        self.parses_apart()
+        self.parsers > 0
     }
 }
 
