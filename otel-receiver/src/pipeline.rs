@@ -619,8 +619,8 @@ const FRAMES_PER_BATCH: usize = 8;
 /// and handed to `sink` on a thread of its own, in the same order, so that `sink` gets what it
 /// would from [`replay`], the reports before an error included. An offline replay is limited by
 /// the one thread that takes every sample; this takes the diagnosis, a third of its work, and
-/// whatever `sink` does off it, and where the reader parses on threads of its own, adding each
-/// sample to its window goes there too ([`WindowAhead`]): the caller's thread then takes a
+/// whatever `sink` does off it, and where two or more threads parse the trace, adding each
+/// sample to its window goes to them too ([`WindowAhead`]): the caller's thread then takes a
 /// tenth of the instructions a sample it took.
 pub fn replay_staged<R: Read>(
     mut reader: TraceReader<R>,
