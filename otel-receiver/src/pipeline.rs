@@ -654,12 +654,8 @@ pub fn replay_staged<R: Read>(
             let full = std::mem::replace(&mut batch, Vec::with_capacity(FRAMES_PER_BATCH));
             frames_tx.send(full).is_ok()
         };
-        let windowed = if window_ahead(&mut reader, windowing) {
-            window_chunks(&mut reader, windowing, &mut hand_on)
-        } else {
-            window_samples(&mut reader, windowing, &mut hand_on)
-        };
-        let windowed = windowed.map(|()| {
+        window_ahead(&mut reader, windowing);
+        let windowed = window_chunks(&mut reader, windowing, &mut hand_on).map(|()| {
             hand_on(windowing.finish());
         });
         // The frames released before an error are diagnosed, as on one thread.
@@ -700,28 +696,9 @@ fn window_ahead<R: Read>(reader: &mut TraceReader<R>, windowing: &Windowing) -> 
     }))
 }
 
-/// Windows every sample of `reader`, handing the frames to `hand_on` until it returns false.
-fn window_samples<R: Read>(
-    reader: &mut TraceReader<R>,
-    windowing: &mut Windowing,
-    hand_on: &mut impl FnMut(Vec<Frame>) -> bool,
-) -> Result<(), ReplayError> {
-    while let Some(sample) = reader.next_sample() {
-        let frames = windowing
-            .push(sample?)
-            .map_err(|source| ReplayError::Refused {
-                place: reader.place(),
-                source,
-            })?;
-        if !hand_on(frames) {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// [`window_samples`] for a reader whose parsing threads window its chunks ahead: each chunk's
-/// plan taken in order, its windows installed and the rows left pushed.
+/// Windows every sample of `reader` a batch at a time, handing the frames to `hand_on` until it
+/// returns false: where the parsing threads windowed a batch ahead, its plan taken in order
+/// (its windows installed and the rows left pushed), else every row pushed.
 fn window_chunks<R: Read>(
     reader: &mut TraceReader<R>,
     windowing: &mut Windowing,
