@@ -847,6 +847,16 @@ fn split_commas(line: &[u8], ranges: &mut Vec<(u32, u32)>) {
     ranges.push((from, line.len() as u32));
 }
 
+/// A cell holding a JSON list (processes, pods, NVLinks), or `bad()`'s error.
+fn json_list<T: serde::de::DeserializeOwned>(
+    cell: &[u8],
+    bad: impl FnOnce() -> TraceError,
+) -> Result<Arc<Vec<T>>, TraceError> {
+    serde_json::from_slice(cell)
+        .map(Arc::new)
+        .map_err(|_| bad())
+}
+
 fn bad(
     layout: &Layout,
     line: u64,
@@ -895,7 +905,7 @@ fn parse_row(
                 row.clk_reasons = Some(mask);
             }
             Column::Processes => {
-                let list = serde_json::from_slice(cell).map_err(|_| {
+                row.processes = Some(json_list(cell, || {
                     bad(
                         layout,
                         line,
@@ -903,11 +913,10 @@ fn parse_row(
                         cell,
                         "not a JSON list of processes",
                     )
-                })?;
-                row.processes = Some(Arc::new(list));
+                })?);
             }
             Column::Pods => {
-                let list = serde_json::from_slice(cell).map_err(|_| {
+                row.pods = Some(json_list(cell, || {
                     bad(
                         layout,
                         line,
@@ -915,14 +924,12 @@ fn parse_row(
                         cell,
                         "not a JSON list of pod containers",
                     )
-                })?;
-                row.pods = Some(Arc::new(list));
+                })?);
             }
             Column::Nvlinks => {
-                let list = serde_json::from_slice(cell).map_err(|_| {
+                row.nvlinks = Some(json_list(cell, || {
                     bad(layout, line, "nvlinks", cell, "not a JSON list of NVLinks")
-                })?;
-                row.nvlinks = Some(Arc::new(list));
+                })?);
             }
             Column::Metric(metric, percent) => {
                 let v = parse_number(cell)
