@@ -500,7 +500,9 @@ fn quiet(x: &RuleInput) -> Option<Verdict> {
     if !s.has_gpm() && x.power.load.is_some_and(|l| l >= th.quiet_power_load) {
         return None;
     }
-    let sm = s.sm_pct.map_or_else(|| "unmeasured (no GPM)".into(), pct);
+    let sm = s
+        .sm_pct
+        .map_or_else(|| "unmeasured (no GPM)".into(), |v| pct(v).to_string());
     let quiet = Evidence::new(
         "util_gpu",
         util / 100.0,

@@ -539,7 +539,7 @@ fn fmt_opt(v: Option<f64>, unit: &str, decimals: usize) -> String {
 
 /// The evidence's own formats, with "n/a" for what was not sampled.
 fn pct(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), diagnosis::pct)
+    v.map_or_else(|| "n/a".into(), |v| diagnosis::pct(v).to_string())
 }
 
 fn rate(v: Option<f64>) -> String {
