@@ -547,6 +547,43 @@ mod tests {
     }
 
     #[test]
+    fn a_sink_that_fails_stops_the_staged_replay_with_its_error() {
+        let text = tricky_trace("");
+        let path = std::env::temp_dir().join(format!("gpuslack-sink-{}.csv", std::process::id()));
+        std::fs::write(&path, &text).expect("write");
+        // The sink fails on its 1,000th report: every thread stops, the reports before it
+        // were given in order, and the error named is the sink's.
+        let replayed = |staged: bool| {
+            let file = std::fs::File::open(&path).expect("open");
+            let reader = TraceReader::new("t.csv".into(), std::io::BufReader::new(file))
+                .expect("header")
+                .parallel(4);
+            let mut pipeline = Pipeline::new(1.0, Diagnoser::default());
+            let mut given = Vec::new();
+            let sink = |r: WindowReport| {
+                if given.len() == 999 {
+                    return Err(std::io::Error::other("disk full"));
+                }
+                given.push((r.stats.gpu, r.stats.start));
+                Ok(())
+            };
+            let result = if staged {
+                replay_staged(reader, &mut pipeline, sink)
+            } else {
+                replay(reader, &mut pipeline, sink)
+            };
+            (given, result.map(|_| ()).map_err(|e| format!("{e:?}")))
+        };
+        let (one, one_result) = replayed(false);
+        let (staged, staged_result) = replayed(true);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(one.len(), 999);
+        assert_eq!(staged, one);
+        assert_eq!(one_result, staged_result);
+        assert!(staged_result.expect_err("failed").contains("disk full"));
+    }
+
+    #[test]
     fn more_gpu_indices_than_the_cap_are_refused_by_name() {
         let mut pipeline = Pipeline::new(1.0, Diagnoser::default());
         for gpu in 0..MAX_GPUS as u32 {
@@ -615,13 +652,16 @@ pub fn replay<R: Read>(
 /// window, few enough that the frames in flight stay under a MiB (a window is some 2.5 KB).
 const FRAMES_PER_BATCH: usize = 8;
 
-/// [`replay`] on two threads: the samples windowed on the caller's thread, the frames diagnosed
-/// and handed to `sink` on a thread of its own, in the same order, so that `sink` gets what it
-/// would from [`replay`], the reports before an error included. An offline replay is limited by
-/// the one thread that takes every sample; this takes the diagnosis, a third of its work, and
-/// whatever `sink` does off it, and where two or more threads parse the trace, adding each
-/// sample to its window goes to them too ([`WindowAhead`]): the caller's thread then takes a
-/// tenth of the instructions a sample it took.
+/// [`replay`] on three threads: the samples windowed on the caller's thread, the frames
+/// diagnosed on a second, and the reports handed to `sink` on a third, in the same order, so
+/// that `sink` gets what it would from [`replay`], the reports before an error included.
+///
+/// An offline replay is limited by its slowest thread. Where two or more threads parse the
+/// trace, they also add each sample to its window ([`WindowAhead`]), and the caller's thread
+/// takes a tenth of the instructions a sample it would. What is left is the diagnosis (some
+/// 700 instructions a sample) and what `sink` does with each report (`replay --format jsonl`
+/// formats a line: some 560): on one thread together they were the busiest of all, so each
+/// has its own.
 pub fn replay_staged<R: Read>(
     mut reader: TraceReader<R>,
     pipeline: &mut Pipeline,
@@ -633,19 +673,29 @@ pub fn replay_staged<R: Read>(
     } = pipeline;
     std::thread::scope(|scope| {
         let (frames_tx, frames_rx) = mpsc::sync_channel::<Vec<Frame>>(4);
-        let diagnosis = scope.spawn(move || -> std::io::Result<()> {
+        // A frame's reports stay in the vector they were made in: a report is a kilobyte, and
+        // gathering a batch's into one vector copied each, some twice, as it grew.
+        let (reports_tx, reports_rx) = mpsc::sync_channel::<Vec<Vec<WindowReport>>>(4);
+        // Ends when the windowing does, or when the sink stopped (its error is the one to name).
+        let diagnosis = scope.spawn(move || {
             for frames in frames_rx {
-                for frame in frames {
-                    for report in diagnoser.diagnose_frame(frame) {
-                        sink(report)?;
-                    }
+                let reports = frames
+                    .into_iter()
+                    .map(|frame| diagnoser.diagnose_frame(frame))
+                    .collect();
+                if reports_tx.send(reports).is_err() {
+                    return;
                 }
+            }
+        });
+        let sinking = scope.spawn(move || -> std::io::Result<()> {
+            for report in reports_rx.into_iter().flatten().flatten() {
+                sink(report)?;
             }
             Ok(())
         });
         let mut batch = Vec::with_capacity(FRAMES_PER_BATCH);
-        // Hands `frames` on; false once the diagnosis stopped (its sink failed: its error is
-        // the one to name).
+        // Hands `frames` on; false once the diagnosis stopped.
         let mut hand_on = |frames: Vec<Frame>| {
             batch.extend(frames);
             if batch.len() < FRAMES_PER_BATCH {
@@ -661,15 +711,16 @@ pub fn replay_staged<R: Read>(
         // The frames released before an error are diagnosed, as on one thread.
         let _ = frames_tx.send(batch);
         drop(frames_tx);
-        match diagnosis.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(ReplayError::Output(e)),
-            Err(_) => {
-                return Err(ReplayError::Output(std::io::Error::other(
-                    "the diagnosis thread stopped",
-                )))
-            }
-        }
+        let stopped = || {
+            ReplayError::Output(std::io::Error::other(
+                "a thread of the replay stopped unexpectedly",
+            ))
+        };
+        diagnosis.join().map_err(|_| stopped())?;
+        sinking
+            .join()
+            .map_err(|_| stopped())?
+            .map_err(ReplayError::Output)?;
         windowed?;
         Ok(windowing.counts)
     })
