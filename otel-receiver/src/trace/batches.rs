@@ -25,8 +25,11 @@ use crate::attribution::{GpuProcess, PodContainer};
 use crate::sample::{NvlinkLink, Sample};
 
 /// Chunks parsed or being parsed ahead of the pipeline, whatever the number of threads: this
-/// bounds the reader's memory (about 1 MiB of input and 3 MiB of parsed rows).
-const CHUNKS_IN_FLIGHT: usize = 8;
+/// bounds the reader's memory (about 2 MiB of input, 6 MiB of parsed rows and the windows
+/// built ahead). The chunks come back in the file's order, so one slow chunk holds up those
+/// parsed after it: with 8, a day's replay on four cores took 1.30–1.60 s, with 16
+/// 1.33–1.42 s, for 8 MiB more (docs/benchmarks.md, "Fifth pass").
+const CHUNKS_IN_FLIGHT: usize = 16;
 
 /// One sample of a batch, its values in the batch's `values` from `first` on, one per bit of
 /// `present` ([`Sample::metric_bits`]).
