@@ -659,8 +659,8 @@ const FRAMES_PER_BATCH: usize = 8;
 /// An offline replay is limited by its slowest thread. Where two or more threads parse the
 /// trace, they also add each sample to its window ([`WindowAhead`]), and the caller's thread
 /// takes a tenth of the instructions a sample it would. What is left is the diagnosis (some
-/// 700 instructions a sample) and what `sink` does with each report (`replay --format jsonl`
-/// formats a line: some 560): on one thread together they were the busiest of all, so each
+/// 480 instructions a sample) and what `sink` does with each report (`replay --format jsonl`
+/// formats a line: some 540): on one thread together they were the busiest of all, so each
 /// has its own.
 pub fn replay_staged<R: Read>(
     mut reader: TraceReader<R>,
@@ -673,8 +673,8 @@ pub fn replay_staged<R: Read>(
     } = pipeline;
     std::thread::scope(|scope| {
         let (frames_tx, frames_rx) = mpsc::sync_channel::<Vec<Frame>>(4);
-        // A frame's reports stay in the vector they were made in: a report is a kilobyte, and
-        // gathering a batch's into one vector copied each, some twice, as it grew.
+        // A frame's reports stay in the vector they were made in: gathering a batch's into
+        // one vector copied every report, some twice, as it grew.
         let (reports_tx, reports_rx) = mpsc::sync_channel::<Vec<Vec<WindowReport>>>(4);
         // Ends when the windowing does, or when the sink stopped (its error is the one to name).
         let diagnosis = scope.spawn(move || {

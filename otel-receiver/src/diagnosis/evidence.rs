@@ -27,7 +27,8 @@ pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-/// A percentage for people: one decimal under 10, none above.
+/// A percentage for people: one decimal under 10, none above. A width in the format pads the
+/// number before its `%`.
 pub fn pct(v: f64) -> impl std::fmt::Display {
     struct Pct(Fixed);
     impl std::fmt::Display for Pct {
@@ -51,8 +52,8 @@ pub fn rate(mib_s: f64) -> String {
 /// A number with a fixed count of decimals, written as `format!("{:.N}")` writes it, digit for
 /// digit: rounded from the number's exact binary value, a tie to the even digit, the sign kept
 /// on a negative number that rounds to zero. Evidence sentences hold several such numbers a
-/// window, and the standard library's exact path (Grisu with a Dragon fallback) was a quarter
-/// of the diagnosis's instructions; this rounds the binary value with integers instead.
+/// window, and the standard library's exact path (Grisu with a Dragon fallback) was a third of
+/// the diagnosis's own instructions; this rounds the binary value with integers instead.
 #[derive(Debug, Clone, Copy)]
 pub struct Fixed {
     value: f64,
