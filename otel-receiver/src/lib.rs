@@ -8,6 +8,7 @@ pub mod attribution;
 mod causes;
 pub mod device;
 pub mod diagnosis;
+pub mod doctor;
 pub mod efficiency;
 pub mod export;
 pub mod fleet;

@@ -42,6 +42,7 @@ mod bundled;
 mod calibrate;
 mod convert;
 mod diagnose;
+mod doctor;
 mod export_args;
 mod files;
 mod flags;
@@ -92,6 +93,8 @@ enum Command {
     Calibrate(calibrate::Args),
     /// The fleet's waste report, or one job's across its nodes, from a Prometheus query API.
     Fleet(fleet::Args),
+    /// What works on this node and what does not (NVML, GPM, processes, kubelet, collector), with fixes.
+    Doctor(Box<doctor::Args>),
 }
 
 /// Exit code for a missing GPU, driver or NVML library: sysexits' EX_UNAVAILABLE, apart from
@@ -105,10 +108,15 @@ pub fn main() -> ExitCode {
     // The agent logs what it samples, where it exports and each verdict change at INFO; the
     // other commands print their reports and stay quiet below WARN.
     let agent = matches!(cli.command, Command::Run(_));
-    init_logging(cli.verbose, agent);
+    // doctor's findings say what its probes' warnings would: its log stays at ERROR unless -v.
+    let verbose = match cli.command {
+        Command::Doctor(_) if cli.verbose == 0 => None,
+        _ => Some(cli.verbose),
+    };
+    init_logging(verbose, agent);
     if matches!(
         cli.command,
-        Command::Diagnose(_) | Command::Run(_) | Command::Record(_)
+        Command::Diagnose(_) | Command::Run(_) | Command::Record(_) | Command::Doctor(_)
     ) {
         // These only sample: NVML need not load libcuda (no_libcuda.rs).
         crate::no_libcuda::refuse();
@@ -123,6 +131,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Fleet(args) => fleet::run(args),
+        Command::Doctor(args) => doctor::run(*args),
     };
     match result {
         Ok(code) => code,
@@ -186,17 +195,18 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn init_logging(verbose: u8, agent: bool) {
+fn init_logging(verbose: Option<u8>, agent: bool) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
 
     let default = match verbose {
-        0 if agent => LevelFilter::INFO,
-        0 => LevelFilter::WARN,
-        1 => LevelFilter::INFO,
-        _ => LevelFilter::DEBUG,
+        None => LevelFilter::ERROR,
+        Some(0) if agent => LevelFilter::INFO,
+        Some(0) => LevelFilter::WARN,
+        Some(1) => LevelFilter::INFO,
+        Some(_) => LevelFilter::DEBUG,
     };
     // RUST_LOG as `target=level` directives. `Targets` rather than `EnvFilter`: span and field
     // filters are not worth the regex engine EnvFilter brings (build time, resident pages).

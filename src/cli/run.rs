@@ -93,6 +93,23 @@ fn say(line: &str) {
     errln!("{line}");
 }
 
+/// What `gpuslack doctor` finds of the host, said once in the startup log of a live agent (a
+/// DaemonSet's first lines): the C library, processes whose environment cannot be read, a
+/// profiler holding the counters, the kubelet. The GPUs are the agent's own first log lines;
+/// the collector is not probed here (the first export says how it went).
+fn node_check(kubelet_socket: &std::path::Path) {
+    use gpuslack_receiver::doctor::{endpoints, host, Doctor};
+    let proc_root = std::path::Path::new("/proc");
+    let mut doctor = Doctor::default();
+    doctor.add(host::platform(proc_root));
+    doctor.add([
+        host::processes(proc_root, &[]),
+        host::profiler(proc_root),
+        endpoints::kubelet(kubelet_socket, false),
+    ]);
+    doctor.log();
+}
+
 /// Flag parsing, then one call: the agent runs in the library (`gpuslack_receiver::agent`).
 pub fn run(args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
@@ -111,7 +128,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             path: path.clone(),
             speed: args.speed,
         },
-        None => Input::Live(args.sampling.live_options()?),
+        None => {
+            node_check(&args.sampling.kubelet_socket);
+            Input::Live(args.sampling.live_options()?)
+        }
     };
     let options = AgentOptions {
         export: config,

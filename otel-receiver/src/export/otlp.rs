@@ -29,7 +29,7 @@ use super::http_client::{no_redirects, OtlpHttpClient};
 use super::points::{agent_points, event_attributes};
 use super::queue::{Batch, Payload, SendQueue};
 use super::sender::{
-    Backoff, Control, GrpcExport, GrpcTransport, HttpTransport, Sender, Transport,
+    Backoff, Control, GrpcExport, GrpcTransport, HttpTransport, Outcome, Sender, Transport,
 };
 use super::split;
 use super::state::{ClassChange, ExportState, GpuView};
@@ -318,6 +318,42 @@ fn transport<R: GrpcExport>(
             }))
         }
     }
+}
+
+/// One empty metrics export to `cfg`'s collector, as `gpuslack doctor` sends it: whether the
+/// collector is reachable, speaks TLS as configured and takes the credentials. The request
+/// holds no resource and no point, so nothing lands in the backend; the answer maps to an
+/// [`Outcome`] the way every export's does.
+pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
+    // gRPC's channel is driven by the runtime's worker while the caller's thread blocks on the
+    // answer; HTTP goes through the blocking client, outside the runtime.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| OtlpError::Build {
+            signal: "metrics",
+            message: format!("cannot start the probe's runtime: {e}"),
+        })?;
+    let delivery = Arc::new(Delivery::default());
+    let mut transport = {
+        let _entered = runtime.enter();
+        transport::<ExportMetricsServiceRequest>(cfg, &delivery, runtime.handle())?
+    };
+    let outcome = transport.send(&ExportMetricsServiceRequest::default());
+    // The transport notes the cause it saw (TLS, a timeout) where its outcome is generic; the
+    // attempt is filed under it, as the sender files every failed attempt.
+    Ok(match outcome {
+        Outcome::Retry(fallback) | Outcome::Refused(fallback) => {
+            delivery.attempt_failed(Signal::Metrics, fallback);
+            let why = delivery.metrics_failing().1.unwrap_or(fallback);
+            match outcome {
+                Outcome::Refused(_) => Outcome::Refused(why),
+                _ => Outcome::Retry(why),
+            }
+        }
+        delivered_or_too_large => delivered_or_too_large,
+    })
 }
 
 /// The metrics exporter: each collection becomes batches of at most `max_request_bytes` in the

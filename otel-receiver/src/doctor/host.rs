@@ -1,0 +1,305 @@
+//! The host's part: the C library and kernel the binary runs on, which processes' environment
+//! and cgroup the agent can read (and so which attribution will be missing), and a profiler
+//! that may hold the GPU's performance counters.
+
+use std::path::Path;
+
+use super::{shown, Area, Finding, Status};
+
+/// The oldest glibc the shipped binaries are built for (docs/DEPLOY.md): RHEL 8's.
+pub const GLIBC_FLOOR: (u32, u32) = (2, 28);
+
+/// The C library this process runs on, `2.36`; `None` off glibc (musl) or where it does not
+/// say.
+pub fn glibc_version() -> Option<String> {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: gnu_get_libc_version takes nothing and returns a pointer to a static,
+        // NUL-terminated string that lives as long as the process.
+        let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        Some(version.to_string_lossy().into_owned())
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        None
+    }
+}
+
+/// `2.36` as (2, 36).
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.trim().parse().ok()?;
+    let minor = parts.next()?.trim().parse().ok()?;
+    Some((major, minor))
+}
+
+/// The C library, the kernel and the architecture, as facts, with a failure where the C
+/// library is older than the one the binary was built for (it would not have started: this
+/// is for a binary built here from source, on a host older than its builder's).
+pub fn platform(proc_root: &Path) -> Vec<Finding> {
+    let kernel = std::fs::read_to_string(proc_root.join("sys/kernel/osrelease"))
+        .map(|k| shown(k.trim()))
+        .unwrap_or_else(|_| "unknown".into());
+    let arch = std::env::consts::ARCH;
+    let glibc = glibc_version();
+    let mut findings = vec![Finding::new(
+        Area::Host,
+        Status::Info,
+        format!(
+            "glibc {}, kernel {kernel}, {arch}; gpuslack {}",
+            glibc.as_deref().unwrap_or("(not glibc)"),
+            env!("CARGO_PKG_VERSION")
+        ),
+    )];
+    if let Some((major, minor)) = glibc.as_deref().and_then(major_minor) {
+        if (major, minor) < GLIBC_FLOOR {
+            findings.push(
+                Finding::new(
+                    Area::Host,
+                    Status::Degraded,
+                    format!(
+                        "glibc {major}.{minor} is older than {}.{}, the oldest the released binaries support",
+                        GLIBC_FLOOR.0, GLIBC_FLOOR.1
+                    ),
+                )
+                .fix("run the container image, which carries its own C library"),
+            );
+        }
+    }
+    findings
+}
+
+/// What could be read of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Readable {
+    environ: bool,
+    cgroup: bool,
+}
+
+fn readable(proc_root: &Path, pid: u32) -> Option<Readable> {
+    let dir = proc_root.join(pid.to_string());
+    if !dir.exists() {
+        return None;
+    }
+    // Opening is what the kernel checks (ptrace access for environ); one byte read proves it.
+    let can_read = |file: &str| {
+        use std::io::Read as _;
+        std::fs::File::open(dir.join(file))
+            .and_then(|mut f| f.read(&mut [0u8; 1]))
+            .is_ok()
+    };
+    Some(Readable {
+        environ: can_read("environ"),
+        cgroup: can_read("cgroup"),
+    })
+}
+
+/// Every process id under `proc_root`.
+fn pids(proc_root: &Path) -> std::io::Result<Vec<u32>> {
+    let mut pids: Vec<u32> = std::fs::read_dir(proc_root)?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+/// Whose environment and cgroup can be read: those of `gpu_pids` (the processes holding a GPU,
+/// where NVML named them) else of every process. Unreadable environments lose the ranks, the
+/// Slurm job and the rendezvous key; unreadable cgroups the container and the pod.
+pub fn processes(proc_root: &Path, gpu_pids: &[u32]) -> Finding {
+    let all = match pids(proc_root) {
+        Ok(all) => all,
+        Err(e) => {
+            return Finding::new(
+                Area::Processes,
+                Status::Degraded,
+                format!(
+                    "{} cannot be listed ({e}): no process will be attributed to a job",
+                    proc_root.display()
+                ),
+            )
+            .fix("mount the host's /proc (the DaemonSet runs with hostPID) and run as root");
+        }
+    };
+    let (scope, looked_at): (&str, Vec<u32>) = if gpu_pids.is_empty() {
+        ("processes", all)
+    } else {
+        ("processes holding a GPU", gpu_pids.to_vec())
+    };
+    let mut total = 0;
+    let mut no_environ = Vec::new();
+    let mut no_cgroup = 0;
+    for pid in looked_at {
+        let Some(r) = readable(proc_root, pid) else {
+            continue;
+        };
+        total += 1;
+        if !r.environ {
+            no_environ.push(pid);
+        }
+        if !r.cgroup {
+            no_cgroup += 1;
+        }
+    }
+    if no_environ.is_empty() && no_cgroup == 0 {
+        return Finding::new(
+            Area::Processes,
+            Status::Ok,
+            format!("environment and cgroup readable for all {total} {scope}"),
+        );
+    }
+    let some: Vec<String> = no_environ.iter().take(5).map(u32::to_string).collect();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    Finding::new(
+        Area::Processes,
+        Status::Degraded,
+        format!(
+            "environment unreadable for {} of {total} {scope} (PIDs {}{}), cgroup for {no_cgroup}, running as uid {uid}: their ranks, Slurm job and rendezvous key (environment) and container and pod (cgroup) will be missing",
+            no_environ.len(),
+            some.join(", "),
+            if no_environ.len() > 5 { ", …" } else { "" },
+        ),
+    )
+    .fix("run the agent as root (the DaemonSet and the systemd unit do), or give it CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH")
+}
+
+/// Programs that take the GPU's performance counters while they run: GPM then fails or stops
+/// refreshing, and the verdicts must not blame the job for it.
+const PROFILERS: [(&str, &str); 5] = [
+    ("ncu", "Nsight Compute"),
+    ("nsys", "Nsight Systems"),
+    (
+        "nv-hostengine",
+        "DCGM's host engine (profiling metrics hold the counters)",
+    ),
+    ("dcgmproftester", "DCGM's profiling tester"),
+    ("nvidia-dcgm", "DCGM"),
+];
+
+/// The environment variable a CUDA profiler injects into the process it profiles.
+const INJECTION_VARIABLE: &[u8] = b"CUDA_INJECTION64_PATH=";
+
+/// A profiler among the processes: by name, or by the injection library in a process's
+/// environment (a job started under `ncu`/`nsys` carries it).
+pub fn profiler(proc_root: &Path) -> Finding {
+    let mut seen = Vec::new();
+    for pid in pids(proc_root).unwrap_or_default() {
+        let dir = proc_root.join(pid.to_string());
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        if let Some((_, what)) = PROFILERS.iter().find(|(name, _)| *name == comm) {
+            seen.push(format!("{what} ({}, PID {pid})", shown(comm)));
+            continue;
+        }
+        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var.starts_with(INJECTION_VARIABLE))
+        {
+            seen.push(format!("a profiled process ({}, PID {pid})", shown(comm)));
+        }
+    }
+    if seen.is_empty() {
+        return Finding::new(
+            Area::Profiler,
+            Status::Ok,
+            "no profiler holds the performance counters",
+        );
+    }
+    let count = seen.len();
+    seen.truncate(3);
+    Finding::new(
+        Area::Profiler,
+        Status::Degraded,
+        format!(
+            "{}{}: while it profiles, GPM reads fail or stop refreshing, and verdicts are marked low-confidence",
+            seen.join(", "),
+            if count > 3 { format!(" and {} more", count - 3) } else { String::new() }
+        ),
+    )
+    .fix("let the profiling session end; for DCGM, pause profiling (`dcgmi profile --pause`) while gpuslack samples")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_proc(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("gpuslack-doctor-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sys/kernel")).ok();
+        dir
+    }
+
+    fn process(root: &Path, pid: u32, comm: &str, environ: &[u8]) {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(&dir).ok();
+        std::fs::write(dir.join("comm"), format!("{comm}\n")).ok();
+        std::fs::write(dir.join("environ"), environ).ok();
+        std::fs::write(dir.join("cgroup"), "0::/\n").ok();
+    }
+
+    #[test]
+    fn version_numbers_compare_as_numbers() {
+        assert_eq!(major_minor("2.36"), Some((2, 36)));
+        assert_eq!(major_minor("2.28"), Some(GLIBC_FLOOR));
+        assert!(major_minor("2.9").is_some_and(|v| v < GLIBC_FLOOR));
+        assert_eq!(major_minor("x"), None);
+    }
+
+    #[test]
+    fn this_process_runs_on_a_glibc_at_or_above_the_floor() {
+        let v = glibc_version().and_then(|v| major_minor(&v));
+        assert!(v.is_some_and(|v| v >= GLIBC_FLOOR), "{v:?}");
+    }
+
+    #[test]
+    fn a_profiler_is_found_by_name_and_by_its_injected_library() {
+        let root = fake_proc("profiler");
+        process(&root, 10, "python", b"HOME=/root\0");
+        assert_eq!(profiler(&root).status, Status::Ok);
+        process(
+            &root,
+            11,
+            "python",
+            b"A=1\0CUDA_INJECTION64_PATH=/opt/nsight/libinj.so\0",
+        );
+        process(&root, 12, "nv-hostengine", b"");
+        let f = profiler(&root);
+        assert_eq!(f.status, Status::Degraded);
+        assert!(
+            f.detail.contains("a profiled process (python, PID 11)"),
+            "{}",
+            f.detail
+        );
+        assert!(f.detail.contains("DCGM's host engine"), "{}", f.detail);
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn processes_are_counted_and_a_missing_proc_is_named() {
+        let root = fake_proc("procs");
+        process(&root, 20, "a", b"");
+        process(&root, 21, "b", b"");
+        let f = processes(&root, &[]);
+        assert_eq!(f.status, Status::Ok);
+        assert_eq!(
+            f.detail,
+            "environment and cgroup readable for all 2 processes"
+        );
+        // Only the GPU's processes count once NVML names them; one that has exited is skipped.
+        let f = processes(&root, &[21, 99]);
+        assert_eq!(
+            f.detail,
+            "environment and cgroup readable for all 1 processes holding a GPU"
+        );
+        let missing = root.join("absent");
+        let f = processes(&missing, &[]);
+        assert_eq!(f.status, Status::Degraded);
+        assert!(f.detail.contains("cannot be listed"), "{}", f.detail);
+        let _ = std::fs::remove_dir_all(root);
+    }
+}

@@ -1,0 +1,149 @@
+//! `gpuslack doctor`: one screen (or `--format json`) that says what works on this node and
+//! what does not, each with the reason and the fix. The checks live in the library
+//! (`gpuslack_receiver::doctor`); here they are run in order, the SKU table is matched (the
+//! calibration crate's, which the library cannot see), and the exit code is chosen: 0 when
+//! everything the configuration asks for works, 69 when no GPU can be watched, 1 otherwise.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use gpuslack_receiver::attribution::kubelet;
+use gpuslack_receiver::doctor::{
+    self, endpoints, gpus, host, Area, Doctor, Finding, Status, Verdict,
+};
+use gpuslack_receiver::source::live::ticks::open_nvml;
+use gpuslack_receiver::source::live::Cadence;
+
+use super::export_args::ExportArgs;
+use super::EXIT_NO_GPU;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output format: a screen for people, or one JSON document.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Check as an agent run with --no-gpm would: GPM is not asked for.
+    #[arg(long)]
+    pub no_gpm: bool,
+    /// The kubelet's PodResources socket; named here, its absence fails (the default path
+    /// absent only means "not a Kubernetes node").
+    #[arg(long, value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
+    /// Where the host's processes are seen (a container that mounts the host's /proc elsewhere).
+    #[arg(long, value_name = "DIR", default_value = "/proc")]
+    pub proc_root: PathBuf,
+    /// The agent's export settings, checked as `run` would use them: the OTLP endpoint gets
+    /// one empty export, the Prometheus address is bound and released.
+    #[command(flatten)]
+    pub export: ExportArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+/// Reads of every GPU, 100 ms apart: GPM needs two, and the process list comes once a second.
+const TICKS: u32 = 12;
+const TICK: Duration = Duration::from_millis(100);
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let config = args.export.resolve()?;
+    let mut doctor = Doctor::default();
+    doctor.add(host::platform(&args.proc_root));
+    let mut gpu_pids = Vec::new();
+    match open_nvml(Cadence::every(TICK), args.no_gpm) {
+        Ok(mut source) => {
+            let found = gpus::sample(
+                &mut source,
+                args.no_gpm,
+                TICKS,
+                TICK,
+                super::live::unix_now,
+                std::thread::sleep,
+            );
+            doctor.add(found.findings);
+            doctor.add(sku_findings(&source.facts()));
+            gpu_pids = found.pids;
+        }
+        Err(e) => doctor.add([gpus::nvml_failed(&e)]),
+    }
+    doctor.add([
+        host::processes(&args.proc_root, &gpu_pids),
+        host::profiler(&args.proc_root),
+    ]);
+    let socket = args
+        .kubelet_socket
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(kubelet::DEFAULT_SOCKET));
+    doctor.add([
+        endpoints::kubelet(&socket, args.kubelet_socket.is_some()),
+        endpoints::otlp(&config),
+        endpoints::prometheus(config.prometheus),
+    ]);
+    match args.format {
+        Format::Human => out!("{}", doctor.text()),
+        Format::Json => {
+            let verdict = match doctor.verdict() {
+                Verdict::Healthy => "healthy",
+                Verdict::NoGpu => "no_gpu",
+                Verdict::Failed => "failed",
+            };
+            let document = serde_json::json!({
+                "schema": "gpuslack.doctor.v1",
+                "verdict": verdict,
+                "findings": doctor.findings,
+            });
+            outln!("{}", serde_json::to_string_pretty(&document)?);
+        }
+    }
+    Ok(match doctor.verdict() {
+        Verdict::Healthy => ExitCode::SUCCESS,
+        Verdict::NoGpu => ExitCode::from(EXIT_NO_GPU),
+        Verdict::Failed => ExitCode::FAILURE,
+    })
+}
+
+/// Each GPU's model against the specification table: the figures verdicts are scaled from
+/// when the GPU has no calibrated profile. A model the table does not know says so.
+fn sku_findings(facts: &[(u32, gpuslack_receiver::device::DeviceFacts)]) -> Vec<Finding> {
+    let skus = match gpuslack_calibration::sku::table() {
+        Ok(skus) => skus,
+        Err(e) => {
+            return vec![Finding::new(
+                Area::Gpu,
+                Status::Failed,
+                format!("the SKU table: {e}"),
+            )]
+        }
+    };
+    facts
+        .iter()
+        .filter(|(_, f)| f.mig_parent.is_none())
+        .map(|(gpu, f)| {
+            let name = f.name.as_deref().unwrap_or("");
+            match gpuslack_calibration::sku::find(&skus, name) {
+                Some(sku) => Finding::new(
+                    Area::Gpu,
+                    Status::Info,
+                    format!(
+                        "GPU {gpu}: specification {} ({:.0} W, {:.0} GB/s, {} SMs)",
+                        sku.name, sku.tdp_w, sku.mem_bandwidth_gb_s, sku.sm_count
+                    ),
+                ),
+                None => Finding::new(
+                    Area::Gpu,
+                    Status::Degraded,
+                    format!(
+                        "GPU {gpu}: the model {} is not in gpuslack's table: no figure is scaled from a specification",
+                        doctor::shown(name)
+                    ),
+                )
+                .fix("run `gpuslack calibrate` on this GPU for its own baselines (docs/CALIBRATION.md)"),
+            }
+        })
+        .collect()
+}
