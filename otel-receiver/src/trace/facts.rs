@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceFacts;
+use crate::spec::LiveFigures;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {problem}")]
@@ -221,6 +222,8 @@ impl FactsEntry {
             pci_bus_id: self.pci_bus_id.clone(),
             serial: self.serial.clone(),
             vbios: self.vbios.clone(),
+            figures: LiveFigures::default(),
+            spec: None,
         }
     }
 
@@ -277,6 +280,7 @@ mod tests {
             pci_bus_id: Some(format!("00000000:{:02X}:00.0", uuid.len())),
             serial: Some(format!("165{}", uuid.len())),
             vbios: Some("96.00.9F.00.01".into()),
+            ..DeviceFacts::default()
         };
         let facts = TraceFacts {
             default: DeviceFacts::default(),

@@ -98,6 +98,8 @@ impl DeviceReader for NvmlDevice {
             pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
             serial: d.serial().ok(),
             vbios: d.vbios_version().ok(),
+            figures: LiveFigures::default(),
+            spec: None,
         }
     }
 

@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::backend::{DeviceReader, Field, ReadError};
 use crate::device::DeviceFacts;
+use crate::spec::LiveFigures;
 use crate::sample::{Metric, Sample};
 
 /// Why NVML could not be opened. Each message names what to check.
