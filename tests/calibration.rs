@@ -483,3 +483,46 @@ fn the_live_figures_override_the_table_and_say_where_each_came_from() {
     assert_eq!(doc["gpus"]["2"]["spec"]["sm_count"]["source"], "unknown");
     assert_eq!(doc["gpus"]["0"]["mem_bus_width_bits"], 5120);
 }
+
+/// A recording whose GPU the table does not know: the report says so on the GPU's line and in
+/// the JSON, the log says so once, and no figure comes from a neighbour's entry.
+#[test]
+fn a_model_not_in_the_table_is_said_so_in_the_report_and_the_log() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-health");
+    let dir = std::env::temp_dir().join(format!("gpuslack-unknown-sku-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let trace = dir.join("samples.csv");
+    std::fs::copy(fixture.join("samples.csv"), &trace).expect("trace copied");
+    // The H100 SXM5 64GB: no entry of its own, and the 80GB's figures are not its.
+    std::fs::write(
+        dir.join("samples.facts.json"),
+        r#"{"name": "NVIDIA H100 SXM5 64GB", "power_limit_default_mw": 700000}"#,
+    )
+    .expect("facts");
+    let trace = trace.to_string_lossy().into_owned();
+    let text = gpuslack(&["diagnose", "--trace", &trace]);
+    let report = String::from_utf8_lossy(&text.stdout);
+    assert!(text.status.success(), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.contains("model not in gpuslack's table"))
+        .unwrap_or_else(|| panic!("no spec line: {report}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>().join(" "),
+        "spec model not in gpuslack's table: no spec-scaled figures; TDP 700 W as NVML reads it"
+    );
+    let log = String::from_utf8_lossy(&text.stderr);
+    assert_eq!(
+        log.matches("model not in gpuslack's table").count(),
+        1,
+        "said once: {log}"
+    );
+    let json = gpuslack(&["diagnose", "--trace", &trace, "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json report");
+    let spec = &doc["gpus"][0]["spec"];
+    assert_eq!(spec["sku"], serde_json::Value::Null);
+    assert_eq!(spec["tdp_w"]["source"], "nvml");
+    assert_eq!(spec["mem_bandwidth_gb_s"]["source"], "unknown");
+    assert_eq!(spec["fp16_dense_tflops"]["value"], serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+}
