@@ -5,9 +5,9 @@
 //! [`compare`] says how far the spec-scaled baselines were from a measured profile, which tells
 //! whoever brings up a new SKU whether the table can be trusted for it.
 //!
-//! A device name is matched whole ([`matching`]); one the table does not know resolves to
-//! [`SkuMatch::Unknown`] and gets no spec-scaled figure at all. [`spec_for`] gives a GPU's peak
-//! figures, each from NVML where its facts have it, else from its entry
+//! A device name is matched whole ([`resolve_in`], `sku/matching.rs`); one the table does not
+//! know resolves to [`SkuMatch::Unknown`] and gets no spec-scaled figure at all. [`spec_for`]
+//! gives a GPU's peak figures, each from NVML where its facts have it, else from its entry
 //! ([`gpuslack_receiver::spec::DeviceSpec::resolve`]). `gpuslack doctor` calls [`resolve`].
 
 mod matching;
