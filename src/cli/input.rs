@@ -72,18 +72,20 @@ impl PipelineArgs {
         let profiles = self.profiles()?;
         let skus = gpuslack_calibration::sku::table()?;
         // Its peak figures: NVML's where the facts have them, else its SKU entry's; a model the
-        // table does not know gets none of the table's, and is said so once.
+        // table does not know gets none of the table's, and is said so once. Without a model
+        // name (a trace with no facts file) there is nothing to look up, and nothing to say.
         let mut unknown = BTreeSet::new();
         let mut with_spec = |mut f: DeviceFacts| -> Result<DeviceFacts> {
+            let Some(name) = f.name.clone() else {
+                return Ok(f);
+            };
             let spec = gpuslack_calibration::sku::spec_for(&f)?;
-            if let (None, Some(name)) = (&spec.sku, f.name.as_deref()) {
-                if unknown.insert(name.to_string()) {
-                    tracing::warn!(
-                        model = name,
-                        "model not in gpuslack's table: no spec-scaled figures; power is judged \
-                         against NVML's own power limit until `gpuslack calibrate` measures it"
-                    );
-                }
+            if spec.sku.is_none() && unknown.insert(name.clone()) {
+                tracing::warn!(
+                    model = name.as_str(),
+                    "model not in gpuslack's table: no spec-scaled figures; power is judged \
+                     against NVML's own power limit until `gpuslack calibrate` measures it"
+                );
             }
             f.spec = Some(spec);
             Ok(f)
@@ -182,6 +184,7 @@ mod tests {
             .pipeline_for_live(vec![
                 (0, gpu("NVIDIA L40", 300.0)),
                 (1, gpu("NVIDIA RTX A1000", 50.0)),
+                (2, DeviceFacts::default()),
             ])
             .expect("pipeline");
         let d = pipeline.diagnoser();
@@ -197,5 +200,6 @@ mod tests {
                 "model not in gpuslack's table: no spec-scaled figures; TDP 50 W as NVML reads it"
             )
         );
+        assert_eq!(d.facts(2).spec, None, "no model name: nothing looked up");
     }
 }
