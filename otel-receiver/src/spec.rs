@@ -102,7 +102,9 @@ pub struct LiveFigures {
 /// is bus bytes × 2 × clock. Checked against datasheets with clocks NVML reports: A100 SXM4
 /// 80GB 5120 bits at 1593 MHz → 2,039 GB/s (datasheet 2,039); A100 40GB 5120 bits at 1215 MHz →
 /// 1,555 (1,555); V100 4096 bits at 877 MHz → 898 (900); L40S 384 bits at 9001 MHz → 864 (864);
-/// T4 256 bits at 5001 MHz → 320 (datasheet 300, product page 320+).
+/// T4 256 bits at 5001 MHz → 320 (datasheet 300, product page 320+); GDDR7 on the RTX PRO 6000
+/// Blackwell, whose nvidia-smi reads a 14,001 MHz max memory clock (an on-device report,
+/// github.com/MarcoPizeta/flash-next-rtxpro6000-bench HARDWARE.md) on 512 bits → 1,792 (1,792).
 pub const TRANSFERS_PER_MEM_CLOCK: f64 = 2.0;
 
 impl LiveFigures {
@@ -298,13 +300,15 @@ mod tests {
             mem_clock_max_mhz: Some(mhz),
             ..LiveFigures::default()
         };
-        // A100 SXM4 80GB and 40GB, V100, L40S, T4: the datasheets' 2,039, 1,555, 900, 864, 320.
+        // A100 SXM4 80GB and 40GB, V100, L40S, T4, RTX PRO 6000 Blackwell (GDDR7): the
+        // datasheets' 2,039, 1,555, 900, 864, 320 and 1,792.
         for (bits, mhz, want) in [
             (5120, 1593.0, 2039.04),
             (5120, 1215.0, 1555.2),
             (4096, 877.0, 898.048),
             (384, 9001.0, 864.096),
             (256, 5001.0, 320.064),
+            (512, 14001.0, 1792.128),
         ] {
             let got = bw(bits, mhz).mem_bandwidth_gb_s().expect("both read");
             assert!((got - want).abs() < 1e-6, "{bits} bits at {mhz} MHz: {got}");
