@@ -328,3 +328,201 @@ fn a_second_live_calibration_agrees_within_3_percent_and_the_gpus_differences_sh
         "{text}"
     );
 }
+
+/// A GPU as the live source sees it through the `DeviceReader` seam, with the facts NVML would
+/// give: what it reports of its make-up must win over the SKU table, and say so.
+struct ScriptedGpu(gpuslack_receiver::device::DeviceFacts);
+
+impl gpuslack_receiver::source::live::DeviceReader for ScriptedGpu {
+    fn facts(&mut self) -> gpuslack_receiver::device::DeviceFacts {
+        self.0.clone()
+    }
+
+    fn read(
+        &mut self,
+        _field: gpuslack_receiver::source::live::Field,
+        _sample: &mut gpuslack_receiver::Sample,
+    ) -> Result<(), gpuslack_receiver::source::live::ReadError> {
+        Err(gpuslack_receiver::source::live::ReadError::NotSupported)
+    }
+}
+
+#[test]
+fn the_live_figures_override_the_table_and_say_where_each_came_from() {
+    use gpuslack_calibration::sku::spec_for;
+    use gpuslack_receiver::device::DeviceFacts;
+    use gpuslack_receiver::source::live::{Cadence, LiveSource};
+    use gpuslack_receiver::spec::{FigureSource, LiveFigures};
+    use gpuslack_receiver::trace::TraceFacts;
+    use std::time::Duration;
+
+    let gpu = |name: &str, tdp_w: f64, figures: LiveFigures| {
+        ScriptedGpu(DeviceFacts {
+            name: Some(name.into()),
+            tdp_w: Some(tdp_w),
+            figures,
+            ..DeviceFacts::default()
+        })
+    };
+    // An A100 80GB PCIe as NVML reads it: 5,120-bit bus at 1,512 MHz, 6,912 cores, Ampere.
+    let a100 = LiveFigures {
+        mem_bus_width_bits: Some(5120),
+        mem_clock_max_mhz: Some(1512.0),
+        cuda_cores: Some(6912),
+        arch: Some(7),
+        sm_count: None,
+        gpm_supported: Some(false),
+    };
+    // A GB200 reporting 152 SMs' worth of cores, and a driver that reads nothing else.
+    let gb200 = LiveFigures {
+        cuda_cores: Some(152 * 128),
+        arch: Some(10),
+        ..LiveFigures::default()
+    };
+    // A part the table does not know: only what NVML reads.
+    let a1000 = LiveFigures {
+        mem_bus_width_bits: Some(128),
+        mem_clock_max_mhz: Some(6001.0),
+        cuda_cores: Some(2304),
+        arch: Some(7),
+        sm_count: None,
+        gpm_supported: Some(false),
+    };
+    let source = LiveSource::new(
+        vec![
+            (0, gpu("NVIDIA A100 80GB PCIe", 275.0, a100)),
+            (1, gpu("NVIDIA GB200", 1200.0, gb200)),
+            (2, gpu("NVIDIA RTX A1000", 50.0, a1000)),
+        ],
+        Cadence::every(Duration::from_millis(100)),
+    );
+    let specs: Vec<_> = source
+        .facts()
+        .iter()
+        .map(|(_, f)| spec_for(f).expect("table"))
+        .collect();
+
+    let a = &specs[0];
+    assert_eq!(a.sku.as_deref(), Some("A100 PCIe 80GB"));
+    assert_eq!(
+        (a.tdp_w.value, a.tdp_w.source),
+        (Some(275.0), FigureSource::Nvml),
+        "the default limit NVML read, not the table's 300 W"
+    );
+    assert_eq!(a.mem_bandwidth_gb_s.source, FigureSource::Nvml);
+    assert!((a.mem_bandwidth_gb_s.value.expect("bw") - 1935.36).abs() < 1e-6);
+    assert_eq!(
+        (a.sm_count.value, a.sm_count.source),
+        (Some(108), FigureSource::Nvml)
+    );
+    assert_eq!(
+        (a.fp16_dense_tflops.value, a.fp16_dense_tflops.source),
+        (Some(312.0), FigureSource::Table),
+        "NVML reports no TFLOP/s"
+    );
+    assert_eq!(a.gpm.source, FigureSource::Nvml);
+
+    let g = &specs[1];
+    assert_eq!(
+        (g.sm_count.value, g.sm_count.source),
+        (Some(152), FigureSource::Nvml)
+    );
+    assert!(
+        !g.sm_count.unsure,
+        "read on the GPU, not the table's unsure figure"
+    );
+    assert_eq!(
+        (g.mem_bandwidth_gb_s.value, g.mem_bandwidth_gb_s.source),
+        (Some(8000.0), FigureSource::Table)
+    );
+    assert_eq!(
+        (g.gpm.value, g.gpm.source),
+        (Some(true), FigureSource::Table)
+    );
+
+    let u = &specs[2];
+    assert_eq!(u.sku, None);
+    assert_eq!(
+        (u.tdp_w.value, u.tdp_w.source),
+        (Some(50.0), FigureSource::Nvml)
+    );
+    assert!((u.mem_bandwidth_gb_s.value.expect("bw") - 192.032).abs() < 1e-6);
+    assert_eq!(
+        u.sm_count.source,
+        FigureSource::Unknown,
+        "Ampere without an entry"
+    );
+    assert_eq!(u.fp16_dense_tflops.source, FigureSource::Unknown);
+
+    // The facts file `record` writes keeps the readings and the sources, and reads back.
+    let facts = TraceFacts {
+        default: DeviceFacts::default(),
+        per_gpu: source
+            .facts()
+            .into_iter()
+            .zip(&specs)
+            .map(|((gpu, mut f), spec)| {
+                f.spec = Some(spec.clone());
+                (gpu, f)
+            })
+            .collect(),
+    };
+    let json = facts.to_json();
+    let back = TraceFacts::from_json(&json, "samples.facts.json").expect("reads back");
+    assert_eq!(back.per_gpu, facts.per_gpu);
+    assert_eq!(spec_for(back.gpu(0)).expect("table"), specs[0]);
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        doc["gpus"]["0"]["spec"]["mem_bandwidth_gb_s"]["source"],
+        "nvml"
+    );
+    assert_eq!(
+        doc["gpus"]["0"]["spec"]["fp16_dense_tflops"]["source"],
+        "table"
+    );
+    assert_eq!(doc["gpus"]["2"]["spec"]["sm_count"]["source"], "unknown");
+    assert_eq!(doc["gpus"]["0"]["mem_bus_width_bits"], 5120);
+}
+
+/// A recording whose GPU the table does not know: the report says so on the GPU's line and in
+/// the JSON, the log says so once, and no figure comes from a neighbour's entry.
+#[test]
+fn a_model_not_in_the_table_is_said_so_in_the_report_and_the_log() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200-health");
+    let dir = std::env::temp_dir().join(format!("gpuslack-unknown-sku-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let trace = dir.join("samples.csv");
+    std::fs::copy(fixture.join("samples.csv"), &trace).expect("trace copied");
+    // The H100 SXM5 64GB: no entry of its own, and the 80GB's figures are not its.
+    std::fs::write(
+        dir.join("samples.facts.json"),
+        r#"{"name": "NVIDIA H100 SXM5 64GB", "power_limit_default_mw": 700000}"#,
+    )
+    .expect("facts");
+    let trace = trace.to_string_lossy().into_owned();
+    let text = gpuslack(&["diagnose", "--trace", &trace]);
+    let report = String::from_utf8_lossy(&text.stdout);
+    assert!(text.status.success(), "{report}");
+    let line = report
+        .lines()
+        .find(|l| l.contains("model not in gpuslack's table"))
+        .unwrap_or_else(|| panic!("no spec line: {report}"));
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>().join(" "),
+        "spec model not in gpuslack's table: no spec-scaled figures; TDP 700 W as NVML reads it"
+    );
+    let log = String::from_utf8_lossy(&text.stderr);
+    assert_eq!(
+        log.matches("model not in gpuslack's table").count(),
+        1,
+        "said once: {log}"
+    );
+    let json = gpuslack(&["diagnose", "--trace", &trace, "--format", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json report");
+    let spec = &doc["gpus"][0]["spec"];
+    assert_eq!(spec["sku"], serde_json::Value::Null);
+    assert_eq!(spec["tdp_w"]["source"], "nvml");
+    assert_eq!(spec["mem_bandwidth_gb_s"]["source"], "unknown");
+    assert_eq!(spec["fp16_dense_tflops"]["value"], serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+}

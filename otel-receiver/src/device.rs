@@ -7,6 +7,8 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::spec::{DeviceSpec, LiveFigures};
+
 /// Static facts about a GPU, from the live device, a trace's `facts.json`, or flags.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeviceFacts {
@@ -42,6 +44,13 @@ pub struct DeviceFacts {
     pub serial: Option<String>,
     /// The VBIOS version (`nvmlDeviceGetVbiosVersion`), exported as `hw.firmware_version`.
     pub vbios: Option<String>,
+    /// What NVML reports of the GPU's make-up (memory bus and clock, cores, architecture, GPM):
+    /// the live side of its peak figures.
+    pub figures: LiveFigures,
+    /// Its peak figures, each from NVML or the SKU table, once the model has been looked up
+    /// (`gpuslack_calibration::sku::spec_for`); `None` before. `Some` with no `sku`: the model is
+    /// not in the table, and nothing is taken from a neighbour's entry.
+    pub spec: Option<DeviceSpec>,
 }
 
 /// Power levels that separate "nothing runs" from "a context is held" from "real work", in W.

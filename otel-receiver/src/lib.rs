@@ -18,6 +18,7 @@ pub mod report;
 pub mod sample;
 pub mod score;
 pub mod source;
+pub mod spec;
 pub mod stop;
 pub mod thinned;
 pub mod trace;

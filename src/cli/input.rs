@@ -1,6 +1,7 @@
 //! Opening a trace for the pipeline: the file, its `facts.json` if one sits beside it, and the
 //! TDP to divide by.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -70,15 +71,41 @@ impl PipelineArgs {
     ) -> Result<Pipeline> {
         let profiles = self.profiles()?;
         let skus = gpuslack_calibration::sku::table()?;
+        // Its peak figures: NVML's where the facts have them, else its SKU entry's; a model the
+        // table does not know gets none of the table's, and is said so once. Without a model
+        // name (a trace with no facts file) there is nothing to look up, and nothing to say.
+        let mut unknown = BTreeSet::new();
+        let mut with_spec = |mut f: DeviceFacts| -> Result<DeviceFacts> {
+            let Some(name) = f.name.clone() else {
+                return Ok(f);
+            };
+            let spec = gpuslack_calibration::sku::spec_for(&f)?;
+            if spec.sku.is_none() && unknown.insert(name.clone()) {
+                tracing::warn!(
+                    model = name.as_str(),
+                    "model not in gpuslack's table: no spec-scaled figures; power is judged \
+                     against NVML's own power limit until `gpuslack calibrate` measures it"
+                );
+            }
+            f.spec = Some(spec);
+            Ok(f)
+        };
+        let default = with_spec(default)?;
+        let gpus: Vec<(u32, DeviceFacts)> = gpus
+            .into_iter()
+            .map(|(gpu, f)| Ok((gpu, with_spec(f)?)))
+            .collect::<Result<_>>()?;
         // Its own profile, else its model's built-in one, else baselines scaled from its SKU's
-        // published specification (marked unmeasured: its power verdicts stay medium at best).
+        // published specification (marked unmeasured: its power verdicts stay medium at best);
+        // none for a model not in the table, whose power is then read against fractions of the
+        // TDP NVML reports.
         let profile_of = |f: &DeviceFacts| -> Result<Option<PowerProfile>> {
             if let Some(p) = profiles.find(f.uuid.as_deref(), f.name.as_deref()) {
                 return Ok(Some(p.power_profile()?));
             }
             Ok(f.name
                 .as_deref()
-                .and_then(|name| gpuslack_calibration::sku::find(&skus, name))
+                .and_then(|name| gpuslack_calibration::sku::resolve_in(&skus, name).sku())
                 .map(|sku| sku.scaled_profile_at(f.tdp_w)))
         };
         let diagnoser = Diagnoser::new(Thresholds::default())
@@ -130,5 +157,49 @@ mod tests {
             pipeline.diagnoser().profile(1).is_some(),
             "the built-in H200 profile, found by model"
         );
+        let spec = pipeline
+            .diagnoser()
+            .facts(1)
+            .spec
+            .clone()
+            .expect("resolved");
+        assert_eq!(spec.sku.as_deref(), Some("H200 SXM"));
+    }
+
+    /// A model in the table but not calibrated gets baselines scaled from its own entry; one in
+    /// no entry gets none (not a neighbour's), and its facts say it is unknown.
+    #[test]
+    fn an_unknown_model_gets_no_spec_scaled_baselines() {
+        let gpu = |name: &str, tdp_w: f64| DeviceFacts {
+            name: Some(name.into()),
+            tdp_w: Some(tdp_w),
+            ..DeviceFacts::default()
+        };
+        let args = PipelineArgs {
+            tdp_w: None,
+            window_s: 2.0,
+            profile: None,
+        };
+        let pipeline = args
+            .pipeline_for_live(vec![
+                (0, gpu("NVIDIA L40", 300.0)),
+                (1, gpu("NVIDIA RTX A1000", 50.0)),
+                (2, DeviceFacts::default()),
+            ])
+            .expect("pipeline");
+        let d = pipeline.diagnoser();
+        let l40 = d.profile(0).expect("scaled from the L40's entry");
+        assert!(l40.origin.contains("of the L40 (300 W)"), "{}", l40.origin);
+        assert!((l40.idle_w - 300.0 * 79.0 / 700.0).abs() < 1e-9);
+        assert_eq!(d.profile(1), None, "nothing scaled from the A100's 400 W");
+        let spec = d.facts(1).spec.clone().expect("resolved");
+        assert_eq!(spec.sku, None);
+        assert_eq!(
+            spec.unknown_note().as_deref(),
+            Some(
+                "model not in gpuslack's table: no spec-scaled figures; TDP 50 W as NVML reads it"
+            )
+        );
+        assert_eq!(d.facts(2).spec, None, "no model name: nothing looked up");
     }
 }

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -55,9 +56,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let format = format_for(args.format, &args.out);
     let mut writer = format.writer(out).context("writing the trace header")?;
+    // Each GPU's peak figures and where each came from, for whoever reads the facts file (a
+    // replay resolves them again from the readings beside them).
+    let mut per_gpu = BTreeMap::new();
+    for (gpu, mut f) in source.facts() {
+        f.spec = Some(gpuslack_calibration::sku::spec_for(&f)?);
+        per_gpu.insert(gpu, f);
+    }
     let facts = TraceFacts {
         default: DeviceFacts::default(),
-        per_gpu: source.facts().into_iter().collect(),
+        per_gpu,
     };
     for (gpu, f) in &facts.per_gpu {
         tracing::info!(

@@ -882,6 +882,7 @@ impl HumanReport {
                     "vbios": f.vbios,
                     "tdp_w": r.tdp_w.or(f.tdp_w),
                     "mig_parent": f.mig_parent,
+                    "spec": f.spec,
                     "seconds": total,
                     "jobs": r.jobs,
                     "owners": owners,
@@ -1050,6 +1051,9 @@ impl HumanReport {
                 "GPU {gpu} · {name} · TDP {}{uuid}",
                 fmt_opt(report.tdp_w.or(facts.tdp_w), " W", 0)
             )?,
+        }
+        if let Some(note) = facts.spec.as_ref().and_then(|s| s.unknown_note()) {
+            writeln!(out, "    {:<LABEL$}{note}", "spec")?;
         }
         // Whose job.
         let who = if report.owners.seen.is_empty() {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceFacts;
+use crate::spec::{DeviceSpec, LiveFigures};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {problem}")]
@@ -148,6 +149,26 @@ struct FactsEntry {
     serial: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     vbios: Option<String>,
+    /// What NVML reports of the GPU's make-up, in the recorded fixtures' names where they have
+    /// them (`max_mem_mhz`, `num_cores`, `arch`, `gpm_supported` as 0 or 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mem_bus_width_bits: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_mem_mhz: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    num_cores: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    arch: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpm_supported: Option<u8>,
+    /// A MIG instance's SMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    multiprocessor_count: Option<u32>,
+    /// The peak figures and where each came from, as resolved when the file was written: for
+    /// whoever reads the file. A replay resolves them again from the readings above and the
+    /// table of its day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec: Option<DeviceSpec>,
 }
 
 /// A value that is a number within `range`, for the plausibility checks.
@@ -202,6 +223,20 @@ impl FactsEntry {
             self.mem_total,
             1.0..=1e15,
             "memory size in bytes",
+        )?;
+        plausible(
+            at,
+            "max_mem_mhz",
+            self.max_mem_mhz,
+            1.0..=100_000.0,
+            "memory clock in MHz",
+        )?;
+        plausible(
+            at,
+            "mem_bus_width_bits",
+            self.mem_bus_width_bits.map(f64::from),
+            8.0..=65_536.0,
+            "memory bus width in bits",
         )
     }
 
@@ -221,6 +256,15 @@ impl FactsEntry {
             pci_bus_id: self.pci_bus_id.clone(),
             serial: self.serial.clone(),
             vbios: self.vbios.clone(),
+            figures: LiveFigures {
+                mem_bus_width_bits: self.mem_bus_width_bits,
+                mem_clock_max_mhz: self.max_mem_mhz,
+                cuda_cores: self.num_cores,
+                arch: self.arch,
+                sm_count: self.multiprocessor_count,
+                gpm_supported: self.gpm_supported.map(|g| g != 0),
+            },
+            spec: self.spec.clone(),
         }
     }
 
@@ -240,6 +284,13 @@ impl FactsEntry {
             pci_bus_id: f.pci_bus_id.clone(),
             serial: f.serial.clone(),
             vbios: f.vbios.clone(),
+            mem_bus_width_bits: f.figures.mem_bus_width_bits,
+            max_mem_mhz: f.figures.mem_clock_max_mhz,
+            num_cores: f.figures.cuda_cores,
+            arch: f.figures.arch,
+            gpm_supported: f.figures.gpm_supported.map(u8::from),
+            multiprocessor_count: f.figures.sm_count,
+            spec: f.spec.clone(),
         }
     }
 }
@@ -258,6 +309,34 @@ mod tests {
         assert_eq!(gpu3.name.as_deref(), Some("NVIDIA H200"));
         assert_eq!((gpu3.tdp_w, gpu3.power_limit_w), (Some(700.0), Some(700.0)));
         assert_eq!(gpu3.uuid, None);
+        // The recorded H200's make-up, in the names its file has always used; no bus width.
+        assert_eq!(
+            gpu3.figures,
+            LiveFigures {
+                mem_bus_width_bits: None,
+                mem_clock_max_mhz: Some(3201.0),
+                cuda_cores: Some(16896),
+                arch: Some(9),
+                sm_count: None,
+                gpm_supported: Some(true),
+            }
+        );
+        assert_eq!(gpu3.figures.sm_count(None), Some(132));
+    }
+
+    /// Files written before the live figures existed read as before: nothing read, no spec.
+    #[test]
+    fn the_recorded_facts_files_without_figures_still_read() {
+        for text in [
+            include_str!("../../../tests/fixtures/h200-verdicts/samples.facts.json"),
+            include_str!("../../../tests/fixtures/h200x2-calibration/facts.json"),
+        ] {
+            let facts = TraceFacts::from_json(text, "samples.facts.json").expect("reads");
+            let gpu0 = facts.gpu(0);
+            assert_eq!(gpu0.name.as_deref(), Some("NVIDIA H200"));
+            assert_eq!(gpu0.figures, LiveFigures::default());
+            assert_eq!(gpu0.spec, None);
+        }
     }
 
     #[test]
@@ -277,12 +356,29 @@ mod tests {
             pci_bus_id: Some(format!("00000000:{:02X}:00.0", uuid.len())),
             serial: Some(format!("165{}", uuid.len())),
             vbios: Some("96.00.9F.00.01".into()),
+            figures: LiveFigures {
+                mem_bus_width_bits: Some(6144),
+                mem_clock_max_mhz: Some(3201.0),
+                cuda_cores: Some(16896),
+                arch: Some(9),
+                sm_count: None,
+                gpm_supported: Some(true),
+            },
+            spec: Some(DeviceSpec::resolve(
+                Some(700.0),
+                &LiveFigures {
+                    gpm_supported: Some(true),
+                    ..LiveFigures::default()
+                },
+                None,
+            )),
         };
         let facts = TraceFacts {
             default: DeviceFacts::default(),
             per_gpu: [(0, gpu("GPU-a", 700.0)), (1, gpu("GPU-b", 650.0))].into(),
         };
         let json = facts.to_json();
+        assert!(json.contains(r#""source": "nvml""#), "{json}");
         let back = TraceFacts::from_json(&json, "x.facts.json").expect("parses");
         assert_eq!(back.gpu(1), &gpu("GPU-b", 650.0));
         assert_eq!(back.default, gpu("GPU-a", 700.0), "GPU 0 at the top level");

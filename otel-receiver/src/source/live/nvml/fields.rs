@@ -65,6 +65,11 @@ impl DeviceReader for NvmlDevice {
                 driver: self.driver.clone(),
                 mem_total_bytes: d.memory_info().ok().map(|m| m.total as f64),
                 mig_parent: Some(*parent_index),
+                // The instance's own SMs; the rest of its make-up is its GPU's.
+                figures: LiveFigures {
+                    sm_count: d.attributes().ok().map(|a| a.multiprocessor_count),
+                    ..LiveFigures::default()
+                },
                 ..DeviceFacts::default()
             };
         }
@@ -98,6 +103,8 @@ impl DeviceReader for NvmlDevice {
             pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
             serial: d.serial().ok(),
             vbios: d.vbios_version().ok(),
+            figures: live_figures(d),
+            spec: None,
         }
     }
 
@@ -508,5 +515,22 @@ impl NvmlDevice {
         }
         self.nvlink_last = Some((t_us, tx_kib, rx_kib));
         Ok(())
+    }
+}
+
+/// What NVML reports of a whole GPU's make-up, each `None` where the driver does not say: the
+/// live side of its peak figures (`crate::spec`), which win over the SKU table's.
+fn live_figures(d: &Device<'static>) -> LiveFigures {
+    LiveFigures {
+        mem_bus_width_bits: d.memory_bus_width().ok(),
+        mem_clock_max_mhz: d.max_clock_info(Clock::Memory).ok().map(f64::from),
+        cuda_cores: d.num_cores().ok(),
+        arch: d
+            .architecture()
+            .ok()
+            .filter(|a| *a != DeviceArchitecture::Unknown)
+            .map(|a| a.as_c()),
+        sm_count: None,
+        gpm_supported: d.gpm_support().ok(),
     }
 }

@@ -27,7 +27,7 @@ use nvml_wrapper::enum_wrappers::device::{
     TemperatureThreshold,
 };
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
-use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
+use nvml_wrapper::enums::device::{DeviceArchitecture, SampleValue, UsedGpuMemory};
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::{nvml_try, NvmlError};
@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::backend::{DeviceReader, Field, ReadError};
 use crate::device::DeviceFacts;
 use crate::sample::{Metric, Sample};
+use crate::spec::LiveFigures;
 
 /// Why NVML could not be opened. Each message names what to check.
 #[derive(Debug, thiserror::Error)]
