@@ -107,43 +107,74 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-/// Each GPU's model against the specification table: the figures verdicts are scaled from
-/// when the GPU has no calibrated profile. A model the table does not know says so.
+/// Each GPU's model against the specification table, and the figures the verdicts use (NVML's
+/// own where it reports them, the table's otherwise, each with where it came from). A model
+/// the table does not know says so, and gets no figure from a neighbour's entry.
 fn sku_findings(facts: &[(u32, gpuslack_receiver::device::DeviceFacts)]) -> Vec<Finding> {
-    let skus = match gpuslack_calibration::sku::table() {
-        Ok(skus) => skus,
-        Err(e) => {
-            return vec![Finding::new(
-                Area::Gpu,
-                Status::Failed,
-                format!("the SKU table: {e}"),
-            )]
-        }
-    };
+    use gpuslack_calibration::sku::{self, SkuMatch};
     facts
         .iter()
         .filter(|(_, f)| f.mig_parent.is_none())
         .map(|(gpu, f)| {
             let name = f.name.as_deref().unwrap_or("");
-            match gpuslack_calibration::sku::find(&skus, name) {
-                Some(sku) => Finding::new(
+            let spec = match sku::spec_for(f) {
+                Ok(spec) => doctor::shown(&spec.summary()),
+                Err(e) => {
+                    return Finding::new(Area::Gpu, Status::Failed, format!("the SKU table: {e}"))
+                }
+            };
+            match sku::resolve(name) {
+                Ok(SkuMatch::Known { sku, .. }) => Finding::new(
                     Area::Gpu,
                     Status::Info,
-                    format!(
-                        "GPU {gpu}: specification {} ({:.0} W, {:.0} GB/s, {} SMs)",
-                        sku.name, sku.tdp_w, sku.mem_bandwidth_gb_s, sku.sm_count
-                    ),
+                    format!("GPU {gpu}: specification {}: {spec}", sku.name),
                 ),
-                None => Finding::new(
+                Ok(SkuMatch::Unknown { .. }) => Finding::new(
                     Area::Gpu,
                     Status::Degraded,
                     format!(
-                        "GPU {gpu}: the model {} is not in gpuslack's table: no figure is scaled from a specification",
+                        "GPU {gpu}: the model {} is not in gpuslack's table: no figure is scaled from a specification; {spec}",
                         doctor::shown(name)
                     ),
                 )
                 .fix("run `gpuslack calibrate` on this GPU for its own baselines (docs/CALIBRATION.md)"),
+                Err(e) => Finding::new(Area::Gpu, Status::Failed, format!("the SKU table: {e}")),
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpuslack_receiver::device::DeviceFacts;
+
+    fn named(name: &str) -> (u32, DeviceFacts) {
+        let facts = DeviceFacts {
+            name: Some(name.into()),
+            tdp_w: Some(300.0),
+            ..DeviceFacts::default()
+        };
+        (0, facts)
+    }
+
+    #[test]
+    fn a_known_model_names_its_entry_and_an_unknown_one_says_so() {
+        let f = sku_findings(&[named("NVIDIA L40")]);
+        assert_eq!(f[0].status, Status::Info, "{}", f[0].detail);
+        assert!(
+            f[0].detail.starts_with("GPU 0: specification L40"),
+            "{}",
+            f[0].detail
+        );
+        let f = sku_findings(&[named("NVIDIA Future GPU 9000\u{1b}[31m")]);
+        assert_eq!(f[0].status, Status::Degraded, "{}", f[0].detail);
+        assert!(
+            f[0].detail.starts_with(
+                "GPU 0: the model NVIDIA Future GPU 9000\\u{1b}[31m is not in gpuslack's table"
+            ),
+            "{}",
+            f[0].detail
+        );
+    }
 }
