@@ -12,7 +12,9 @@
 mod class;
 mod confidence;
 mod evidence;
+pub mod invariants;
 mod peers;
+mod roofline;
 mod rules;
 mod signals;
 mod state;
@@ -26,6 +28,7 @@ pub use confidence::{
     SPEC_ORIGIN_PREFIX,
 };
 pub use evidence::{pct, rate, round3, Evidence};
+pub use roofline::{Headroom, Resource};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
@@ -70,6 +73,14 @@ pub struct WindowReport {
     pub throttle: Vec<String>,
     /// Signals the diagnosis wanted but the source did not provide.
     pub missing: Vec<&'static str>,
+    /// The resource nearest its peak in this window and how near (the roofline), where any
+    /// was measured.
+    pub headroom: Option<Headroom>,
+    /// The invariant the rules' verdict broke, which the guard re-decided
+    /// ([`invariants`]); `None` for nearly every window.
+    pub invariant: Option<invariants::Invariant>,
+    /// What power is set against for the invariants: the TDP, else the GPU's peak under work.
+    invariant_tdp_w: Option<f64>,
     /// Whether the power baselines were measured on this GPU or its model (a calibration run
     /// or a built-in profile), not TDP fractions or a specification: verdicts resting on power
     /// are `medium` at best until they are.
@@ -91,6 +102,21 @@ impl WindowReport {
     /// Classes the verdict could not rule out.
     pub fn alternatives(&self) -> &[Class] {
         &self.assessment.alternatives
+    }
+
+    /// Re-decides a verdict that breaks an invariant whatever the thresholds (`invariants.rs`):
+    /// the last step before the verdict is judged, after the rules across GPUs.
+    fn enforce_invariants(&mut self, th: &Thresholds) {
+        let reading =
+            invariants::Reading::of(&self.signals, self.stats.util_duty, self.invariant_tdp_w);
+        let Some(fixed) = invariants::guard(self.class, &self.signals, &reading, th) else {
+            return;
+        };
+        self.class = fixed.class;
+        self.rule = "invariant";
+        self.invariant = Some(fixed.broken);
+        self.evidence.insert(0, fixed.evidence);
+        self.remedy = self.class.remedy();
     }
 
     /// Judges the verdict as it stands now (after the rules across GPUs).
@@ -176,6 +202,8 @@ pub struct Diagnoser {
     /// …and one for GPUs without their own (a built-in model profile).
     default_profile: Option<PowerProfile>,
     states: BTreeMap<u32, GpuState>,
+    /// Each GPU's PCIe peak per direction (MiB/s), from its link as last sampled.
+    pcie_peaks: BTreeMap<u32, f64>,
 }
 
 impl Diagnoser {
@@ -250,6 +278,7 @@ impl Diagnoser {
             frame.into_iter().map(|w| self.diagnose_window(w)).collect();
         peers::explain(&mut reports, &self.thresholds);
         for r in &mut reports {
+            r.enforce_invariants(&self.thresholds);
             r.assess();
         }
         reports
@@ -266,6 +295,7 @@ impl Diagnoser {
             .or_else(|| tdp_w.map(PowerBaselines::from_tdp));
         let th = &self.thresholds;
         let power = PowerPlace::of(&signals, baselines.as_ref());
+        let invariant_tdp_w = tdp_w.or(baselines.as_ref().map(|b| b.peak_w));
         let observed = self
             .states
             .entry(stats.gpu)
@@ -292,6 +322,20 @@ impl Diagnoser {
         }
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
+        let pcie_peak_mib_s = self.pcie_peak(&stats);
+        let power_limit_w = self.facts(stats.gpu).power_limit_w.or(tdp_w);
+        let headroom = roofline::headroom(&signals, pcie_peak_mib_s, power_limit_w);
+        // The headroom is evidence too, where work runs: it reaches the log record and the
+        // report with the rest.
+        if let Some(h) = headroom.filter(|_| !matches!(class, Class::Idle | Class::IdleHeld)) {
+            evidence.push(Evidence::new(
+                "headroom",
+                h.fraction,
+                None,
+                format!("headroom: {}", h.text()),
+            ));
+        }
+
         let job = stats
             .processes
             .as_deref()
@@ -320,9 +364,24 @@ impl Diagnoser {
             job,
             throttle,
             missing,
+            headroom,
+            invariant: None,
+            invariant_tdp_w,
             baselines_calibrated,
             assessment: Assessment::default(),
         }
+    }
+
+    /// This GPU's PCIe peak per direction (MiB/s) from the link generation and width last
+    /// sampled (every 10 s live): the roofline's peak for host↔device traffic.
+    fn pcie_peak(&mut self, w: &WindowStats) -> Option<f64> {
+        if let (Some(gen), Some(width)) = (w.max(Metric::PcieLinkGen), w.max(Metric::PcieLinkWidth))
+        {
+            if let Some(peak) = roofline::pcie_peak_mib_s(gen, width) {
+                self.pcie_peaks.insert(w.gpu, peak);
+            }
+        }
+        self.pcie_peaks.get(&w.gpu).copied()
     }
 
     /// Conditions beside the class: clock-event reasons, the power limit where it decides

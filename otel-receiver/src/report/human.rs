@@ -848,6 +848,11 @@ impl HumanReport {
                             "evidence_window": {"start": rep.stats.start, "end": rep.stats.end},
                             "rule": rep.rule,
                             "evidence": rep.evidence.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
+                            "headroom": rep.headroom.map(|h| json!({
+                                "resource": h.resource.as_str(),
+                                "fraction": h.fraction,
+                                "text": h.text(),
+                            })),
                             "remedy": rep.remedy(),
                             "remedy_id": self.remedy_id(&remedies, rep.remedy()),
                             "owners": p.owners.ranked().iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
@@ -1155,6 +1160,9 @@ impl HumanReport {
                     .collect::<Vec<_>>()
                     .join("; ")
             );
+            if let Some(h) = rep.headroom {
+                text += &format!("; headroom: {}", h.text());
+            }
             if options.verbose {
                 text += &format!(" (rule: {})", rep.rule);
             }

@@ -1,0 +1,275 @@
+//! The roofline principle: a `*_bound` class names the resource that binds the window, the one
+//! that runs nearest its peak, not a judgement of health. Each window gets a **headroom**: that
+//! resource and its fraction of peak ("DRAM at 57% of peak").
+//!
+//! GPM's pipe and DRAM percentages are already fractions of their peaks; PCIe rates are set
+//! against the link's own peak (its generation and width, as NVML reads them). SM activity is
+//! not a rate with a peak of its own (it is how much of the time the SMs held warps, the fill
+//! the efficiency reads), so it never names the headroom. Without GPM the memory controller's
+//! busy share stands for DRAM (a share of time, not of bandwidth: said so in the text), and
+//! the power limit counts only while the GPU is held back by it.
+//! docs/DIAGNOSIS.md ("The roofline principle") has the recorded numbers.
+
+use serde::Serialize;
+
+use super::evidence::pct;
+use super::Signals;
+
+/// A resource a window can run near the peak of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    /// The tensor-core pipe (GPM).
+    Tensor,
+    /// The FP32 pipe (GPM).
+    Fp32,
+    /// The FP16 pipe (GPM).
+    Fp16,
+    /// The FP64 pipe (GPM).
+    Fp64,
+    /// DRAM bandwidth (GPM).
+    Dram,
+    /// The memory controller's busy share of time (NVML): DRAM's stand-in without GPM.
+    MemoryController,
+    /// The PCIe link, against its generation's and width's peak per direction.
+    Pcie,
+    /// The power limit, while the GPU is held back by it (clock-event reasons).
+    Power,
+}
+
+impl Resource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resource::Tensor => "tensor",
+            Resource::Fp32 => "fp32",
+            Resource::Fp16 => "fp16",
+            Resource::Fp64 => "fp64",
+            Resource::Dram => "dram",
+            Resource::MemoryController => "memory_controller",
+            Resource::Pcie => "pcie",
+            Resource::Power => "power",
+        }
+    }
+
+    /// Whether running near this resource's peak makes a window compute-bound.
+    pub fn is_arithmetic(self) -> bool {
+        matches!(
+            self,
+            Resource::Tensor | Resource::Fp32 | Resource::Fp16 | Resource::Fp64
+        )
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Resource::Tensor => "the tensor pipe",
+            Resource::Fp32 => "the FP32 pipe",
+            Resource::Fp16 => "the FP16 pipe",
+            Resource::Fp64 => "the FP64 pipe",
+            Resource::Dram => "DRAM bandwidth",
+            Resource::MemoryController => "the memory controller",
+            Resource::Pcie => "the PCIe link",
+            Resource::Power => "the power limit",
+        }
+    }
+}
+
+/// The resource nearest its peak in a window, and how near.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Headroom {
+    pub resource: Resource,
+    /// Its mean over the window as a fraction of its peak (0–1).
+    pub fraction: f64,
+    /// The peak itself where it is known, in `peak_unit`.
+    pub peak: Option<f64>,
+    pub peak_unit: Option<&'static str>,
+}
+
+impl Headroom {
+    /// "DRAM bandwidth at 57% of peak (4.8 TB/s)", for people.
+    pub fn text(&self) -> String {
+        let peak = match (self.peak, self.peak_unit) {
+            (Some(p), Some(u)) => format!(" ({p:.1} {u})"),
+            _ => String::new(),
+        };
+        let what = match self.resource {
+            Resource::MemoryController => " of the time",
+            Resource::Power => " of the enforced limit",
+            _ => " of peak",
+        };
+        format!(
+            "{} at {}{what}{peak}",
+            self.resource.label(),
+            pct(self.fraction * 100.0)
+        )
+    }
+}
+
+/// PCIe bandwidth per lane and direction (GB/s) by generation: the signalling rate less its
+/// line coding (8b/10b to gen 2, 128b/130b from gen 3).
+fn pcie_lane_gb_s(gen: f64) -> Option<f64> {
+    match gen.round() as i64 {
+        1 => Some(0.25),
+        2 => Some(0.5),
+        3 => Some(0.985),
+        4 => Some(1.969),
+        5 => Some(3.938),
+        6 => Some(7.563),
+        _ => None,
+    }
+}
+
+/// The PCIe link's peak per direction (MiB/s) for its generation and width.
+pub fn pcie_peak_mib_s(gen: f64, width: f64) -> Option<f64> {
+    let lane = pcie_lane_gb_s(gen)?;
+    (width >= 1.0).then(|| lane * width * 1e9 / f64::from(1u32 << 20))
+}
+
+/// Every measured resource as (resource, fraction of its peak), for one window.
+pub fn resources(
+    s: &Signals,
+    pcie_peak_mib_s: Option<f64>,
+    power_limit_w: Option<f64>,
+) -> Vec<(Resource, f64)> {
+    let mut out = Vec::with_capacity(8);
+    for (r, v) in [
+        (Resource::Tensor, s.tensor_pct),
+        (Resource::Fp32, s.fp32_pct),
+        (Resource::Fp16, s.fp16_pct),
+        (Resource::Fp64, s.fp64_pct),
+        (Resource::Dram, s.dram_pct),
+    ] {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            out.push((r, v / 100.0));
+        }
+    }
+    if s.dram_pct.is_none() {
+        if let Some(m) = s.util_mem_pct.filter(|v| v.is_finite()) {
+            out.push((Resource::MemoryController, m / 100.0));
+        }
+    }
+    if let Some(peak) = pcie_peak_mib_s.filter(|p| *p > 0.0) {
+        let busiest = s
+            .pcie_rx_mib_s
+            .unwrap_or(0.0)
+            .max(s.pcie_tx_mib_s.unwrap_or(0.0));
+        if s.pcie_mib_s.is_some() {
+            out.push((Resource::Pcie, busiest / peak));
+        }
+    }
+    // The power limit binds only while the GPU is held back by it.
+    if let (Some(power), Some(limit), Some(capped)) =
+        (s.power_w, power_limit_w, s.power_capped_share)
+    {
+        if capped >= 0.25 && limit > 0.0 {
+            out.push((Resource::Power, power / limit));
+        }
+    }
+    out
+}
+
+/// The window's headroom: the resource nearest its peak, where any was measured.
+pub fn headroom(
+    s: &Signals,
+    pcie_peak_mib_s: Option<f64>,
+    power_limit_w: Option<f64>,
+) -> Option<Headroom> {
+    let (resource, fraction) = resources(s, pcie_peak_mib_s, power_limit_w)
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let (peak, peak_unit) = match resource {
+        Resource::Pcie => (pcie_peak_mib_s.map(|p| p / 1024.0), Some("GiB/s")),
+        Resource::Power => (power_limit_w, Some("W")),
+        _ => (None, None),
+    };
+    Some(Headroom {
+        resource,
+        fraction: super::round3(fraction.max(0.0)),
+        peak,
+        peak_unit: peak.and(peak_unit),
+    })
+}
+
+/// Which of the two device-side bound classes the roofline names from pipes and DRAM (each a
+/// fraction of its peak, per busy share): the one nearer its limit. A tie goes to compute.
+pub fn bound_by(pipe_pct: f64, dram_pct: f64) -> super::Class {
+    if dram_pct > pipe_pct {
+        super::Class::MemoryBound
+    } else {
+        super::Class::ComputeBound
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_is_bound_by_dram_and_says_how_far_from_peak() {
+        // h200-middle-ground's decode in CUDA graphs: DRAM 57.2%, tensor 8.1%, SM 69%.
+        let s = Signals {
+            tensor_pct: Some(8.1),
+            fp32_pct: Some(2.0),
+            dram_pct: Some(57.2),
+            sm_pct: Some(69.0),
+            util_mem_pct: Some(73.0),
+            ..Signals::default()
+        };
+        let h = headroom(&s, None, None).expect("headroom");
+        assert_eq!(h.resource, Resource::Dram);
+        assert_eq!(h.fraction, 0.572);
+        assert_eq!(h.text(), "DRAM bandwidth at 57% of peak");
+        assert_eq!(bound_by(8.1, 57.2), crate::diagnosis::Class::MemoryBound);
+        assert_eq!(bound_by(45.3, 30.4), crate::diagnosis::Class::ComputeBound);
+        assert_eq!(bound_by(40.0, 40.0), crate::diagnosis::Class::ComputeBound);
+    }
+
+    #[test]
+    fn pcie_is_set_against_its_link_and_power_only_while_capped() {
+        // Gen 5 ×16: 3.938 GB/s a lane, 63 GB/s a direction; pinned copies ran 55 GiB/s.
+        let peak = pcie_peak_mib_s(5.0, 16.0).expect("gen 5");
+        assert!((peak / 1024.0 - 58.68).abs() < 0.01, "{peak}");
+        assert_eq!(pcie_peak_mib_s(9.0, 16.0), None);
+        assert_eq!(pcie_peak_mib_s(5.0, 0.0), None);
+        let copies = Signals {
+            pcie_mib_s: Some(56_320.0),
+            pcie_rx_mib_s: Some(56_320.0),
+            pcie_tx_mib_s: Some(0.0),
+            sm_pct: Some(0.0),
+            dram_pct: Some(1.0),
+            power_w: Some(127.0),
+            power_capped_share: Some(0.0),
+            ..Signals::default()
+        };
+        let h = headroom(&copies, Some(peak), Some(700.0)).expect("headroom");
+        assert_eq!(h.resource, Resource::Pcie);
+        assert!((h.fraction - 0.937).abs() < 0.001, "{}", h.fraction);
+        assert_eq!(h.text(), "the PCIe link at 94% of peak (58.7 GiB/s)");
+        // The bf16 GEMM, power-capped: the limit binds at 99%.
+        let gemm = Signals {
+            tensor_pct: Some(94.0),
+            dram_pct: Some(18.0),
+            power_w: Some(691.0),
+            power_capped_share: Some(1.0),
+            ..Signals::default()
+        };
+        let h = headroom(&gemm, None, Some(700.0)).expect("headroom");
+        assert_eq!(h.resource, Resource::Power);
+        // Not capped: the limit is not a resource that binds.
+        let uncapped = Signals {
+            power_capped_share: Some(0.1),
+            ..gemm
+        };
+        assert_eq!(
+            headroom(&uncapped, None, Some(700.0)).map(|h| h.resource),
+            Some(Resource::Tensor)
+        );
+        // Without GPM the memory controller stands for DRAM, as a share of time.
+        let nogpm = Signals {
+            util_mem_pct: Some(73.0),
+            ..Signals::default()
+        };
+        let h = headroom(&nogpm, None, None).expect("headroom");
+        assert_eq!(h.text(), "the memory controller at 73% of the time");
+        assert_eq!(headroom(&Signals::default(), None, None), None);
+    }
+}
