@@ -478,6 +478,15 @@ pub fn assess(x: &Inputs) -> Assessment {
             "decided by a rule this assessment does not know".into(),
         ),
     };
+    if x.evidence.contains(&"profiler") {
+        confidence = Confidence::Low;
+        reason = "a profiler held the performance counters in this window (they fell silent or froze while work ran): the verdict rests on what was left".into();
+    }
+    if x.evidence.contains(&"host_paced") && confidence == Confidence::High {
+        confidence = Confidence::Medium;
+        push(&mut alts, Class::LaunchBound, own);
+        reason.push_str("; medium at best: kernels resident a steady share of every sample fit a host-paced loop, or a profiler serialising kernels, as well as a starved one");
+    }
     if reads_duty(x.rule, s.util_pct) && x.samples < FEW_SAMPLES && confidence == Confidence::High {
         confidence = Confidence::Medium;
         let other = if own == Class::InputStarved {

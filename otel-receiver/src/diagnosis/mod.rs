@@ -11,6 +11,7 @@
 
 mod class;
 mod confidence;
+mod context;
 mod evidence;
 pub mod invariants;
 mod peers;
@@ -204,6 +205,9 @@ pub struct Diagnoser {
     states: BTreeMap<u32, GpuState>,
     /// Each GPU's PCIe peak per direction (MiB/s), from its link as last sampled.
     pcie_peaks: BTreeMap<u32, f64>,
+    /// GPUs whose GPM has been read: GPM falling silent on one of them while it works is a
+    /// profiler holding the counters, not a GPU without GPM.
+    gpm_seen: std::collections::BTreeSet<u32>,
 }
 
 impl Diagnoser {
@@ -319,6 +323,29 @@ impl Diagnoser {
                 evidence.push(churn);
                 remedy = advice::ALLOCATION_CHURN;
             }
+        }
+        if let Some(advice) = context::both_ways_advice(&signals, class) {
+            evidence.push(context::both_ways_evidence(&signals));
+            remedy = advice;
+        }
+        if let Some(paced) = context::host_paced_evidence(&signals, stats.samples, class, rule) {
+            evidence.push(paced);
+            remedy = advice::HOST_PACED;
+        }
+        if let Some(shared) = stats
+            .processes
+            .as_deref()
+            .and_then(|p| context::shared_evidence(p))
+        {
+            evidence.push(shared);
+        }
+        let gpm_seen = self.gpm_seen.contains(&stats.gpu);
+        if signals.has_gpm() {
+            self.gpm_seen.insert(stats.gpu);
+        }
+        if let Some(profiler) = context::profiler_evidence(&signals, &stats, gpm_seen) {
+            evidence.insert(0, profiler);
+            remedy = advice::PROFILER;
         }
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
