@@ -25,8 +25,9 @@ pub const FROZEN_MIN_PCT: f64 = 5.0;
 /// GPU-Util (%) from which a steady, partial residency is not a loader's starvation: a loop
 /// starved by its loader leaves kernels resident a few % of the time (starved trainers 4–5%,
 /// the 80 ms-wait bench 4.5%), while Nsight Compute's application replay of a GEMM loop kept
-/// them resident 38–45% of every sample (h200-profiler-and-shared).
-pub const HOST_PACED_UTIL_PCT: f64 = 25.0;
+/// them resident 38–45% of every sample (h200-profiler-and-shared) and an eager batch-1 MLP,
+/// paced by Python's launches, 16–22% (h200-middle-ground).
+pub const HOST_PACED_UTIL_PCT: f64 = 10.0;
 
 /// Link rate (MiB/s) each way from which copies go both ways at once (an optimizer or
 /// activations offloaded to the host); the partial rule's host-traffic line.

@@ -82,6 +82,10 @@ pub struct WindowReport {
     pub invariant: Option<invariants::Invariant>,
     /// What power is set against for the invariants: the TDP, else the GPU's peak under work.
     invariant_tdp_w: Option<f64>,
+    /// The PCIe link's peak per direction (MiB/s) and the enforced power limit (W): the peaks
+    /// the headroom sets link traffic and, without GPM, compute against.
+    pcie_peak_mib_s: Option<f64>,
+    power_limit_w: Option<f64>,
     /// Whether the power baselines were measured on this GPU or its model (a calibration run
     /// or a built-in profile), not TDP fractions or a specification: verdicts resting on power
     /// are `medium` at best until they are.
@@ -118,6 +122,29 @@ impl WindowReport {
         self.invariant = Some(fixed.broken);
         self.evidence.insert(0, fixed.evidence);
         self.remedy = self.class.remedy();
+    }
+
+    /// The headroom of the final verdict (after the rules across GPUs and the guard), and its
+    /// line among the evidence where work runs: it reaches the log record and the report with
+    /// the rest.
+    fn set_headroom(&mut self) {
+        self.headroom = roofline::headroom(
+            &self.signals,
+            self.class,
+            self.pcie_peak_mib_s,
+            self.power_limit_w,
+        );
+        if let Some(h) = self
+            .headroom
+            .filter(|_| !matches!(self.class, Class::Idle | Class::IdleHeld))
+        {
+            self.evidence.push(Evidence::new(
+                "headroom",
+                h.fraction,
+                None,
+                format!("headroom: {}", h.text()),
+            ));
+        }
     }
 
     /// Judges the verdict as it stands now (after the rules across GPUs).
@@ -283,6 +310,7 @@ impl Diagnoser {
         peers::explain(&mut reports, &self.thresholds);
         for r in &mut reports {
             r.enforce_invariants(&self.thresholds);
+            r.set_headroom();
             r.assess();
         }
         reports
@@ -351,18 +379,6 @@ impl Diagnoser {
         let missing = missing(&signals, tdp_w, power);
         let pcie_peak_mib_s = self.pcie_peak(&stats);
         let power_limit_w = self.facts(stats.gpu).power_limit_w.or(tdp_w);
-        let headroom = roofline::headroom(&signals, pcie_peak_mib_s, power_limit_w);
-        // The headroom is evidence too, where work runs: it reaches the log record and the
-        // report with the rest.
-        if let Some(h) = headroom.filter(|_| !matches!(class, Class::Idle | Class::IdleHeld)) {
-            evidence.push(Evidence::new(
-                "headroom",
-                h.fraction,
-                None,
-                format!("headroom: {}", h.text()),
-            ));
-        }
-
         let job = stats
             .processes
             .as_deref()
@@ -391,7 +407,9 @@ impl Diagnoser {
             job,
             throttle,
             missing,
-            headroom,
+            headroom: None,
+            pcie_peak_mib_s,
+            power_limit_w,
             invariant: None,
             invariant_tdp_w,
             baselines_calibrated,

@@ -7,13 +7,14 @@
 //! not a rate with a peak of its own (it is how much of the time the SMs held warps, the fill
 //! the efficiency reads), so it never names the headroom. Without GPM the memory controller's
 //! busy share stands for DRAM (a share of time, not of bandwidth: said so in the text), and
-//! the power limit counts only while the GPU is held back by it.
+//! power against the enforced limit for the pipes. A power cap is reported beside the class
+//! (`throttle`), not as the headroom: it would hide which unit the work runs nearest.
 //! docs/DIAGNOSIS.md ("The roofline principle") has the recorded numbers.
 
 use serde::Serialize;
 
 use super::evidence::pct;
-use super::Signals;
+use super::{Class, Signals};
 
 /// A resource a window can run near the peak of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -33,7 +34,8 @@ pub enum Resource {
     MemoryController,
     /// The PCIe link, against its generation's and width's peak per direction.
     Pcie,
-    /// The power limit, while the GPU is held back by it (clock-event reasons).
+    /// Power against the enforced limit: a compute-bound window's stand-in without pipe
+    /// counters.
     Power,
 }
 
@@ -124,12 +126,10 @@ pub fn pcie_peak_mib_s(gen: f64, width: f64) -> Option<f64> {
     (width >= 1.0).then(|| lane * width * 1e9 / f64::from(1u32 << 20))
 }
 
-/// Every measured resource as (resource, fraction of its peak), for one window.
-pub fn resources(
-    s: &Signals,
-    pcie_peak_mib_s: Option<f64>,
-    power_limit_w: Option<f64>,
-) -> Vec<(Resource, f64)> {
+/// Every measured resource as (resource, fraction of its peak), for one window: the pipes and
+/// DRAM (GPM), the memory controller's busy share where DRAM was not measured, and PCIe where
+/// its link's peak is known.
+pub fn resources(s: &Signals, pcie_peak_mib_s: Option<f64>) -> Vec<(Resource, f64)> {
     let mut out = Vec::with_capacity(8);
     for (r, v) in [
         (Resource::Tensor, s.tensor_pct),
@@ -147,35 +147,48 @@ pub fn resources(
             out.push((Resource::MemoryController, m / 100.0));
         }
     }
-    if let Some(peak) = pcie_peak_mib_s.filter(|p| *p > 0.0) {
+    if let (Some(peak), Some(_)) = (pcie_peak_mib_s.filter(|p| *p > 0.0), s.pcie_mib_s) {
         let busiest = s
             .pcie_rx_mib_s
             .unwrap_or(0.0)
             .max(s.pcie_tx_mib_s.unwrap_or(0.0));
-        if s.pcie_mib_s.is_some() {
-            out.push((Resource::Pcie, busiest / peak));
-        }
-    }
-    // The power limit binds only while the GPU is held back by it.
-    if let (Some(power), Some(limit), Some(capped)) =
-        (s.power_w, power_limit_w, s.power_capped_share)
-    {
-        if capped >= 0.25 && limit > 0.0 {
-            out.push((Resource::Power, power / limit));
-        }
+        out.push((Resource::Pcie, busiest / peak));
     }
     out
 }
 
-/// The window's headroom: the resource nearest its peak, where any was measured.
+/// The window's headroom: of the resources its class names (the pipes for `compute_bound`,
+/// DRAM or the memory controller for `memory_bound`, PCIe for `transfer_bound`), the nearest
+/// its peak; for any other class, the nearest of all. Without pipe counters a compute-bound
+/// window's stand-in is power against the enforced limit. `None` where nothing was measured.
 pub fn headroom(
     s: &Signals,
+    class: Class,
     pcie_peak_mib_s: Option<f64>,
     power_limit_w: Option<f64>,
 ) -> Option<Headroom> {
-    let (resource, fraction) = resources(s, pcie_peak_mib_s, power_limit_w)
+    let all = resources(s, pcie_peak_mib_s);
+    let named: Vec<(Resource, f64)> = all
+        .iter()
+        .copied()
+        .filter(|(r, _)| match class {
+            Class::ComputeBound => r.is_arithmetic(),
+            Class::MemoryBound => matches!(r, Resource::Dram | Resource::MemoryController),
+            Class::TransferBound => *r == Resource::Pcie,
+            _ => true,
+        })
+        .collect();
+    let power = match (class, s.power_w, power_limit_w) {
+        (Class::ComputeBound, Some(p), Some(limit)) if named.is_empty() && limit > 0.0 => {
+            Some((Resource::Power, p / limit))
+        }
+        _ => None,
+    };
+    let (resource, fraction) = named
         .into_iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        .chain(power)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .or_else(|| all.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)))?;
     let (peak, peak_unit) = match resource {
         Resource::Pcie => (pcie_peak_mib_s.map(|p| p / 1024.0), Some("GiB/s")),
         Resource::Power => (power_limit_w, Some("W")),
@@ -191,11 +204,11 @@ pub fn headroom(
 
 /// Which of the two device-side bound classes the roofline names from pipes and DRAM (each a
 /// fraction of its peak, per busy share): the one nearer its limit. A tie goes to compute.
-pub fn bound_by(pipe_pct: f64, dram_pct: f64) -> super::Class {
+pub fn bound_by(pipe_pct: f64, dram_pct: f64) -> Class {
     if dram_pct > pipe_pct {
-        super::Class::MemoryBound
+        Class::MemoryBound
     } else {
-        super::Class::ComputeBound
+        Class::ComputeBound
     }
 }
 
@@ -214,17 +227,30 @@ mod tests {
             util_mem_pct: Some(73.0),
             ..Signals::default()
         };
-        let h = headroom(&s, None, None).expect("headroom");
+        let h = headroom(&s, Class::MemoryBound, None, None).expect("headroom");
         assert_eq!(h.resource, Resource::Dram);
         assert_eq!(h.fraction, 0.572);
         assert_eq!(h.text(), "DRAM bandwidth at 57% of peak");
-        assert_eq!(bound_by(8.1, 57.2), crate::diagnosis::Class::MemoryBound);
-        assert_eq!(bound_by(45.3, 30.4), crate::diagnosis::Class::ComputeBound);
-        assert_eq!(bound_by(40.0, 40.0), crate::diagnosis::Class::ComputeBound);
+        assert_eq!(bound_by(8.1, 57.2), Class::MemoryBound);
+        assert_eq!(bound_by(45.3, 30.4), Class::ComputeBound);
+        assert_eq!(bound_by(40.0, 40.0), Class::ComputeBound);
+        // A compute-bound verdict's headroom is its busiest pipe, whatever DRAM reads (a
+        // convnet: tensor 45%, DRAM 30%), and any class else takes the nearest of all.
+        let conv = Signals {
+            tensor_pct: Some(45.3),
+            dram_pct: Some(30.4),
+            ..Signals::default()
+        };
+        let h = headroom(&conv, Class::ComputeBound, None, Some(700.0)).expect("headroom");
+        assert_eq!(h.resource, Resource::Tensor);
+        let h = headroom(&conv, Class::MemoryBound, None, None).expect("headroom");
+        assert_eq!(h.resource, Resource::Dram);
+        let h = headroom(&conv, Class::InputStarved, None, None).expect("headroom");
+        assert_eq!(h.resource, Resource::Tensor);
     }
 
     #[test]
-    fn pcie_is_set_against_its_link_and_power_only_while_capped() {
+    fn pcie_is_set_against_its_link_and_power_stands_in_for_the_pipes_without_gpm() {
         // Gen 5 ×16: 3.938 GB/s a lane, 63 GB/s a direction; pinned copies ran 55 GiB/s.
         let peak = pcie_peak_mib_s(5.0, 16.0).expect("gen 5");
         assert!((peak / 1024.0 - 58.68).abs() < 0.01, "{peak}");
@@ -237,39 +263,27 @@ mod tests {
             sm_pct: Some(0.0),
             dram_pct: Some(1.0),
             power_w: Some(127.0),
-            power_capped_share: Some(0.0),
             ..Signals::default()
         };
-        let h = headroom(&copies, Some(peak), Some(700.0)).expect("headroom");
+        let h = headroom(&copies, Class::TransferBound, Some(peak), Some(700.0)).expect("h");
         assert_eq!(h.resource, Resource::Pcie);
         assert!((h.fraction - 0.937).abs() < 0.001, "{}", h.fraction);
         assert_eq!(h.text(), "the PCIe link at 94% of peak (58.7 GiB/s)");
-        // The bf16 GEMM, power-capped: the limit binds at 99%.
-        let gemm = Signals {
-            tensor_pct: Some(94.0),
-            dram_pct: Some(18.0),
-            power_w: Some(691.0),
-            power_capped_share: Some(1.0),
-            ..Signals::default()
-        };
-        let h = headroom(&gemm, None, Some(700.0)).expect("headroom");
-        assert_eq!(h.resource, Resource::Power);
-        // Not capped: the limit is not a resource that binds.
-        let uncapped = Signals {
-            power_capped_share: Some(0.1),
-            ..gemm
-        };
-        assert_eq!(
-            headroom(&uncapped, None, Some(700.0)).map(|h| h.resource),
-            Some(Resource::Tensor)
-        );
-        // Without GPM the memory controller stands for DRAM, as a share of time.
+        // Without GPM: a compute-bound window is placed by power against its limit, a
+        // memory-bound one by the memory controller, as a share of time.
         let nogpm = Signals {
-            util_mem_pct: Some(73.0),
+            util_mem_pct: Some(25.0),
+            power_w: Some(691.0),
             ..Signals::default()
         };
-        let h = headroom(&nogpm, None, None).expect("headroom");
-        assert_eq!(h.text(), "the memory controller at 73% of the time");
-        assert_eq!(headroom(&Signals::default(), None, None), None);
+        let h = headroom(&nogpm, Class::ComputeBound, None, Some(700.0)).expect("h");
+        assert_eq!(h.resource, Resource::Power);
+        assert_eq!(
+            h.text(),
+            "the power limit at 99% of the enforced limit (700.0 W)"
+        );
+        let h = headroom(&nogpm, Class::MemoryBound, None, Some(700.0)).expect("h");
+        assert_eq!(h.text(), "the memory controller at 25% of the time");
+        assert_eq!(headroom(&Signals::default(), Class::Idle, None, None), None);
     }
 }

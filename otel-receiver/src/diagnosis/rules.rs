@@ -535,6 +535,11 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
     let th = x.thresholds;
     let sm = s.sm_pct?;
     let util = s.util_pct.filter(|u| *u >= th.starved_util_max_pct)?;
+    // Kernels absent a tenth of the time or more while the host streams data in or out: the
+    // waits are the host's (a fed loader, an offloaded optimizer), which the partial rule names.
+    if util < 90.0 && s.pcie_mib_s.unwrap_or(0.0) >= th.transfer_pcie_mib_s / 4.0 {
+        return None;
+    }
     let busy = x.busy_share();
     let pipe = s.pipe_pct.unwrap_or(0.0);
     let dram = s.dram_pct.unwrap_or(0.0);

@@ -657,6 +657,17 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
     assert_eq!(d.assessment.confidence, Confidence::Medium);
     assert!(d.assessment.alternatives.contains(&Class::LaunchBound));
     assert!(d.assessment.alternatives.contains(&Class::MemoryBound));
+    // Kernels absent a tenth of the time while the host streams 256 MiB/s: the partial rule's.
+    let fed = pcie(
+        Signals {
+            util_pct: Some(under(90.0)),
+            dram_pct: Some(45.0),
+            ..decode
+        },
+        th.transfer_pcie_mib_s / 4.0,
+        0.0,
+    );
+    assert_eq!(decide(&fed).verdict.class, Class::InputStarved);
     // Kernels resident under half the time are the burst rules' to judge.
     let bursty = Signals {
         util_pct: Some(under(th.starved_util_max_pct)),
