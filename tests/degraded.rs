@@ -249,6 +249,8 @@ fn confident_verdicts_without_gpm_are_right_on_every_fixture() {
         "h200-live-torch",
         "h200-verdicts",
         "h200-nogpm-lookalikes",
+        "h200-middle-ground",
+        "h200-profiler-and-shared",
     ] {
         let dir = repo("tests/fixtures").join(name);
         let out = temp_dir(&format!("{name}-confidence"));
@@ -320,7 +322,7 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
     // code the agent runs (`score --cadence`), with GPM and as a GPU without it; the right
     // windows are equal, and never fewer than at 1 Hz (hz1.csv) but where 10 Hz itself scores
     // fewer. The numbers are docs/benchmarks.md's "Cadence" table.
-    let expected: [(&str, u64, u64, u64); 6] = [
+    let expected: [(&str, u64, u64, u64); 8] = [
         // (fixture, windows, right with GPM, right without GPM)
         ("h200-reference", 51, 51, 51),
         ("h200x2-scenarios", 100, 98, 98),
@@ -328,6 +330,8 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
         ("h200-verdicts", 106, 106, 98),
         ("h200-verdicts-nogpm", 106, 98, 98),
         ("h200-nogpm-lookalikes", 49, 49, 33),
+        ("h200-middle-ground", 140, 140, 130),
+        ("h200-profiler-and-shared", 17, 17, 17),
     ];
     for (name, windows, right_gpm, right_nogpm) in expected {
         let dir = repo("tests/fixtures").join(name);
