@@ -29,7 +29,7 @@ pub use confidence::{
     SPEC_ORIGIN_PREFIX,
 };
 pub use evidence::{pct, rate, round3, Evidence};
-pub use roofline::{Headroom, Resource};
+pub use roofline::{Headroom, Peaks, Resource};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
@@ -82,10 +82,8 @@ pub struct WindowReport {
     pub invariant: Option<invariants::Invariant>,
     /// What power is set against for the invariants: the TDP, else the GPU's peak under work.
     invariant_tdp_w: Option<f64>,
-    /// The PCIe link's peak per direction (MiB/s) and the enforced power limit (W): the peaks
-    /// the headroom sets link traffic and, without GPM, compute against.
-    pcie_peak_mib_s: Option<f64>,
-    power_limit_w: Option<f64>,
+    /// The peaks the headroom sets link traffic, DRAM and, without GPM, compute against.
+    peaks: Peaks,
     /// Whether the power baselines were measured on this GPU or its model (a calibration run
     /// or a built-in profile), not TDP fractions or a specification: verdicts resting on power
     /// are `medium` at best until they are.
@@ -128,12 +126,7 @@ impl WindowReport {
     /// line among the evidence where work runs: it reaches the log record and the report with
     /// the rest.
     fn set_headroom(&mut self) {
-        self.headroom = roofline::headroom(
-            &self.signals,
-            self.class,
-            self.pcie_peak_mib_s,
-            self.power_limit_w,
-        );
+        self.headroom = roofline::headroom(&self.signals, self.class, self.peaks);
         if let Some(h) = self
             .headroom
             .filter(|_| !matches!(self.class, Class::Idle | Class::IdleHeld))
@@ -232,6 +225,10 @@ pub struct Diagnoser {
     states: BTreeMap<u32, GpuState>,
     /// Each GPU's PCIe peak per direction (MiB/s), from its link as last sampled.
     pcie_peaks: BTreeMap<u32, f64>,
+    /// Published DRAM bandwidth (GB/s) per GPU, and for GPUs without their own: the SKU
+    /// table's, which the headroom quotes as the absolute peak.
+    dram_peaks_gb_s: BTreeMap<u32, f64>,
+    default_dram_peak_gb_s: Option<f64>,
     /// GPUs whose GPM has been read: GPM falling silent on one of them while it works is a
     /// profiler holding the counters, not a GPU without GPM.
     gpm_seen: std::collections::BTreeSet<u32>,
@@ -262,6 +259,17 @@ impl Diagnoser {
     pub fn with_default_profile(mut self, profile: Option<PowerProfile>) -> Self {
         self.default_profile = profile;
         self
+    }
+
+    /// The DRAM bandwidth (GB/s) of GPUs without their own, from the SKU table.
+    pub fn with_default_dram_peak_gb_s(mut self, gb_s: Option<f64>) -> Self {
+        self.default_dram_peak_gb_s = gb_s;
+        self
+    }
+
+    /// One GPU's DRAM bandwidth (GB/s), from the SKU table.
+    pub fn set_dram_peak_gb_s(&mut self, gpu: u32, gb_s: f64) {
+        self.dram_peaks_gb_s.insert(gpu, gb_s);
     }
 
     pub fn profile(&self, gpu: u32) -> Option<&PowerProfile> {
@@ -378,6 +386,11 @@ impl Diagnoser {
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
         let pcie_peak_mib_s = self.pcie_peak(&stats);
+        let dram_gb_s = self
+            .dram_peaks_gb_s
+            .get(&stats.gpu)
+            .copied()
+            .or(self.default_dram_peak_gb_s);
         let power_limit_w = self.facts(stats.gpu).power_limit_w.or(tdp_w);
         let job = stats
             .processes
@@ -408,8 +421,11 @@ impl Diagnoser {
             throttle,
             missing,
             headroom: None,
-            pcie_peak_mib_s,
-            power_limit_w,
+            peaks: Peaks {
+                pcie_mib_s: pcie_peak_mib_s,
+                power_limit_w,
+                dram_gb_s,
+            },
             invariant: None,
             invariant_tdp_w,
             baselines_calibrated,

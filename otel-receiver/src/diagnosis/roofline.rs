@@ -106,6 +106,16 @@ impl Headroom {
     }
 }
 
+/// The peaks a window's resources are set against where a fraction is not enough: PCIe's per
+/// direction from the link (MiB/s), the enforced power limit (W), and DRAM bandwidth from the
+/// SKU's published figure (GB/s), each where known.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Peaks {
+    pub pcie_mib_s: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub dram_gb_s: Option<f64>,
+}
+
 /// PCIe bandwidth per lane and direction (GB/s) by generation: the signalling rate less its
 /// line coding (8b/10b to gen 2, 128b/130b from gen 3).
 fn pcie_lane_gb_s(gen: f64) -> Option<f64> {
@@ -161,12 +171,12 @@ pub fn resources(s: &Signals, pcie_peak_mib_s: Option<f64>) -> Vec<(Resource, f6
 /// DRAM or the memory controller for `memory_bound`, PCIe for `transfer_bound`), the nearest
 /// its peak; for any other class, the nearest of all. Without pipe counters a compute-bound
 /// window's stand-in is power against the enforced limit. `None` where nothing was measured.
-pub fn headroom(
-    s: &Signals,
-    class: Class,
-    pcie_peak_mib_s: Option<f64>,
-    power_limit_w: Option<f64>,
-) -> Option<Headroom> {
+pub fn headroom(s: &Signals, class: Class, peaks: Peaks) -> Option<Headroom> {
+    let Peaks {
+        pcie_mib_s: pcie_peak_mib_s,
+        power_limit_w,
+        dram_gb_s,
+    } = peaks;
     let all = resources(s, pcie_peak_mib_s);
     let named: Vec<(Resource, f64)> = all
         .iter()
@@ -192,6 +202,7 @@ pub fn headroom(
     let (peak, peak_unit) = match resource {
         Resource::Pcie => (pcie_peak_mib_s.map(|p| p / 1024.0), Some("GiB/s")),
         Resource::Power => (power_limit_w, Some("W")),
+        Resource::Dram => (dram_gb_s.map(|g| g / 1000.0), Some("TB/s")),
         _ => (None, None),
     };
     Some(Headroom {
@@ -227,10 +238,17 @@ mod tests {
             util_mem_pct: Some(73.0),
             ..Signals::default()
         };
-        let h = headroom(&s, Class::MemoryBound, None, None).expect("headroom");
+        let h = headroom(&s, Class::MemoryBound, Peaks::default()).expect("headroom");
         assert_eq!(h.resource, Resource::Dram);
         assert_eq!(h.fraction, 0.572);
         assert_eq!(h.text(), "DRAM bandwidth at 57% of peak");
+        // With the SKU's published bandwidth (an H200: 4,800 GB/s), the peak itself.
+        let h200 = Peaks {
+            dram_gb_s: Some(4800.0),
+            ..Peaks::default()
+        };
+        let h = headroom(&s, Class::MemoryBound, h200).expect("headroom");
+        assert_eq!(h.text(), "DRAM bandwidth at 57% of peak (4.8 TB/s)");
         assert_eq!(bound_by(8.1, 57.2), Class::MemoryBound);
         assert_eq!(bound_by(45.3, 30.4), Class::ComputeBound);
         assert_eq!(bound_by(40.0, 40.0), Class::ComputeBound);
@@ -241,11 +259,11 @@ mod tests {
             dram_pct: Some(30.4),
             ..Signals::default()
         };
-        let h = headroom(&conv, Class::ComputeBound, None, Some(700.0)).expect("headroom");
+        let h = headroom(&conv, Class::ComputeBound, Peaks::default()).expect("headroom");
         assert_eq!(h.resource, Resource::Tensor);
-        let h = headroom(&conv, Class::MemoryBound, None, None).expect("headroom");
+        let h = headroom(&conv, Class::MemoryBound, Peaks::default()).expect("headroom");
         assert_eq!(h.resource, Resource::Dram);
-        let h = headroom(&conv, Class::InputStarved, None, None).expect("headroom");
+        let h = headroom(&conv, Class::InputStarved, Peaks::default()).expect("headroom");
         assert_eq!(h.resource, Resource::Tensor);
     }
 
@@ -265,25 +283,41 @@ mod tests {
             power_w: Some(127.0),
             ..Signals::default()
         };
-        let h = headroom(&copies, Class::TransferBound, Some(peak), Some(700.0)).expect("h");
+        let h = headroom(
+            &copies,
+            Class::TransferBound,
+            Peaks {
+                pcie_mib_s: Some(peak),
+                power_limit_w: Some(700.0),
+                dram_gb_s: None,
+            },
+        )
+        .expect("h");
         assert_eq!(h.resource, Resource::Pcie);
         assert!((h.fraction - 0.937).abs() < 0.001, "{}", h.fraction);
         assert_eq!(h.text(), "the PCIe link at 94% of peak (58.7 GiB/s)");
         // Without GPM: a compute-bound window is placed by power against its limit, a
         // memory-bound one by the memory controller, as a share of time.
+        let limit = Peaks {
+            power_limit_w: Some(700.0),
+            ..Peaks::default()
+        };
         let nogpm = Signals {
             util_mem_pct: Some(25.0),
             power_w: Some(691.0),
             ..Signals::default()
         };
-        let h = headroom(&nogpm, Class::ComputeBound, None, Some(700.0)).expect("h");
+        let h = headroom(&nogpm, Class::ComputeBound, limit).expect("h");
         assert_eq!(h.resource, Resource::Power);
         assert_eq!(
             h.text(),
             "the power limit at 99% of the enforced limit (700.0 W)"
         );
-        let h = headroom(&nogpm, Class::MemoryBound, None, Some(700.0)).expect("h");
+        let h = headroom(&nogpm, Class::MemoryBound, limit).expect("h");
         assert_eq!(h.text(), "the memory controller at 25% of the time");
-        assert_eq!(headroom(&Signals::default(), Class::Idle, None, None), None);
+        assert_eq!(
+            headroom(&Signals::default(), Class::Idle, Peaks::default()),
+            None
+        );
     }
 }
