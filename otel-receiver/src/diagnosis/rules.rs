@@ -557,10 +557,9 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
         sm / 100.0,
         Some(th.roofline_sm_pct / 100.0 * busy),
         format!(
-            "kernels resident {} of the time fill {} of the SMs{}: real kernels, not tiny ones",
+            "kernels resident {} of the time fill {} of the SMs: real kernels, not tiny ones",
             pct(util),
-            pct(sm),
-            while_busy(busy)
+            pct(sm)
         ),
     );
     let name = s.pipe_name.unwrap_or("arithmetic");

@@ -1155,12 +1155,16 @@ impl HumanReport {
                 utc_hms(rep.stats.end),
                 rep.evidence
                     .iter()
+                    .filter(|e| e.signal != "headroom")
                     .take(2)
                     .map(|e| e.text.as_str())
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            if let Some(h) = rep.headroom {
+            if let Some(h) = rep
+                .headroom
+                .filter(|_| !matches!(rep.class, Class::Idle | Class::IdleHeld))
+            {
                 text += &format!("; headroom: {}", h.text());
             }
             if options.verbose {
