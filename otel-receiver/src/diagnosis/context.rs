@@ -33,10 +33,21 @@ pub const HOST_PACED_UTIL_PCT: f64 = 10.0;
 /// activations offloaded to the host); the partial rule's host-traffic line.
 pub const BOTH_WAYS_MIB_S: f64 = 256.0;
 
-/// Why the counters may be a profiler's, if they look so.
-pub fn profiler_evidence(s: &Signals, w: &WindowStats, gpm_seen_before: bool) -> Option<Evidence> {
+/// Windows in a row without GPM, on a GPU where it was read, before the silence counts: one
+/// window can lose its few GPM samples to the stale-pair cleaning (`Sample::has_stale_gpm`) at
+/// 1 Hz; a profiler holds the counters for its whole session.
+pub const SILENT_MIN_WINDOWS: u32 = 2;
+
+/// Why the counters may be a profiler's, if they look so. `gpm_silent`: on a GPU whose GPM was
+/// read before, how many windows in a row (this one included) have lacked it; `None` where GPM
+/// was read in this window or never on this GPU.
+pub fn profiler_evidence(
+    s: &Signals,
+    w: &WindowStats,
+    gpm_silent: Option<u32>,
+) -> Option<Evidence> {
     let util = s.util_pct.filter(|u| *u >= PROFILER_BUSY_UTIL_PCT)?;
-    if !s.has_gpm() && gpm_seen_before {
+    if !s.has_gpm() && gpm_silent.is_some_and(|n| n >= SILENT_MIN_WINDOWS) {
         return Some(Evidence::new(
             "profiler",
             1.0,
@@ -197,10 +208,10 @@ mod tests {
         // A GEMM whose GPM readings move in their last digits (h200-profiler-and-shared:
         // tensor 91.8–92.9%): no profiler.
         let (w, s) = window(|i| busy(i, 0.1));
-        assert_eq!(profiler_evidence(&s, &w, true), None);
+        assert_eq!(profiler_evidence(&s, &w, None), None);
         // The same readings repeated exactly in every sample: frozen.
         let (w, s) = window(|i| busy(i, 0.0));
-        let e = profiler_evidence(&s, &w, true).expect("frozen");
+        let e = profiler_evidence(&s, &w, None).expect("frozen");
         assert!(
             e.text
                 .contains("same values in every one of its 20 samples"),
@@ -209,12 +220,17 @@ mod tests {
         );
         // GPM read before on this GPU, absent now while GPU-Util reads 98%: withheld.
         let (w, s) = window(|i| Sample::new(f64::from(i) * 0.1, 0).with(Metric::UtilGpu, 98.0));
-        assert!(profiler_evidence(&s, &w, true).is_some());
+        assert!(profiler_evidence(&s, &w, Some(SILENT_MIN_WINDOWS)).is_some());
+        // One window alone may have lost its samples to the stale-pair cleaning.
+        assert_eq!(
+            profiler_evidence(&s, &w, Some(SILENT_MIN_WINDOWS - 1)),
+            None
+        );
         // A GPU without GPM at all (never seen) is not a profiler's…
-        assert_eq!(profiler_evidence(&s, &w, false), None);
+        assert_eq!(profiler_evidence(&s, &w, None), None);
         // …nor an idle one, nor a flat spin or pinned copies with no pipe or DRAM moving.
         let (w, s) = window(|i| Sample::new(f64::from(i) * 0.1, 0).with(Metric::UtilGpu, 0.0));
-        assert_eq!(profiler_evidence(&s, &w, true), None);
+        assert_eq!(profiler_evidence(&s, &w, Some(5)), None);
         let (w, s) = window(|i| {
             Sample::new(f64::from(i) * 0.1, 0)
                 .with(Metric::UtilGpu, 100.0)
@@ -222,7 +238,7 @@ mod tests {
                 .with(Metric::GpmTensor, 0.0)
                 .with(Metric::GpmDram, 0.0)
         });
-        assert_eq!(profiler_evidence(&s, &w, true), None);
+        assert_eq!(profiler_evidence(&s, &w, Some(5)), None);
     }
 
     #[test]

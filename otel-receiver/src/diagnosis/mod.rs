@@ -231,7 +231,8 @@ pub struct Diagnoser {
     default_dram_peak_gb_s: Option<f64>,
     /// GPUs whose GPM has been read: GPM falling silent on one of them while it works is a
     /// profiler holding the counters, not a GPU without GPM.
-    gpm_seen: std::collections::BTreeSet<u32>,
+    /// For each such GPU, how many windows in a row have lacked it since.
+    gpm_seen: BTreeMap<u32, u32>,
 }
 
 impl Diagnoser {
@@ -375,11 +376,16 @@ impl Diagnoser {
         {
             evidence.push(shared);
         }
-        let gpm_seen = self.gpm_seen.contains(&stats.gpu);
-        if signals.has_gpm() {
-            self.gpm_seen.insert(stats.gpu);
-        }
-        if let Some(profiler) = context::profiler_evidence(&signals, &stats, gpm_seen) {
+        let gpm_silent = if signals.has_gpm() {
+            self.gpm_seen.insert(stats.gpu, 0);
+            None
+        } else {
+            self.gpm_seen.get_mut(&stats.gpu).map(|run| {
+                *run += 1;
+                *run
+            })
+        };
+        if let Some(profiler) = context::profiler_evidence(&signals, &stats, gpm_silent) {
             evidence.insert(0, profiler);
             remedy = advice::PROFILER;
         }
