@@ -119,7 +119,10 @@ impl WindowReport {
         self.rule = "invariant";
         self.invariant = Some(fixed.broken);
         self.evidence.insert(0, fixed.evidence);
-        self.remedy = self.class.remedy();
+        // A profiler's advice stays: the counters the verdict rests on were the profiler's.
+        if self.remedy != advice::PROFILER {
+            self.remedy = self.class.remedy();
+        }
     }
 
     /// The headroom of the final verdict (after the rules across GPUs and the guard), and its
@@ -229,9 +232,9 @@ pub struct Diagnoser {
     /// table's, which the headroom quotes as the absolute peak.
     dram_peaks_gb_s: BTreeMap<u32, f64>,
     default_dram_peak_gb_s: Option<f64>,
-    /// GPUs whose GPM has been read: GPM falling silent on one of them while it works is a
-    /// profiler holding the counters, not a GPU without GPM.
-    /// For each such GPU, how many windows in a row have lacked it since.
+    /// The GPUs whose GPM has been read, each with how many windows in a row have lacked it
+    /// since: GPM falling silent on such a GPU while it works is a profiler holding the
+    /// counters, not a GPU without GPM.
     gpm_seen: BTreeMap<u32, u32>,
 }
 
@@ -440,10 +443,15 @@ impl Diagnoser {
     }
 
     /// This GPU's PCIe peak per direction (MiB/s) from the link generation and width last
-    /// sampled (every 10 s live): the roofline's peak for host↔device traffic.
+    /// sampled (every 10 s live): the roofline's peak for host↔device traffic. The link's
+    /// maximum, where NVML read it: an idle link trains down to a lower generation to save
+    /// power, and its current generation would understate what copies can reach.
     fn pcie_peak(&mut self, w: &WindowStats) -> Option<f64> {
-        if let (Some(gen), Some(width)) = (w.max(Metric::PcieLinkGen), w.max(Metric::PcieLinkWidth))
-        {
+        let gen = w.max(Metric::PcieLinkGenMax).or(w.max(Metric::PcieLinkGen));
+        let width = w
+            .max(Metric::PcieLinkWidthMax)
+            .or(w.max(Metric::PcieLinkWidth));
+        if let (Some(gen), Some(width)) = (gen, width) {
             if let Some(peak) = roofline::pcie_peak_mib_s(gen, width) {
                 self.pcie_peaks.insert(w.gpu, peak);
             }
