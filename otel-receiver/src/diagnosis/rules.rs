@@ -589,7 +589,11 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
                     pct(dram)
                 ),
             ),
-            Some(advice::PARTLY_FILLED_COMPUTE),
+            // FP32 work with the tensor cores idle is the TF32/bf16 case however full the SMs.
+            Some(match compute_advice(s, busy) {
+                Some(advice::FP32_NO_TENSOR) => advice::FP32_NO_TENSOR,
+                _ => advice::PARTLY_FILLED_COMPUTE,
+            }),
         )
     };
     Some(Verdict {

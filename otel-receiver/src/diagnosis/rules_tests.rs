@@ -684,6 +684,16 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
         ..gpm(100.0, 99.0)
     });
     assert_eq!((d.verdict.class, d.rule), (Class::MemoryBound, "compute"));
+    // On a partly filled GPU too (an FP32 conv3d-like step: SM 60%, FP32 30%, tensor 0%).
+    let d = decide(&Signals {
+        pipe_pct: Some(30.0),
+        pipe_name: Some("fp32"),
+        fp32_pct: Some(30.0),
+        dram_pct: Some(20.0),
+        ..gpm(100.0, 60.0)
+    });
+    assert_eq!((d.verdict.class, d.rule), (Class::ComputeBound, "roofline"));
+    assert_eq!(d.remedy(), advice::FP32_NO_TENSOR);
     // FP32 arithmetic with the tensor pipe idle: the TF32/bf16 advice.
     let d = decide(&Signals {
         pipe_pct: Some(76.0),
