@@ -115,7 +115,13 @@ fn a_recording_with_nvml_link_columns_scores_90_percent_without_gpm() {
 fn without_gpm_and_at_1_hz_the_fixtures_keep_their_verdicts() {
     // The fixtures recorded before NVML's link counters were: the issue's floor is 75%
     // without GPM; they score 97–100% (docs/DIAGNOSIS.md), held here at 90%.
-    for name in ["h200-reference", "h200x2-scenarios", "h200-live-torch"] {
+    for name in [
+        "h200-reference",
+        "h200x2-scenarios",
+        "h200-live-torch",
+        "h200-middle-ground",
+        "h200-profiler-and-shared",
+    ] {
         let f = forms(name);
         eprintln!(
             "{name}: full {:.3} nogpm {:.3} hz1 {:.3} nogpm_hz1 {:.3}",
@@ -243,6 +249,8 @@ fn confident_verdicts_without_gpm_are_right_on_every_fixture() {
         "h200-live-torch",
         "h200-verdicts",
         "h200-nogpm-lookalikes",
+        "h200-middle-ground",
+        "h200-profiler-and-shared",
     ] {
         let dir = repo("tests/fixtures").join(name);
         let out = temp_dir(&format!("{name}-confidence"));
@@ -314,7 +322,7 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
     // code the agent runs (`score --cadence`), with GPM and as a GPU without it; the right
     // windows are equal, and never fewer than at 1 Hz (hz1.csv) but where 10 Hz itself scores
     // fewer. The numbers are docs/benchmarks.md's "Cadence" table.
-    let expected: [(&str, u64, u64, u64); 6] = [
+    let expected: [(&str, u64, u64, u64); 8] = [
         // (fixture, windows, right with GPM, right without GPM)
         ("h200-reference", 51, 51, 51),
         ("h200x2-scenarios", 100, 98, 98),
@@ -322,6 +330,8 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
         ("h200-verdicts", 106, 106, 98),
         ("h200-verdicts-nogpm", 106, 98, 98),
         ("h200-nogpm-lookalikes", 49, 49, 33),
+        ("h200-middle-ground", 140, 140, 130),
+        ("h200-profiler-and-shared", 17, 17, 17),
     ];
     for (name, windows, right_gpm, right_nogpm) in expected {
         let dir = repo("tests/fixtures").join(name);
@@ -360,4 +370,91 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
             );
         }
     }
+}
+
+/// The windows of `gpuslack replay TRACE --format jsonl --tdp-w TDP` that contradict the
+/// invariants, judged from the JSON as `shared/tools/contradictions.py` judges them (a copy
+/// of its conditions, independent of the guard's code): (contradictions, windows).
+fn contradictions(trace: &Path, tdp_w: f64) -> (Vec<String>, usize) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .arg("replay")
+        .arg(trace)
+        .args(["--format", "jsonl", "--tdp-w", &tdp_w.to_string()])
+        .output()
+        .expect("gpuslack runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut bad = Vec::new();
+    let mut windows = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let w: Value = serde_json::from_str(line).expect("a JSON line");
+        let Some(class) = w["class"].as_str() else {
+            continue;
+        };
+        windows += 1;
+        let num = |k: &str| w[k].as_f64();
+        let tdp = num("tdp_w").unwrap_or(700.0);
+        let power = num("power_w").unwrap_or(0.0);
+        let (dram, tensor) = (num("dram_active"), num("tensor_active"));
+        let (sm, duty) = (num("sm_active"), num("util_duty").unwrap_or(0.0));
+        let broken = match class {
+            "launch_bound" => {
+                power >= 0.55 * tdp || dram.unwrap_or(0.0) >= 0.40 || tensor.unwrap_or(0.0) >= 0.30
+            }
+            "input_starved" | "idle" | "idle_held" => sm.is_some_and(|s| s >= 0.90) && duty >= 0.98,
+            "compute_bound" | "memory_bound" => sm.is_some_and(|s| s < 0.20) && power < 0.30 * tdp,
+            _ => false,
+        };
+        if broken {
+            bad.push(format!(
+                "{}@{}: {class} at {power:.0} W, SM {sm:?}, DRAM {dram:?}, tensor {tensor:?}",
+                trace.display(),
+                w["start"]
+            ));
+        }
+    }
+    (bad, windows)
+}
+
+#[test]
+fn no_fixture_window_contradicts_the_invariants_in_any_form() {
+    // Issue #39: the invariants hold with GPM, without it and at 1 Hz, on every fixture.
+    let mut windows = 0;
+    for name in [
+        "h200-reference",
+        "h200x2-scenarios",
+        "h200-live-torch",
+        "h200-verdicts",
+        "h200-verdicts-nogpm",
+        "h200-nogpm-lookalikes",
+        "h200-middle-ground",
+        "h200-profiler-and-shared",
+    ] {
+        let dir = repo("tests/fixtures").join(name);
+        let out = temp_dir(&format!("{name}-invariants"));
+        degrade(&dir.join("samples.csv"), &out);
+        let facts = ["samples.facts.json", "facts.json"]
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|p| p.exists());
+        for form in ["nogpm", "hz1", "nogpm_hz1"] {
+            if let Some(facts) = &facts {
+                std::fs::copy(facts, out.join(format!("{form}.facts.json"))).expect("facts");
+            }
+        }
+        for trace in [
+            dir.join("samples.csv"),
+            out.join("nogpm.csv"),
+            out.join("hz1.csv"),
+            out.join("nogpm_hz1.csv"),
+        ] {
+            let (bad, n) = contradictions(&trace, 700.0);
+            assert!(bad.is_empty(), "{} contradictions: {bad:#?}", bad.len());
+            windows += n;
+        }
+    }
+    assert!(windows > 3000, "{windows} windows");
 }

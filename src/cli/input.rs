@@ -108,12 +108,23 @@ impl PipelineArgs {
                 .and_then(|name| gpuslack_calibration::sku::resolve_in(&skus, name).sku())
                 .map(|sku| sku.scaled_profile_at(f.tdp_w)))
         };
+        // The SKU's published DRAM bandwidth: the headroom's absolute peak.
+        let dram_peak_of = |f: &DeviceFacts| {
+            f.name
+                .as_deref()
+                .and_then(|name| gpuslack_calibration::sku::find(&skus, name))
+                .map(|sku| sku.mem_bandwidth_gb_s)
+        };
         let diagnoser = Diagnoser::new(Thresholds::default())
+            .with_default_dram_peak_gb_s(dram_peak_of(&default))
             .with_default_profile(profile_of(&default)?)
             .with_default_facts(default)
             .with_tdp_override(self.tdp_w);
         let mut pipeline = Pipeline::new(self.window_s, diagnoser);
         for (gpu, facts) in gpus {
+            if let Some(gb_s) = dram_peak_of(&facts) {
+                pipeline.diagnoser_mut().set_dram_peak_gb_s(gpu, gb_s);
+            }
             if let Some(profile) = profile_of(&facts)? {
                 pipeline.diagnoser_mut().set_profile(gpu, profile);
             }

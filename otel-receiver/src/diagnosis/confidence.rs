@@ -123,6 +123,11 @@ pub struct Inputs<'a> {
 /// the bf16 GEMM's 25%, the FP32 GEMM's 7% (docs/DIAGNOSIS.md, "Signals").
 pub const COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT: f64 = 30.0;
 
+/// Points (of peak) by which the roofline rule's binding resource must lead the other for a
+/// `high` verdict: decode leads by 49 (DRAM 57%, tensor 8%), the shared GPU by 55 (tensor 70%,
+/// DRAM 15%); a lead within a few points is inside a window's noise.
+pub const ROOFLINE_MARGIN_PCT: f64 = 10.0;
+
 /// GPU-Util (%) at or above which NVML's PCIe readings (one 20 ms sample a second) are taken
 /// to show copies that dominate: pinned copies keep a copy engine resident (h200-verdicts
 /// without GPM: 85–100%), while below it pageable copies (14–18%, 7–9 GiB/s) read the same as
@@ -283,6 +288,58 @@ pub fn assess(x: &Inputs) -> Assessment {
                 )
             }
         }
+        ("roofline", _) => {
+            // High where the binding resource is beyond anything tiny kernels reach and clearly
+            // nearer its peak than the other (decode: DRAM 57% against the tensor pipe's 8%).
+            let pipe = s.pipe_pct.unwrap_or(0.0);
+            let dram = s.dram_pct.unwrap_or(0.0);
+            let tensor = s.tensor_pct.unwrap_or(0.0);
+            let beyond_tiny = dram >= super::invariants::TINY_DRAM_MAX * 100.0
+                || tensor >= super::invariants::TINY_TENSOR_MAX * 100.0;
+            let apart = (pipe - dram).abs() >= ROOFLINE_MARGIN_PCT;
+            if !apart {
+                let other = if own == Class::MemoryBound {
+                    Class::ComputeBound
+                } else {
+                    Class::MemoryBound
+                };
+                push(&mut alts, other, own);
+            }
+            if !beyond_tiny {
+                push(&mut alts, Class::LaunchBound, own);
+            }
+            if alts.is_empty() {
+                (
+                    Confidence::High,
+                    "the binding resource measured (GPM) beyond anything tiny kernels reach, well ahead of the next".into(),
+                )
+            } else {
+                (
+                    Confidence::Medium,
+                    "a partly filled GPU whose nearest resource to its peak is measured, but not far ahead of the next or of what small kernels reach".into(),
+                )
+            }
+        }
+        ("invariant", _) => {
+            let other = match own {
+                Class::MemoryBound => Some(Class::ComputeBound),
+                Class::ComputeBound => Some(Class::MemoryBound),
+                Class::LaunchBound => Some(Class::InputStarved),
+                Class::InputStarved => Some(Class::LaunchBound),
+                _ => None,
+            };
+            if let Some(other) = other {
+                push(&mut alts, other, own);
+            }
+            (
+                if gpm {
+                    Confidence::Medium
+                } else {
+                    Confidence::Low
+                },
+                "the rules' verdict broke an invariant that holds whatever the thresholds, and was re-decided from the same readings".into(),
+            )
+        }
         ("collective", _) if gpm => (
             Confidence::High,
             "NVLink traffic measured while the SMs are partly idle".into(),
@@ -421,6 +478,15 @@ pub fn assess(x: &Inputs) -> Assessment {
             "decided by a rule this assessment does not know".into(),
         ),
     };
+    if x.evidence.contains(&"profiler") {
+        confidence = Confidence::Low;
+        reason = "a profiler held the performance counters in this window (they fell silent or froze while work ran): the verdict rests on what was left".into();
+    }
+    if x.evidence.contains(&"host_paced") && confidence == Confidence::High {
+        confidence = Confidence::Medium;
+        push(&mut alts, Class::LaunchBound, own);
+        reason.push_str("; medium at best: kernels resident a steady share of every sample fit a host-paced loop, or a profiler serialising kernels, as well as a starved one");
+    }
     if reads_duty(x.rule, s.util_pct) && x.samples < FEW_SAMPLES && confidence == Confidence::High {
         confidence = Confidence::Medium;
         let other = if own == Class::InputStarved {

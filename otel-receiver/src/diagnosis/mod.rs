@@ -11,8 +11,11 @@
 
 mod class;
 mod confidence;
+mod context;
 mod evidence;
+pub mod invariants;
 mod peers;
+mod roofline;
 mod rules;
 mod signals;
 mod state;
@@ -26,6 +29,7 @@ pub use confidence::{
     SPEC_ORIGIN_PREFIX,
 };
 pub use evidence::{pct, rate, round3, Evidence};
+pub use roofline::{Headroom, Peaks, Resource};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
@@ -70,6 +74,16 @@ pub struct WindowReport {
     pub throttle: Vec<String>,
     /// Signals the diagnosis wanted but the source did not provide.
     pub missing: Vec<&'static str>,
+    /// The resource nearest its peak in this window and how near (the roofline), where any
+    /// was measured.
+    pub headroom: Option<Headroom>,
+    /// The invariant the rules' verdict broke, which the guard re-decided
+    /// ([`invariants`]); `None` for nearly every window.
+    pub invariant: Option<invariants::Invariant>,
+    /// What power is set against for the invariants: the TDP, else the GPU's peak under work.
+    invariant_tdp_w: Option<f64>,
+    /// The peaks the headroom sets link traffic, DRAM and, without GPM, compute against.
+    peaks: Peaks,
     /// Whether the power baselines were measured on this GPU or its model (a calibration run
     /// or a built-in profile), not TDP fractions or a specification: verdicts resting on power
     /// are `medium` at best until they are.
@@ -91,6 +105,42 @@ impl WindowReport {
     /// Classes the verdict could not rule out.
     pub fn alternatives(&self) -> &[Class] {
         &self.assessment.alternatives
+    }
+
+    /// Re-decides a verdict that breaks an invariant whatever the thresholds (`invariants.rs`):
+    /// the last step before the verdict is judged, after the rules across GPUs.
+    fn enforce_invariants(&mut self, th: &Thresholds) {
+        let reading =
+            invariants::Reading::of(&self.signals, self.stats.util_duty, self.invariant_tdp_w);
+        let Some(fixed) = invariants::guard(self.class, &self.signals, &reading, th) else {
+            return;
+        };
+        self.class = fixed.class;
+        self.rule = "invariant";
+        self.invariant = Some(fixed.broken);
+        self.evidence.insert(0, fixed.evidence);
+        // A profiler's advice stays: the counters the verdict rests on were the profiler's.
+        if self.remedy != advice::PROFILER {
+            self.remedy = self.class.remedy();
+        }
+    }
+
+    /// The headroom of the final verdict (after the rules across GPUs and the guard), and its
+    /// line among the evidence where work runs: it reaches the log record and the report with
+    /// the rest.
+    fn set_headroom(&mut self) {
+        self.headroom = roofline::headroom(&self.signals, self.class, self.peaks);
+        if let Some(h) = self
+            .headroom
+            .filter(|_| !matches!(self.class, Class::Idle | Class::IdleHeld))
+        {
+            self.evidence.push(Evidence::new(
+                "headroom",
+                h.fraction,
+                None,
+                format!("headroom: {}", h.text()),
+            ));
+        }
     }
 
     /// Judges the verdict as it stands now (after the rules across GPUs).
@@ -176,6 +226,16 @@ pub struct Diagnoser {
     /// …and one for GPUs without their own (a built-in model profile).
     default_profile: Option<PowerProfile>,
     states: BTreeMap<u32, GpuState>,
+    /// Each GPU's PCIe peak per direction (MiB/s), from its link as last sampled.
+    pcie_peaks: BTreeMap<u32, f64>,
+    /// Published DRAM bandwidth (GB/s) per GPU, and for GPUs without their own: the SKU
+    /// table's, which the headroom quotes as the absolute peak.
+    dram_peaks_gb_s: BTreeMap<u32, f64>,
+    default_dram_peak_gb_s: Option<f64>,
+    /// The GPUs whose GPM has been read, each with how many windows in a row have lacked it
+    /// since: GPM falling silent on such a GPU while it works is a profiler holding the
+    /// counters, not a GPU without GPM.
+    gpm_seen: BTreeMap<u32, u32>,
 }
 
 impl Diagnoser {
@@ -203,6 +263,17 @@ impl Diagnoser {
     pub fn with_default_profile(mut self, profile: Option<PowerProfile>) -> Self {
         self.default_profile = profile;
         self
+    }
+
+    /// The DRAM bandwidth (GB/s) of GPUs without their own, from the SKU table.
+    pub fn with_default_dram_peak_gb_s(mut self, gb_s: Option<f64>) -> Self {
+        self.default_dram_peak_gb_s = gb_s;
+        self
+    }
+
+    /// One GPU's DRAM bandwidth (GB/s), from the SKU table.
+    pub fn set_dram_peak_gb_s(&mut self, gpu: u32, gb_s: f64) {
+        self.dram_peaks_gb_s.insert(gpu, gb_s);
     }
 
     pub fn profile(&self, gpu: u32) -> Option<&PowerProfile> {
@@ -250,6 +321,8 @@ impl Diagnoser {
             frame.into_iter().map(|w| self.diagnose_window(w)).collect();
         peers::explain(&mut reports, &self.thresholds);
         for r in &mut reports {
+            r.enforce_invariants(&self.thresholds);
+            r.set_headroom();
             r.assess();
         }
         reports
@@ -266,6 +339,7 @@ impl Diagnoser {
             .or_else(|| tdp_w.map(PowerBaselines::from_tdp));
         let th = &self.thresholds;
         let power = PowerPlace::of(&signals, baselines.as_ref());
+        let invariant_tdp_w = tdp_w.or(baselines.as_ref().map(|b| b.peak_w));
         let observed = self
             .states
             .entry(stats.gpu)
@@ -290,8 +364,43 @@ impl Diagnoser {
                 remedy = advice::ALLOCATION_CHURN;
             }
         }
+        if let Some(advice) = context::both_ways_advice(&signals, class) {
+            evidence.push(context::both_ways_evidence(&signals));
+            remedy = advice;
+        }
+        if let Some(paced) = context::host_paced_evidence(&signals, stats.samples, class, rule) {
+            evidence.push(paced);
+            remedy = advice::HOST_PACED;
+        }
+        if let Some(shared) = stats
+            .processes
+            .as_deref()
+            .and_then(|p| context::shared_evidence(p))
+        {
+            evidence.push(shared);
+        }
+        let gpm_silent = if signals.has_gpm() {
+            self.gpm_seen.insert(stats.gpu, 0);
+            None
+        } else {
+            self.gpm_seen.get_mut(&stats.gpu).map(|run| {
+                *run += 1;
+                *run
+            })
+        };
+        if let Some(profiler) = context::profiler_evidence(&signals, &stats, gpm_silent) {
+            evidence.insert(0, profiler);
+            remedy = advice::PROFILER;
+        }
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
+        let pcie_peak_mib_s = self.pcie_peak(&stats);
+        let dram_gb_s = self
+            .dram_peaks_gb_s
+            .get(&stats.gpu)
+            .copied()
+            .or(self.default_dram_peak_gb_s);
+        let power_limit_w = self.facts(stats.gpu).power_limit_w.or(tdp_w);
         let job = stats
             .processes
             .as_deref()
@@ -320,9 +429,34 @@ impl Diagnoser {
             job,
             throttle,
             missing,
+            headroom: None,
+            peaks: Peaks {
+                pcie_mib_s: pcie_peak_mib_s,
+                power_limit_w,
+                dram_gb_s,
+            },
+            invariant: None,
+            invariant_tdp_w,
             baselines_calibrated,
             assessment: Assessment::default(),
         }
+    }
+
+    /// This GPU's PCIe peak per direction (MiB/s) from the link generation and width last
+    /// sampled (every 10 s live): the roofline's peak for host↔device traffic. The link's
+    /// maximum, where NVML read it: an idle link trains down to a lower generation to save
+    /// power, and its current generation would understate what copies can reach.
+    fn pcie_peak(&mut self, w: &WindowStats) -> Option<f64> {
+        let gen = w.max(Metric::PcieLinkGenMax).or(w.max(Metric::PcieLinkGen));
+        let width = w
+            .max(Metric::PcieLinkWidthMax)
+            .or(w.max(Metric::PcieLinkWidth));
+        if let (Some(gen), Some(width)) = (gen, width) {
+            if let Some(peak) = roofline::pcie_peak_mib_s(gen, width) {
+                self.pcie_peaks.insert(w.gpu, peak);
+            }
+        }
+        self.pcie_peaks.get(&w.gpu).copied()
     }
 
     /// Conditions beside the class: clock-event reasons, the power limit where it decides

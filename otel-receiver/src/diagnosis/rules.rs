@@ -6,6 +6,8 @@
 
 use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
+use super::invariants::{TINY_DRAM_MAX, TINY_TENSOR_MAX};
+use super::roofline::bound_by;
 use super::{Class, PowerPlace, Signals, Spin, Thresholds};
 use crate::device::PowerBaselines;
 
@@ -87,12 +89,13 @@ const NO_GPM: &str = "(no GPM)";
 type Rule = fn(&RuleInput) -> Option<Verdict>;
 
 /// In order: the first rule that matches decides.
-const RULES: [(&str, Rule); 9] = [
+const RULES: [(&str, Rule); 10] = [
     ("spin", spin),
     ("transfer", transfer),
     ("memory", memory),
     ("compute", compute),
     ("collective", collective),
+    ("roofline", roofline),
     ("quiet", quiet),
     ("tiny_kernels", tiny_kernels),
     ("bursts", bursts),
@@ -355,13 +358,32 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
     );
     if let Some(pipe) = s.pipe_pct.filter(|p| p / busy >= th.pipe_busy_pct) {
         let name = s.pipe_name.unwrap_or("arithmetic");
+        let dram = s.dram_pct.unwrap_or(0.0);
+        // The roofline: of the pipe and DRAM, the one nearer its peak binds.
+        if bound_by(pipe, dram) == Class::MemoryBound {
+            let dram_ev = Evidence::new(
+                "dram",
+                dram / 100.0,
+                Some(pipe / 100.0),
+                format!(
+                    "DRAM bandwidth at {} of peak, nearer its limit than the {name} pipe ({}): bandwidth binds",
+                    pct(dram),
+                    pct(pipe)
+                ),
+            );
+            return verdict(Class::MemoryBound, vec![dram_ev, sm_ev]);
+        }
         let pipe_ev = Evidence::new(
             "pipe",
             pipe / 100.0,
             Some(th.pipe_busy_pct / 100.0 * busy),
             format!("the {name} pipe is {} busy: real arithmetic", pct(pipe)),
         );
-        return verdict(Class::ComputeBound, vec![pipe_ev, sm_ev]);
+        return Some(Verdict {
+            class: Class::ComputeBound,
+            evidence: vec![pipe_ev, sm_ev],
+            advice: compute_advice(s, busy),
+        });
     }
     // Busy SMs with quiet pipes and NVLink traffic are communication kernels: leave them to
     // the collective rule.
@@ -489,6 +511,98 @@ fn collective(x: &RuleInput) -> Option<Verdict> {
     )
 }
 
+/// What to change in a compute-bound window, where the pipes say more than "busy": FP32 work
+/// with the tensor pipe idle (the FP32 GEMM: fp32 76%, tensor 0%) is the TF32/bf16 case; a
+/// tensor pipe busy well under its peak with the SMs held (a convnet: tensor 45%, SM 94%;
+/// GEMMs of 2048: 64%) spends the rest on layouts, small tiles and the ops between.
+fn compute_advice(s: &Signals, busy: f64) -> Option<&'static str> {
+    let tensor = s.tensor_pct.unwrap_or(0.0);
+    match s.pipe_name {
+        Some("fp32") if tensor < 1.0 => Some(advice::FP32_NO_TENSOR),
+        Some("tensor") if tensor / busy < 70.0 => Some(advice::TENSOR_PARTLY),
+        _ => None,
+    }
+}
+
+/// The roofline for a partly filled GPU: kernels resident most of the time (GPU-Util ≥ 50%)
+/// whose SMs hold warps at least `roofline_sm_pct` of that time, or that drive DRAM or the
+/// tensor pipe beyond anything tiny kernels reach, run real kernels; whichever of the pipes and
+/// DRAM runs nearest its peak binds the window. LLM decode in CUDA graphs (SM 69%, DRAM 57%,
+/// tensor 8%, 460 W) is memory-bound, not tiny kernels; a GEMM sharing the GPU with a loop of
+/// tiny kernels (SM 76%, tensor 70%, 690 W) is compute-bound.
+fn roofline(x: &RuleInput) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    let sm = s.sm_pct?;
+    let util = s.util_pct.filter(|u| *u >= th.starved_util_max_pct)?;
+    // Kernels absent a tenth of the time or more while the host streams data in or out: the
+    // waits are the host's (a fed loader, an offloaded optimizer), which the partial rule names.
+    if util < 90.0 && s.pcie_mib_s.unwrap_or(0.0) >= th.transfer_pcie_mib_s / 4.0 {
+        return None;
+    }
+    let busy = x.busy_share();
+    let pipe = s.pipe_pct.unwrap_or(0.0);
+    let dram = s.dram_pct.unwrap_or(0.0);
+    if pipe.max(dram) / busy < th.roofline_floor_pct {
+        return None;
+    }
+    let beyond_tiny =
+        dram / 100.0 >= TINY_DRAM_MAX || s.tensor_pct.unwrap_or(0.0) / 100.0 >= TINY_TENSOR_MAX;
+    if sm / busy < th.roofline_sm_pct && !beyond_tiny {
+        return None;
+    }
+    let class = bound_by(pipe, dram);
+    let sm_ev = Evidence::new(
+        "sm_active",
+        sm / 100.0,
+        Some(th.roofline_sm_pct / 100.0 * busy),
+        format!(
+            "kernels resident {} of the time fill {} of the SMs: real kernels, not tiny ones",
+            pct(util),
+            pct(sm)
+        ),
+    );
+    let name = s.pipe_name.unwrap_or("arithmetic");
+    let (bound_ev, advice) = if class == Class::MemoryBound {
+        (
+            Evidence::new(
+                "dram",
+                dram / 100.0,
+                Some(pipe / 100.0),
+                format!(
+                    "DRAM bandwidth at {} of peak, the nearest resource to its limit (the {name} pipe {}): bandwidth binds; each byte fetched feeds little arithmetic",
+                    pct(dram),
+                    pct(pipe)
+                ),
+            ),
+            Some(advice::LOW_INTENSITY_MEMORY),
+        )
+    } else {
+        (
+            Evidence::new(
+                "pipe",
+                pipe / 100.0,
+                Some(dram / 100.0),
+                format!(
+                    "the {name} pipe at {} of peak, the nearest resource to its limit (DRAM {}): arithmetic binds, on a GPU the kernels only partly fill",
+                    pct(pipe),
+                    pct(dram)
+                ),
+            ),
+            // FP32 work with the tensor cores idle is the TF32/bf16 case however full the SMs.
+            Some(match compute_advice(s, busy) {
+                Some(advice::FP32_NO_TENSOR) => advice::FP32_NO_TENSOR,
+                _ => advice::PARTLY_FILLED_COMPUTE,
+            }),
+        )
+    };
+    Some(Verdict {
+        class,
+        evidence: vec![bound_ev, sm_ev],
+        advice,
+    })
+}
+
 fn quiet(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
@@ -557,6 +671,13 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
     // Tiny kernels keep a kernel resident in nearly every sample; GPU-Util that comes and goes
     // is bursts of work, judged by the burst rule.
     if !s.util_steady() {
+        return None;
+    }
+    // Tiny kernels send nothing to the host: data leaving the GPU while GPU-Util reads a few %
+    // is a copy engine draining it (h200-middle-ground's pageable device→host copies: 1.2 GiB/s
+    // out at GPU-Util 4–5%, SM 0%), which the partial rule names.
+    let tx = s.pcie_tx_mib_s.unwrap_or(0.0);
+    if tx >= th.transfer_pcie_mib_s / 4.0 && tx > s.pcie_rx_mib_s.unwrap_or(0.0) {
         return None;
     }
     let util_ev = Evidence::new(

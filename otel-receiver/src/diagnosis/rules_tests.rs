@@ -50,6 +50,7 @@ fn gpm(util: f64, sm: f64) -> Signals {
         tensor_pct: Some(0.0),
         fp32_pct: Some(0.0),
         fp16_pct: Some(0.0),
+        fp64_pct: Some(0.0),
         dram_pct: Some(0.0),
         pcie_mib_s: Some(0.0),
         pcie_rx_mib_s: Some(0.0),
@@ -81,6 +82,7 @@ fn nvml(util: f64, load: f64) -> Signals {
         tensor_pct: None,
         fp32_pct: None,
         fp16_pct: None,
+        fp64_pct: None,
         dram_pct: None,
         pcie_source: Some("NVML"),
         nvlink_source: Some("NVML"),
@@ -591,6 +593,119 @@ fn compute_needs_busy_sms_and_a_pipe_or_names_latency() {
 }
 
 #[test]
+fn the_roofline_names_the_resource_nearest_its_peak() {
+    let th = Thresholds::default();
+    let partly = |sm: f64, tensor: f64, dram: f64, load: f64| Signals {
+        pipe_pct: Some(tensor),
+        tensor_pct: Some(tensor),
+        dram_pct: Some(dram),
+        power_w: Some(watts(load)),
+        ..gpm(100.0, sm)
+    };
+    // h200-middle-ground's decode in CUDA graphs (SM 69%, DRAM 57.2%, tensor 8.1%, 461 W) and
+    // h200-profiler-and-shared's GEMM beside a tiny-kernel loop (SM 75.6%, tensor 69.6%, DRAM
+    // 15.5%): both were launch_bound by elimination before.
+    let decode = partly(69.0, 8.1, 57.2, 0.59);
+    let shared = partly(75.6, 69.6, 15.5, 0.93);
+    check(&[
+        case("decode", decode, Class::MemoryBound, "roofline", "dram"),
+        case(
+            "shared GPU",
+            shared,
+            Class::ComputeBound,
+            "roofline",
+            "pipe",
+        ),
+        case(
+            "at the SM line, a pipe at the floor",
+            partly(th.roofline_sm_pct, th.roofline_floor_pct, 0.0, 0.2),
+            Class::ComputeBound,
+            "roofline",
+            "sm_active",
+        ),
+        case(
+            "empty SMs but DRAM beyond tiny kernels",
+            partly(10.0, 0.0, 45.0, 0.3),
+            Class::MemoryBound,
+            "roofline",
+            "dram",
+        ),
+        case(
+            "under the SM line, nothing beyond tiny kernels",
+            partly(under(th.roofline_sm_pct), 20.0, 20.0, 0.2),
+            Class::LaunchBound,
+            "partial",
+            "sm_active",
+        ),
+        case(
+            "under the floor: a spin-like fill",
+            partly(50.0, under(th.roofline_floor_pct), 0.0, 0.05),
+            Class::LaunchBound,
+            "partial",
+            "sm_active",
+        ),
+    ]);
+    let d = decide(&decode);
+    assert_eq!(d.assessment.confidence, Confidence::High);
+    assert_eq!(d.remedy(), advice::LOW_INTENSITY_MEMORY);
+    let d = decide(&shared);
+    assert_eq!(d.assessment.confidence, Confidence::High);
+    assert_eq!(d.remedy(), advice::PARTLY_FILLED_COMPUTE);
+    // Near the floor, with the two resources close and nothing beyond tiny kernels: medium,
+    // naming what it could also be.
+    let d = decide(&partly(40.0, 12.0, 8.0, 0.2));
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert!(d.assessment.alternatives.contains(&Class::LaunchBound));
+    assert!(d.assessment.alternatives.contains(&Class::MemoryBound));
+    // Kernels absent a tenth of the time while the host streams 256 MiB/s: the partial rule's.
+    let fed = pcie(
+        Signals {
+            util_pct: Some(under(90.0)),
+            dram_pct: Some(45.0),
+            ..decode
+        },
+        th.transfer_pcie_mib_s / 4.0,
+        0.0,
+    );
+    assert_eq!(decide(&fed).verdict.class, Class::InputStarved);
+    // Kernels resident under half the time are the burst rules' to judge.
+    let bursty = Signals {
+        util_pct: Some(under(th.starved_util_max_pct)),
+        ..decode
+    };
+    assert_ne!(decide(&bursty).rule, "roofline");
+    // Busy SMs: the compute rule sets the pipe against DRAM the same way (softmax-like rows:
+    // DRAM 50% against an FP32 pipe at 45%).
+    let d = decide(&Signals {
+        pipe_pct: Some(45.0),
+        pipe_name: Some("fp32"),
+        fp32_pct: Some(45.0),
+        dram_pct: Some(50.0),
+        ..gpm(100.0, 99.0)
+    });
+    assert_eq!((d.verdict.class, d.rule), (Class::MemoryBound, "compute"));
+    // On a partly filled GPU too (an FP32 conv3d-like step: SM 60%, FP32 30%, tensor 0%).
+    let d = decide(&Signals {
+        pipe_pct: Some(30.0),
+        pipe_name: Some("fp32"),
+        fp32_pct: Some(30.0),
+        dram_pct: Some(20.0),
+        ..gpm(100.0, 60.0)
+    });
+    assert_eq!((d.verdict.class, d.rule), (Class::ComputeBound, "roofline"));
+    assert_eq!(d.remedy(), advice::FP32_NO_TENSOR);
+    // FP32 arithmetic with the tensor pipe idle: the TF32/bf16 advice.
+    let d = decide(&Signals {
+        pipe_pct: Some(76.0),
+        pipe_name: Some("fp32"),
+        fp32_pct: Some(76.0),
+        dram_pct: Some(5.0),
+        ..gpm(100.0, 97.0)
+    });
+    assert_eq!(d.remedy(), advice::FP32_NO_TENSOR);
+}
+
+#[test]
 fn compute_without_gpm_needs_power_load_and_says_what_it_cannot_tell() {
     let th = Thresholds::default();
     let s = |load: f64, util_mem: f64| Signals {
@@ -987,6 +1102,7 @@ fn every_rule_has_a_case_here() {
         "memory",
         "compute",
         "collective",
+        "roofline",
         "quiet",
         "tiny_kernels",
         "bursts",

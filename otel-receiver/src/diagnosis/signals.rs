@@ -35,6 +35,7 @@ pub struct Signals {
     pub tensor_pct: Option<f64>,
     pub fp32_pct: Option<f64>,
     pub fp16_pct: Option<f64>,
+    pub fp64_pct: Option<f64>,
     pub dram_pct: Option<f64>,
     /// PCIe receive + transmit (MiB/s), from GPM or NVML.
     pub pcie_mib_s: Option<f64>,
@@ -125,6 +126,7 @@ impl Signals {
             tensor_pct: w.mean(Metric::GpmTensor),
             fp32_pct: w.mean(Metric::GpmFp32),
             fp16_pct: w.mean(Metric::GpmFp16),
+            fp64_pct: w.mean(Metric::GpmFp64),
             dram_pct: w.mean(Metric::GpmDram),
             pcie_mib_s: sum(pcie_rx, pcie_tx),
             pcie_rx_mib_s: pcie_rx,

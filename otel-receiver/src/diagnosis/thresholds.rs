@@ -26,6 +26,15 @@ pub struct Thresholds {
     /// SMs busy, no pipe busy and DRAM at least this (%) but under `dram_busy_pct`: the SMs
     /// wait on scattered memory accesses (a random gather: SM 100%, DRAM 58%).
     pub latency_dram_pct: f64,
+    /// The roofline rule: with kernels resident most of the time (GPU-Util ≥ 50%), SMs that hold
+    /// warps at least this share of the resident time (%) run real kernels, not tiny ones: a CUDA
+    /// graph of tiny kernels fills 1.1%, eager tiny kernels 0.2%, one fat block 0.8%, a spin on
+    /// 24 blocks 18.2%; LLM decode in CUDA graphs 69%, a GEMM beside a tiny-kernel loop 76%.
+    pub roofline_sm_pct: f64,
+    /// …and a pipe or DRAM must run at least this share of its peak (%) for the window to be
+    /// bound by it: a spin and tiny kernels draw on neither (0–1%), and below this the SMs wait
+    /// on something no counter names (the partial rule's elimination decides).
+    pub roofline_floor_pct: f64,
     /// Memory-controller utilisation (NVML, %) this high means memory-bound without GPM
     /// (device copy: 100%; bf16 GEMM: 25%; FP32 GEMM: 7%; the pipeline seesaw: 14%).
     pub util_mem_busy_pct: f64,
@@ -115,6 +124,8 @@ impl Default for Thresholds {
             pipe_busy_pct: 40.0,
             dram_busy_pct: 60.0,
             latency_dram_pct: 30.0,
+            roofline_sm_pct: 30.0,
+            roofline_floor_pct: 5.0,
             util_mem_busy_pct: 60.0,
             util_mem_quiet_pct: 1.0,
             transfer_pcie_mib_s: 1024.0,

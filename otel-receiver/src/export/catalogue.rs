@@ -206,6 +206,14 @@ pub const POWER_EXPECTED: MetricDef = gauge(
     "W",
     "What this GPU draws, by its profile, when it does what its current verdict says",
 );
+/// One series per GPU whatever the verdict: the resource it names rides on the evidence of the
+/// verdict's change record (`headroom: DRAM bandwidth at 57% of peak`) and the JSON lines, so
+/// that a resource changing never starts a series.
+pub const HEADROOM: MetricDef = gauge(
+    "gpuslack.headroom",
+    "1",
+    "The binding resource's fraction of its peak in the latest window (the roofline: the resource nearest its limit, named in the verdict's evidence)",
+);
 pub const ECC_ERRORS: MetricDef = gauge(
     "gpuslack.ecc.errors",
     "{error}",
@@ -326,7 +334,7 @@ pub const JOB_INFO: MetricDef = gauge(
 )
 .int();
 
-pub const ALL: [MetricDef; 54] = [
+pub const ALL: [MetricDef; 55] = [
     HW_POWER,
     HW_ENERGY,
     HW_GPU_UTILIZATION,
@@ -357,6 +365,7 @@ pub const ALL: [MetricDef; 54] = [
     DIAGNOSIS,
     DIAGNOSIS_TIME,
     DIAGNOSIS_ENERGY,
+    HEADROOM,
     ECC_ERRORS,
     REMAPPED_ROWS,
     REMAP_PENDING,

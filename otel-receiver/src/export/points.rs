@@ -456,6 +456,7 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     push(EFFICIENCY, r.efficiency, vec![]);
     push(EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
     push(POWER_EXPECTED, r.expected_power_w, vec![]);
+    push(HEADROOM, r.headroom.map(|h| h.fraction), vec![]);
     // The verdict's confidence rides on every class's point, so the series stay one per class
     // (a label set that only the current class carried would change shape with every verdict).
     for class in Class::ALL {

@@ -848,6 +848,11 @@ impl HumanReport {
                             "evidence_window": {"start": rep.stats.start, "end": rep.stats.end},
                             "rule": rep.rule,
                             "evidence": rep.evidence.iter().map(|e| e.text.as_str()).collect::<Vec<_>>(),
+                            "headroom": rep.headroom.map(|h| json!({
+                                "resource": h.resource.as_str(),
+                                "fraction": h.fraction,
+                                "text": h.text(),
+                            })),
                             "remedy": rep.remedy(),
                             "remedy_id": self.remedy_id(&remedies, rep.remedy()),
                             "owners": p.owners.ranked().iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
@@ -1154,11 +1159,18 @@ impl HumanReport {
                 utc_hms(rep.stats.end),
                 rep.evidence
                     .iter()
+                    .filter(|e| e.signal != "headroom")
                     .take(2)
                     .map(|e| e.text.as_str())
                     .collect::<Vec<_>>()
                     .join("; ")
             );
+            if let Some(h) = rep
+                .headroom
+                .filter(|_| !matches!(rep.class, Class::Idle | Class::IdleHeld))
+            {
+                text += &format!("; headroom: {}", h.text());
+            }
             if options.verbose {
                 text += &format!(" (rule: {})", rep.rule);
             }

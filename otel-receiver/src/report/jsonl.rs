@@ -68,6 +68,22 @@ pub struct WindowRecord<'a> {
     pub unmeasured: &'a [&'static str],
     /// What the confidence rests on, for people.
     pub confidence_reason: &'a str,
+    /// The resource nearest its peak (the roofline) and its fraction of peak; null where no
+    /// resource was measured.
+    pub headroom: Option<HeadroomRecord>,
+    /// The invariant the rules' verdict broke and the guard re-decided; null nearly always.
+    pub invariant: Option<&'static str>,
+}
+
+/// `headroom`: the binding resource, its fraction of peak (0–1), the peak where known, and the
+/// sentence for people.
+#[derive(Debug, Serialize)]
+pub struct HeadroomRecord {
+    pub resource: &'static str,
+    pub fraction: f64,
+    pub peak: Option<f64>,
+    pub peak_unit: Option<&'static str>,
+    pub text: String,
 }
 
 fn share(pct: Option<f64>) -> Option<f64> {
@@ -128,6 +144,14 @@ impl<'a> WindowRecord<'a> {
             alternatives: r.alternatives().iter().map(|c| c.as_str()).collect(),
             unmeasured: &r.assessment.unmeasured,
             confidence_reason: &r.assessment.reason,
+            headroom: r.headroom.map(|h| HeadroomRecord {
+                resource: h.resource.as_str(),
+                fraction: round3(h.fraction),
+                peak: h.peak.map(round3),
+                peak_unit: h.peak_unit,
+                text: h.text(),
+            }),
+            invariant: r.invariant.map(|i| i.as_str()),
         }
     }
 }
@@ -349,6 +373,25 @@ impl WindowRecord<'_> {
         strings(out, self.unmeasured);
         key!("confidence_reason");
         string(out, self.confidence_reason);
+        key!("headroom");
+        match &self.headroom {
+            Some(h) => {
+                out.extend_from_slice(b"{\"resource\":");
+                string(out, h.resource);
+                out.extend_from_slice(b",\"fraction\":");
+                number(out, h.fraction);
+                out.extend_from_slice(b",\"peak\":");
+                opt_number(out, h.peak);
+                out.extend_from_slice(b",\"peak_unit\":");
+                opt_string(out, h.peak_unit);
+                out.extend_from_slice(b",\"text\":");
+                string(out, &h.text);
+                out.push(b'}');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        key!("invariant");
+        opt_string(out, self.invariant);
         out.extend_from_slice(b"}\n");
     }
 }
