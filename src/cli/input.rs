@@ -108,13 +108,10 @@ impl PipelineArgs {
                 .and_then(|name| gpuslack_calibration::sku::resolve_in(&skus, name).sku())
                 .map(|sku| sku.scaled_profile_at(f.tdp_w)))
         };
-        // The SKU's published DRAM bandwidth: the headroom's absolute peak.
-        let dram_peak_of = |f: &DeviceFacts| {
-            f.name
-                .as_deref()
-                .and_then(|name| gpuslack_calibration::sku::find(&skus, name))
-                .map(|sku| sku.mem_bandwidth_gb_s)
-        };
+        // The GPU's peak DRAM bandwidth (NVML's bus width and memory clock, else its SKU's
+        // published figure; none for a model not in the table): the headroom's absolute peak.
+        let dram_peak_of =
+            |f: &DeviceFacts| f.spec.as_ref().and_then(|s| s.mem_bandwidth_gb_s.value);
         let diagnoser = Diagnoser::new(Thresholds::default())
             .with_default_dram_peak_gb_s(dram_peak_of(&default))
             .with_default_profile(profile_of(&default)?)
