@@ -36,41 +36,76 @@ fn waiting(class: &str) -> bool {
     matches!(class, "sync_wait" | "hung")
 }
 
-/// Seconds and joules of each series' class, keyed by `key(sample)`.
+/// More GPUs than any fleet has, in one series: a rise of GPU time larger than this many GPUs
+/// hold over the range is no counter's (Prometheus answered `1e300`, or a broken rule).
+const MAX_GPUS: f64 = 1e7;
+
+/// More power than any GPU draws (W), for the same bound on energy.
+const MAX_GPU_POWER_W: f64 = 1e4;
+
+/// What the query API's values are checked against, and how many were refused.
+#[derive(Debug, Clone, Copy, Default)]
+struct Believable {
+    max_seconds: f64,
+    max_joules: f64,
+    refused: usize,
+}
+
+impl Believable {
+    fn over(range_s: f64) -> Self {
+        Believable {
+            max_seconds: range_s * MAX_GPUS,
+            max_joules: range_s * MAX_GPUS * MAX_GPU_POWER_W,
+            refused: 0,
+        }
+    }
+
+    /// `v` where a counter's rise can be it, counted and `None` where not: NaN, ±Inf, or past
+    /// `max`. A rise a rounding below 0 (last minus first of equal floats) is 0.
+    fn rise(&mut self, v: f64, max: f64) -> Option<f64> {
+        if v.is_finite() && v <= max {
+            Some(v.max(0.0))
+        } else {
+            self.refused += 1;
+            None
+        }
+    }
+}
+
+/// Seconds and joules of each series' class, keyed by `key(sample)`; values no counter can
+/// have left out and counted in `check`.
 fn by_key(
     time: &[Sample],
     energy: &[Sample],
+    check: &mut Believable,
     key: impl Fn(&Sample) -> String,
 ) -> BTreeMap<String, ByVerdict> {
     let mut out: BTreeMap<String, ByVerdict> = BTreeMap::new();
     let mut joules: HashMap<(String, String), f64> = HashMap::new();
     for s in energy {
+        let Some(j) = check.rise(s.value, check.max_joules) else {
+            continue;
+        };
         *joules
             .entry((key(s), s.label("gpuslack_diagnosis_class").to_string()))
-            .or_default() += finite(s.value);
+            .or_default() += j;
     }
     for s in time {
+        let Some(seconds) = check.rise(s.value, check.max_seconds) else {
+            continue;
+        };
         let k = key(s);
         let class = s.label("gpuslack_diagnosis_class");
         let j = joules
             .remove(&(k.clone(), class.to_string()))
             .unwrap_or(0.0);
-        add(out.entry(k).or_default(), class, finite(s.value), j);
+        add(out.entry(k).or_default(), class, seconds, j);
     }
     // Energy without time (cannot happen with the agent's series; kept rather than lost).
     for ((k, class), j) in joules {
         add(out.entry(k).or_default(), &class, 0.0, j);
     }
     out
-}
-
-/// NaN (a stale series' arithmetic) counts as nothing.
-fn finite(v: f64) -> f64 {
-    if v.is_finite() {
-        v.max(0.0)
-    } else {
-        0.0
-    }
 }
 
 /// The fleet waste report over `options.since_s` up to `options.end`.
@@ -138,7 +173,8 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         }
     }
     // Per (job, namespace, user) first, then folded by each key.
-    let rows = by_key(&time, &energy, |s| {
+    let mut check = Believable::over(options.since_s);
+    let rows = by_key(&time, &energy, &mut check, |s| {
         format!(
             "{}\u{1f}{}\u{1f}{}",
             s.label("gpuslack_job_id"),
@@ -274,6 +310,7 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             })
             .collect()),
         owners_from: owners_from.to_string(),
+        values_refused: check.refused,
     })
 }
 
@@ -297,8 +334,9 @@ pub fn job_report(
     if time.is_empty() {
         return Err(FleetError::NoData {
             what: format!(
-                "{}: no series of job {job:?} in the last {r} (jobs are named as the agent names them: slurm:ID, pod:UID, container:ID, pgid:N)",
-                prom.url()
+                "{}: no series of job \"{}\" in the last {r} (jobs are named as the agent names them: slurm:ID, pod:UID, container:ID, pgid:N)",
+                prom.url(),
+                crate::text::name(job)
             ),
         });
     }
@@ -343,7 +381,8 @@ pub fn job_report(
             s.label("gpuslack_gpu_index")
         )
     };
-    let rows = by_key(&time, &energy, rank_key);
+    let mut check = Believable::over(options.since_s);
+    let rows = by_key(&time, &energy, &mut check, rank_key);
     // The timelines: the verdict gauge over the range (of the GPUs the job's info series says
     // it held at each step: the gauge names no owner), at a step that keeps a rank's strip
     // within about 600 points (Prometheus refuses more than 11,000 a series).
@@ -358,6 +397,7 @@ pub fn job_report(
         step_s,
     )?;
     let mut steps: HashMap<String, Vec<(f64, String)>> = HashMap::new();
+    let (first, last) = (options.end - options.since_s - step_s, options.end + step_s);
     for series in &timeline {
         let s = Sample {
             labels: series.labels.clone(),
@@ -365,7 +405,14 @@ pub fn job_report(
         };
         let class = s.label("gpuslack_diagnosis_class").to_string();
         let list = steps.entry(rank_key(&s)).or_default();
-        list.extend(series.points.iter().map(|(t, _)| (*t, class.clone())));
+        for (t, _) in &series.points {
+            // A point outside the range asked for is no answer to it (1e300, NaN).
+            if (first..=last).contains(t) {
+                list.push((*t, class.clone()));
+            } else {
+                check.refused += 1;
+            }
+        }
     }
     let mut all = ByVerdict::new();
     let mut ranks = Vec::new();
@@ -414,7 +461,7 @@ pub fn job_report(
     let cause = top_cause(&all);
     Ok(JobReport {
         schema: "gpuslack.fleet.job.v1",
-        job: job.to_string(),
+        job: crate::text::name(job).into_owned(),
         prometheus: prom.url().to_string(),
         since_s: options.since_s,
         end: options.end,
@@ -430,6 +477,7 @@ pub fn job_report(
         time_by_verdict: all,
         finding,
         ranks,
+        values_refused: check.refused,
     })
 }
 

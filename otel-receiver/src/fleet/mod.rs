@@ -61,6 +61,14 @@ pub enum FleetError {
         /// Prometheus' `error`.
         message: String,
     },
+    /// An answer larger than the cap on what one is read: refused before it is held.
+    #[error("{url}: an answer larger than {cap_mib} MiB, refused before it is held (raise the cap with --max-answer-mib, or narrow the report: --since, --from-rules)")]
+    TooLarge {
+        /// The API's base URL.
+        url: String,
+        /// The cap, MiB.
+        cap_mib: f64,
+    },
     /// The API answered, but holds no gpuslack series for what was asked.
     #[error("{what}")]
     NoData {
@@ -74,13 +82,16 @@ pub enum FleetError {
 
 impl FleetError {
     /// The process exit code: 1 no series, 2 a usage error (bad URL or duration, as clap's),
-    /// 69 unreachable (EX_UNAVAILABLE), 76 not Prometheus or a refused query (EX_PROTOCOL).
+    /// 69 unreachable (EX_UNAVAILABLE), 76 not Prometheus, a refused query or an answer past
+    /// its cap (EX_PROTOCOL).
     pub fn exit_code(&self) -> u8 {
         match self {
             FleetError::NoData { .. } => 1,
             FleetError::BadUrl { .. } | FleetError::BadDuration(_) => 2,
             FleetError::Unreachable { .. } => 69,
-            FleetError::NotPrometheus { .. } | FleetError::Query { .. } => 76,
+            FleetError::NotPrometheus { .. }
+            | FleetError::Query { .. }
+            | FleetError::TooLarge { .. } => 76,
         }
     }
 }
@@ -255,6 +266,9 @@ pub struct FleetReport {
     pub users: Vec<Owner>,
     /// Where the teams and users came from.
     pub owners_from: String,
+    /// Values the query API answered that no counter can have (NaN, ±Inf, more GPU time than
+    /// ten million GPUs hold over the range), left out of every figure.
+    pub values_refused: usize,
 }
 
 /// One rank (a GPU of one node) of a job.
@@ -342,4 +356,7 @@ pub struct JobReport {
     pub finding: Option<Finding>,
     /// The ranks, by node then GPU.
     pub ranks: Vec<Rank>,
+    /// Values the query API answered that no counter can have, and timeline points outside
+    /// the range, left out.
+    pub values_refused: usize,
 }
