@@ -75,7 +75,8 @@ fn assert_numbers_bounded(what: &str, text: &str) {
 // diagnose
 
 /// `h200-live-torch` with every sample held by a process and a pod whose every name is
-/// hostile, and one user name of 100,000 characters.
+/// hostile, one user name of 100,000 characters, and a column whose name is hostile (which
+/// the reader names in a warning).
 fn hostile_trace(dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(repo("tests/fixtures/h200-live-torch/samples.csv"))
         .expect("fixture");
@@ -97,9 +98,9 @@ fn hostile_trace(dir: &Path) -> PathBuf {
     let pods = json!([{ "pod": EVIL, "namespace": EVIL, "container": EVIL }]);
     let cell = |v: &Value| format!("\"{}\"", v.to_string().replace('"', "\"\""));
     let (process, pods) = (cell(&process), cell(&pods));
-    let mut out = format!("{header},processes,pods\n");
+    let mut out = format!("{header},processes,pods,col\u{202e}\u{2066}\t\u{1b}]0;t\u{7}x\n");
     for line in lines {
-        out.push_str(&format!("{line},{process},{pods}\n"));
+        out.push_str(&format!("{line},{process},{pods},\n"));
     }
     let path = dir.join("hostile.csv");
     std::fs::write(&path, out).expect("trace");
@@ -142,6 +143,38 @@ fn diagnose_of_hostile_names_prints_no_control_character_or_bidi_mark() {
         page.contains("\\u{202e}gnp.exe"),
         "the page names the process"
     );
+}
+
+#[test]
+fn the_agents_log_lines_of_hostile_names_hold_no_control_character_or_bidi_mark() {
+    let dir = temp_dir("hostile-run");
+    let trace = hostile_trace(&dir);
+    let out = gpuslack(
+        &[
+            "run",
+            "--replay",
+            &trace.display().to_string(),
+            "--speed",
+            "0",
+            "-vv",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    // The job (`slurm:` and the hostile Slurm id) is named in each "diagnosis changed" line,
+    // the hostile column in the reader's warning.
+    assert!(
+        err.contains("diagnosis changed")
+            && err.contains("slurm:ev")
+            && err.contains("ignoring columns"),
+        "{}",
+        &err[..err.len().min(3000)]
+    );
+    assert_clean("run's log", &err);
+    for line in err.lines() {
+        assert!(line.len() < 16_384, "a log line of {} bytes", line.len());
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -240,6 +240,7 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             .map(|(_, v)| v.seconds)
             .sum::<f64>()
             / 3600.0
+            + 0.0
     };
     let allocated_h = hours(&allocated, &|_| true);
     let effective_h = hours(&allocated, &|c| {
@@ -429,7 +430,8 @@ pub fn job_report(
             .iter()
             .filter(|(c, _)| waiting(c))
             .map(|(_, v)| v.seconds)
-            .sum();
+            .sum::<f64>()
+            + 0.0;
         let mut points = steps.remove(&key).unwrap_or_default();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut bands: Vec<(f64, f64, String)> = Vec::new();
@@ -581,6 +583,22 @@ mod tests {
             last_seen: Some(last_seen),
             bands: vec![],
         }
+    }
+
+    #[test]
+    fn values_no_counter_can_have_are_refused_and_counted_at_their_bound() {
+        let mut check = Believable::over(3600.0);
+        let max = 3600.0 * MAX_GPUS;
+        assert_eq!(check.max_seconds, 3.6e10);
+        assert_eq!(check.rise(max, check.max_seconds), Some(max));
+        assert_eq!(check.rise(-1e-9, check.max_seconds), Some(0.0));
+        assert_eq!(check.refused, 0);
+        assert_eq!(check.rise(max * 1.000_001, check.max_seconds), None);
+        assert_eq!(check.rise(f64::NAN, check.max_seconds), None);
+        assert_eq!(check.rise(f64::INFINITY, check.max_joules), None);
+        assert_eq!(check.rise(1e300, check.max_joules), None);
+        assert_eq!(check.refused, 4);
+        assert_eq!(check.max_joules, 3.6e10 * MAX_GPU_POWER_W);
     }
 
     #[test]

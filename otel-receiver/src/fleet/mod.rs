@@ -149,9 +149,20 @@ fn add(by: &mut ByVerdict, class: &str, seconds: f64, joules: f64) {
 
 /// The totals of a [`ByVerdict`]: (all seconds, slack seconds, slack joules).
 fn totals(by: &ByVerdict) -> (f64, f64, f64) {
-    let all = by.values().map(|v| v.seconds).sum();
-    let slack = by.values().filter(|v| v.slack).map(|v| v.seconds).sum();
-    let slack_j = by.values().filter(|v| v.slack).map(|v| v.energy_j).sum();
+    // `+ 0.0`: the sum of no floats is -0.0, which prints as "-0.00" and "-0%".
+    let all = by.values().map(|v| v.seconds).sum::<f64>() + 0.0;
+    let slack = by
+        .values()
+        .filter(|v| v.slack)
+        .map(|v| v.seconds)
+        .sum::<f64>()
+        + 0.0;
+    let slack_j = by
+        .values()
+        .filter(|v| v.slack)
+        .map(|v| v.energy_j)
+        .sum::<f64>()
+        + 0.0;
     (all, slack, slack_j)
 }
 
@@ -359,4 +370,22 @@ pub struct JobReport {
     /// Values the query API answered that no counter can have, and timeline points outside
     /// the range, left out.
     pub values_refused: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_without_slack_has_zero_not_minus_zero() {
+        let mut by = ByVerdict::new();
+        add(&mut by, "compute_bound", 3600.0, 1e6);
+        let o = Owner::of("slurm:1", &by, &Prices::default(), 1);
+        assert_eq!(o.gpu_hours, 1.0);
+        assert!(o.slack_gpu_hours.is_sign_positive() && o.slack_share.is_sign_positive());
+        assert_eq!(
+            format!("{:.2} {:.0}%", o.slack_gpu_hours, o.slack_share * 100.0),
+            "0.00 0%"
+        );
+    }
 }
