@@ -385,6 +385,28 @@ mod tests {
     }
 
     #[test]
+    fn answers_parse_with_extra_fields_and_in_any_order() {
+        for body in [
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"b"},"value":[1.5,"NaN"]}],"stats":{"timings":{}}}}"#,
+            r#"{"status":"success","data":{"result":[{"metric":{"a":"b"},"value":[1.5,"NaN"]}],"resultType":"vector"},"warnings":["w"]}"#,
+        ] {
+            let e: Envelope = serde_json::from_str(body).expect(body);
+            match e.data {
+                Some(Data::Vector(v)) => {
+                    assert_eq!(v.len(), 1);
+                    assert!(number(&v[0].value.1).is_nan());
+                }
+                _ => panic!("{body}"),
+            }
+        }
+        let e: Envelope = serde_json::from_str(
+            r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#,
+        )
+        .expect("scalar");
+        assert_eq!(e.data.map(|d| d.kind()), Some("scalar"));
+    }
+
+    #[test]
     fn nothing_listening_is_unreachable_not_a_panic() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
