@@ -182,6 +182,10 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             s.label("process_owner")
         )
     });
+    // The answers are folded: let them go before the folds by job, team and user are made
+    // (an answer near the cap is some 300 MB parsed).
+    let info_found = !info.is_empty();
+    drop((time, energy, info));
     let mut fleet = ByVerdict::new();
     let mut allocated = ByVerdict::new();
     let mut jobs: BTreeMap<String, ByVerdict> = BTreeMap::new();
@@ -234,6 +238,7 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         team_jobs.entry(team).or_default().insert(job.clone());
         user_jobs.entry(user).or_default().insert(job);
     }
+    drop((rows, team_of, user_of));
     let hours = |by: &ByVerdict, keep: &dyn Fn(&str) -> bool| -> f64 {
         by.iter()
             .filter(|(c, _)| keep(c))
@@ -271,7 +276,7 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         list.truncate(options.top);
         list
     };
-    let owners_from = if info.is_empty() {
+    let owners_from = if !info_found {
         "the counters' own labels (k8s_namespace_name, process_owner): no gpuslack_job_info series"
     } else {
         "gpuslack_job_info (slurm_job_account or k8s_namespace_name, slurm_job_user), joined by gpuslack_job_id"
