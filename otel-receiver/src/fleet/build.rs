@@ -72,17 +72,15 @@ impl Believable {
     }
 }
 
-/// Seconds and joules of each series' class, keyed by `key(sample)`; values no counter can
-/// have left out and counted in `check`.
-fn by_key(
-    time: &[Sample],
-    energy: &[Sample],
+/// Joules of each series' class, keyed by `(key(sample), class)`: the energy answer folded as
+/// soon as it arrives, and let go. Values no counter can have are left out and counted.
+fn joules_by(
+    energy: Vec<Sample>,
     check: &mut Believable,
     key: impl Fn(&Sample) -> String,
-) -> BTreeMap<String, ByVerdict> {
-    let mut out: BTreeMap<String, ByVerdict> = BTreeMap::new();
+) -> HashMap<(String, String), f64> {
     let mut joules: HashMap<(String, String), f64> = HashMap::new();
-    for s in energy {
+    for s in &energy {
         let Some(j) = check.rise(s.value, check.max_joules) else {
             continue;
         };
@@ -90,6 +88,18 @@ fn by_key(
             .entry((key(s), s.label("gpuslack_diagnosis_class").to_string()))
             .or_default() += j;
     }
+    joules
+}
+
+/// Seconds and joules of each series' class, keyed by `key(sample)`; values no counter can
+/// have left out and counted in `check`.
+fn by_key(
+    time: &[Sample],
+    mut joules: HashMap<(String, String), f64>,
+    check: &mut Believable,
+    key: impl Fn(&Sample) -> String,
+) -> BTreeMap<String, ByVerdict> {
+    let mut out: BTreeMap<String, ByVerdict> = BTreeMap::new();
     for s in time {
         let Some(seconds) = check.rise(s.value, check.max_seconds) else {
             continue;
@@ -144,7 +154,18 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             ),
         });
     }
-    let energy = prom.query(&energy_q, options.end)?;
+    // Each answer folded as it arrives, and let go: an answer near the cap is some 300 MB
+    // parsed.
+    let fleet_key = |s: &Sample| {
+        format!(
+            "{}\u{1f}{}\u{1f}{}",
+            s.label("gpuslack_job_id"),
+            s.label("k8s_namespace_name"),
+            s.label("process_owner")
+        )
+    };
+    let mut check = Believable::over(options.since_s);
+    let joules = joules_by(prom.query(&energy_q, options.end)?, &mut check, fleet_key);
     // From the rules, the info series are read once an hour (a subquery) rather than at every
     // scrape: a job shorter than an hour between two ticks may go without its team.
     let info_range = if options.from_rules {
@@ -172,20 +193,11 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             user_of.insert(job, s.label("slurm_job_user").to_string());
         }
     }
-    // Per (job, namespace, user) first, then folded by each key.
-    let mut check = Believable::over(options.since_s);
-    let rows = by_key(&time, &energy, &mut check, |s| {
-        format!(
-            "{}\u{1f}{}\u{1f}{}",
-            s.label("gpuslack_job_id"),
-            s.label("k8s_namespace_name"),
-            s.label("process_owner")
-        )
-    });
-    // The answers are folded: let them go before the folds by job, team and user are made
-    // (an answer near the cap is some 300 MB parsed).
     let info_found = !info.is_empty();
-    drop((time, energy, info));
+    drop(info);
+    // Per (job, namespace, user) first, then folded by each key.
+    let rows = by_key(&time, joules, &mut check, fleet_key);
+    drop(time);
     let mut fleet = ByVerdict::new();
     let mut allocated = ByVerdict::new();
     let mut jobs: BTreeMap<String, ByVerdict> = BTreeMap::new();
@@ -346,10 +358,23 @@ pub fn job_report(
             ),
         });
     }
-    let energy = prom.query(
-        &promql::sum_rise(&promql::of_job(ENERGY, job), &by, options.since_s),
-        options.end,
-    )?;
+    let rank_key = |s: &Sample| {
+        format!(
+            "{}\u{1f}{}\u{1f}{}",
+            s.label("instance"),
+            s.label("hw_id"),
+            s.label("gpuslack_gpu_index")
+        )
+    };
+    let mut check = Believable::over(options.since_s);
+    let joules = joules_by(
+        prom.query(
+            &promql::sum_rise(&promql::of_job(ENERGY, job), &by, options.since_s),
+            options.end,
+        )?,
+        &mut check,
+        rank_key,
+    );
     let hosts = prom.query(
         &format!("max by (instance, host_name) (last_over_time(target_info[{r}]))"),
         options.end,
@@ -379,16 +404,7 @@ pub fn job_report(
             )
         })
         .collect();
-    let rank_key = |s: &Sample| {
-        format!(
-            "{}\u{1f}{}\u{1f}{}",
-            s.label("instance"),
-            s.label("hw_id"),
-            s.label("gpuslack_gpu_index")
-        )
-    };
-    let mut check = Believable::over(options.since_s);
-    let rows = by_key(&time, &energy, &mut check, rank_key);
+    let rows = by_key(&time, joules, &mut check, rank_key);
     // The timelines: the verdict gauge over the range (of the GPUs the job's info series says
     // it held at each step: the gauge names no owner), at a step that keeps a rank's strip
     // within about 600 points (Prometheus refuses more than 11,000 a series).

@@ -121,8 +121,8 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
 /// main query (~170 bytes each), that is 60,000 jobs in the range at six verdicts each. The
 /// synthetic fleet of 100 nodes over a day answers under 1 MB (docs/benchmarks.md); a larger
 /// fleet raises it (`gpuslack fleet --max-answer-mib`). Parsed, an answer takes about 4–5× its
-/// size in memory: three answers at the cap (388,549 jobs) peaked at 1.4 GB for the whole
-/// fleet report (debug build, 2-core dev VM, 2026-12-05).
+/// size in memory while it is folded: three answers at the cap (388,549 jobs) peaked at
+/// 0.83 GB for the whole fleet report (debug build, 2-core dev VM, 2026-12-05).
 pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
 /// Label values as they may be shown: every value escaped and capped by `text::name` as it
