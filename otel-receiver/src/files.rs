@@ -14,6 +14,10 @@
 //!   renamed over the name at once, and written under its own name from then on. Renaming at
 //!   the end would leave a crashed recording under a hidden temporary name.
 //!
+//! A name that is a device, a pipe or a socket (`/dev/null`, a FIFO a reader waits on) is
+//! written to as it is, never replaced: renaming over `/dev/null` as root would replace the
+//! device with a file.
+//!
 //! Each refuses a symbolic link at the name, dangling or not, with an error naming the path;
 //! the new file is created exclusively (`O_EXCL`), so a link at the temporary name is not
 //! followed either, and the rename replaces a link put at the name after the check rather
@@ -64,6 +68,28 @@ pub fn refuse_link(path: &Path) -> Result<(), OutputError> {
     Ok(())
 }
 
+/// The name's device, pipe or socket, opened for writing (not following a link), where the
+/// name is one of those; `None` for a regular file, a directory or nothing.
+fn special(path: &Path) -> Result<Option<File>, OutputError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(None);
+    };
+    let kind = meta.file_type();
+    if kind.is_file() || kind.is_dir() || kind.is_symlink() {
+        return Ok(None);
+    }
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map(Some)
+        .map_err(|source| OutputError::Write {
+            path: shown(path),
+            source,
+        })
+}
+
 /// Writes `bytes` as `path`: into a new file beside it, synced, then renamed over it.
 pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
     let mut out = Replacing::create(path)?;
@@ -79,7 +105,8 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
 #[derive(Debug)]
 pub struct Replacing {
     target: PathBuf,
-    temp: PathBuf,
+    /// The file beside, or `None` where the name is a device or a pipe written as it is.
+    temp: Option<PathBuf>,
     file: Option<io::BufWriter<File>>,
 }
 
@@ -87,10 +114,16 @@ impl Replacing {
     /// Refuses a link at `path`, then creates the new file beside it.
     pub fn create(path: &Path) -> Result<Replacing, OutputError> {
         refuse_link(path)?;
-        let (temp, file) = create_beside(path).map_err(|source| OutputError::Beside {
-            path: shown(path),
-            source,
-        })?;
+        let (temp, file) = match special(path)? {
+            Some(device) => (None, device),
+            None => {
+                let (temp, file) = create_beside(path).map_err(|source| OutputError::Beside {
+                    path: shown(path),
+                    source,
+                })?;
+                (Some(temp), file)
+            }
+        };
         Ok(Replacing {
             target: path.to_path_buf(),
             temp,
@@ -107,16 +140,23 @@ impl Replacing {
         let Some(writer) = self.file.take() else {
             return Ok(());
         };
+        let Some(temp) = self.temp.take() else {
+            // A device or a pipe: written through, nothing to sync or rename.
+            return writer
+                .into_inner()
+                .map(drop)
+                .map_err(|e| err(e.into_error()));
+        };
         let done = (|| -> io::Result<()> {
             let file = writer
                 .into_inner()
                 .map_err(io::IntoInnerError::into_error)?;
             keep_permissions(&self.target, &file)?;
             file.sync_all()?;
-            fs::rename(&self.temp, &self.target)
+            fs::rename(&temp, &self.target)
         })();
         if let Err(e) = done {
-            let _ = fs::remove_file(&self.temp);
+            let _ = fs::remove_file(&temp);
             return Err(err(e));
         }
         Ok(())
@@ -146,8 +186,8 @@ impl Write for Replacing {
 
 impl Drop for Replacing {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = fs::remove_file(&self.temp);
+        if let (Some(_), Some(temp)) = (self.file.take(), &self.temp) {
+            let _ = fs::remove_file(temp);
         }
     }
 }
@@ -157,6 +197,9 @@ impl Drop for Replacing {
 /// the name.
 pub fn create_in_place(path: &Path) -> Result<File, OutputError> {
     refuse_link(path)?;
+    if let Some(device) = special(path)? {
+        return Ok(device);
+    }
     let (temp, file) = create_beside(path).map_err(|source| OutputError::Beside {
         path: shown(path),
         source,
@@ -301,6 +344,38 @@ mod tests {
         drop(out);
         assert_eq!(fs::read_to_string(&path).expect("read"), "new whole");
         assert_eq!(names(&dir), ["out.gstrace"]);
+    }
+
+    #[test]
+    fn a_device_or_a_pipe_is_written_to_not_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let null = Path::new("/dev/null");
+        write_replacing(null, b"report").expect("written");
+        let mut out = Replacing::create(null).expect("opened");
+        out.write_all(b"trace").expect("write");
+        out.commit().expect("committed");
+        create_in_place(null)
+            .expect("opened")
+            .write_all(b"recording")
+            .expect("write");
+        let kind = fs::symlink_metadata(null).expect("stat").file_type();
+        assert!(kind.is_char_device(), "/dev/null is no longer a device");
+        // A FIFO a reader waits on gets the bytes.
+        let dir = dir("fifo");
+        let fifo = dir.join("pipe");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: mkfifo reads a C string that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read_to_string(fifo).expect("read"))
+        };
+        write_replacing(&fifo, b"through the pipe").expect("written");
+        assert_eq!(reader.join().expect("reader"), "through the pipe");
+        assert!(fs::symlink_metadata(&fifo)
+            .expect("stat")
+            .file_type()
+            .is_fifo());
     }
 
     #[test]
