@@ -5,7 +5,7 @@
 //! file truncated either.
 //!
 //! - [`write_replacing`]: a file written whole (a report, a profile, a facts file): into a new
-//!   file beside it, synced, then renamed over the name. A reader sees the old file or the new
+//!   file beside it, synced, then renamed over the name (and the folder synced). A reader sees the old file or the new
 //!   one, never half of either; a failure leaves the old one.
 //! - [`Replacing`]: the same for a file streamed out (`convert`'s trace), renamed over the name
 //!   by [`Replacing::commit`] once whole, removed if dropped before.
@@ -153,7 +153,9 @@ impl Replacing {
                 .map_err(io::IntoInnerError::into_error)?;
             keep_permissions(&self.target, &file)?;
             file.sync_all()?;
-            fs::rename(&temp, &self.target)
+            fs::rename(&temp, &self.target)?;
+            sync_dir(&self.target);
+            Ok(())
         })();
         if let Err(e) = done {
             let _ = fs::remove_file(&temp);
@@ -205,6 +207,9 @@ pub fn create_in_place(path: &Path) -> Result<File, OutputError> {
         source,
     })?;
     let placed = keep_permissions(path, &file).and_then(|()| fs::rename(&temp, path));
+    if placed.is_ok() {
+        sync_dir(path);
+    }
     if let Err(source) = placed {
         let _ = fs::remove_file(&temp);
         return Err(OutputError::Write {
@@ -213,6 +218,19 @@ pub fn create_in_place(path: &Path) -> Result<File, OutputError> {
         });
     }
     Ok(file)
+}
+
+/// Syncs the folder holding `path`, so that the rename is kept through a power cut as the
+/// file's bytes are. Best effort: some file systems refuse to sync a folder, and the file is
+/// whole either way.
+fn sync_dir(path: &Path) {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 /// Gives `file` the permissions of the regular file at `path`, if there is one.
