@@ -101,6 +101,13 @@ fn report(args: &Args) -> Result<()> {
             args.max_answer_mib
         );
     }
+    if let Some(Sub::Job {
+        html: Some(path), ..
+    }) = &args.command
+    {
+        // Before the queries, not after.
+        crate::cli::files::refuse_link("--html", path)?;
+    }
     let prom = Prometheus::new(url)?
         .with_max_answer_bytes((args.max_answer_mib * f64::from(1u32 << 20)) as u64);
     let end = match args.at {
