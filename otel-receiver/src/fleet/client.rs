@@ -269,7 +269,10 @@ impl Prometheus {
         if response.content_length().is_some_and(|n| n > cap) {
             return Err(too_large());
         }
-        let mut body = Vec::new();
+        // Room for the whole answer up front (pages are only resident once written): grown
+        // by doubling, a 64 MiB answer took a 128 MiB buffer.
+        let room = response.content_length().unwrap_or(cap).min(cap) + 1;
+        let mut body = Vec::with_capacity(usize::try_from(room).unwrap_or(usize::MAX));
         response
             .take(cap.saturating_add(1))
             .read_to_end(&mut body)
