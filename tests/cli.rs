@@ -418,6 +418,20 @@ fn every_numeric_flag_refuses_nan_and_infinity_as_a_usage_error() {
             vec!["calibrate", "--from-recording", &recording],
             "--seconds-per-workload",
         ),
+        // A NaN price made every cost NaN (issue #40).
+        (
+            vec!["fleet", "--prometheus", "http://127.0.0.1:1"],
+            "--price-gpu-hour",
+        ),
+        (
+            vec!["fleet", "--prometheus", "http://127.0.0.1:1"],
+            "--price-kwh",
+        ),
+        (vec!["fleet", "--prometheus", "http://127.0.0.1:1"], "--at"),
+        (
+            vec!["fleet", "--prometheus", "http://127.0.0.1:1"],
+            "--max-answer-mib",
+        ),
     ];
     for (command, flag) in commands {
         for bad in ["nan", "inf", "-inf"] {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::diagnosis::Spent;
+use gpuslack_receiver::files::{write_replacing, OutputError, Replacing};
 use gpuslack_receiver::thinned::Thinned;
 use gpuslack_receiver::trace::{
     FactsError, SampleWriter, TraceError, TraceFacts, TraceReader, TraceWriter,
@@ -72,6 +73,9 @@ pub enum SessionError {
         path: String,
         source: std::io::Error,
     },
+    /// An output file refused (a link at its name) or not placed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
 }
 
 /// Everything a calibration produces for each GPU.
@@ -308,24 +312,28 @@ pub fn save_session(
         path: path.display().to_string(),
         source: e,
     };
+    // Each file the way every output file is written: never through a link, never half.
     std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
     let trace = dir.join("samples.csv");
-    let file = std::fs::File::create(&trace).map_err(|e| write_err(&trace, e))?;
-    let mut writer =
-        TraceWriter::new(std::io::BufWriter::new(file)).map_err(|e| write_err(&trace, e))?;
+    let file = Replacing::create(&trace)?;
+    let mut writer = TraceWriter::new(file).map_err(|e| write_err(&trace, e))?;
     for s in samples {
         writer.write(s).map_err(|e| write_err(&trace, e))?;
     }
     writer.flush().map_err(|e| write_err(&trace, e))?;
+    writer.into_inner().commit()?;
     let phases_path = dir.join("phases.json");
     let phases_json = serde_json::to_string_pretty(phases).unwrap_or_default();
-    std::fs::write(&phases_path, phases_json).map_err(|e| write_err(&phases_path, e))?;
+    write_replacing(&phases_path, phases_json.as_bytes())?;
     let facts_path = dir.join("facts.json");
     let trace_facts = TraceFacts {
         default: DeviceFacts::default(),
         per_gpu: facts.clone(),
     };
-    std::fs::write(&facts_path, trace_facts.to_json()).map_err(|e| write_err(&facts_path, e))
+    Ok(write_replacing(
+        &facts_path,
+        trace_facts.to_json().as_bytes(),
+    )?)
 }
 
 /// `--from-recording DIR`: `samples.csv` and `phases.json` (and `facts.json` if present),

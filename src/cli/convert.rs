@@ -2,13 +2,16 @@
 //! binary (`.gstrace`) holds each value exactly and replays about twice as fast. The facts
 //! file beside the trace goes along.
 
-use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::fs;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
+use gpuslack_receiver::files::Replacing;
 use gpuslack_receiver::trace::{TraceFacts, TraceFormat, TraceReader};
+
+use super::files;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -57,15 +60,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut reader = TraceReader::open(&args.input)?;
     let from = reader.format();
     let facts = TraceFacts::beside(&args.input)?;
+    let facts_out = TraceFacts::path_for(&args.output);
+    let facts = facts.filter(|_| !to_stdout && facts_out != TraceFacts::path_for(&args.input));
+    if facts.is_some() {
+        // Refused before the conversion, not after it.
+        files::refuse_link("", &facts_out)?;
+    }
     // Into a file beside the output, renamed over it once whole: a bad row half-way leaves no
-    // half-converted trace under the name asked for.
-    let partial = partial_name(&args.output);
-    let out: Box<dyn Write> = if to_stdout {
+    // half-converted trace under the name asked for (`gpuslack_receiver::files`).
+    let mut replacing = None;
+    let out: Box<dyn Write + '_> = if to_stdout {
         Box::new(io::stdout().lock())
     } else {
-        let file =
-            File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
-        Box::new(BufWriter::with_capacity(256 * 1024, file))
+        Box::new(
+            replacing.insert(Replacing::create(&args.output).map_err(|e| files::named("", e))?),
+        )
     };
     let converted = (|| -> Result<u64> {
         let mut writer = format.writer(out).context("writing the trace header")?;
@@ -77,28 +86,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         writer.flush().context("writing the trace")?;
         Ok(samples)
     })();
-    let samples = match converted {
-        Ok(samples) => samples,
-        Err(e) => {
-            if !to_stdout {
-                let _ = fs::remove_file(&partial);
-            }
-            return Err(e);
-        }
-    };
-    if !to_stdout {
-        fs::rename(&partial, &args.output).with_context(|| {
-            format!(
-                "renaming {} to {}",
-                partial.display(),
-                args.output.display()
-            )
-        })?;
-        let facts_out = TraceFacts::path_for(&args.output);
-        if let Some(facts) = facts.filter(|_| facts_out != TraceFacts::path_for(&args.input)) {
-            fs::write(&facts_out, facts.to_json())
-                .with_context(|| format!("writing {}", facts_out.display()))?;
-        }
+    // Dropped on an error, the partial file goes with it.
+    let samples = converted?;
+    if let Some(out) = replacing {
+        out.commit().map_err(|e| files::named("", e))?;
+    }
+    if let Some(facts) = facts {
+        files::write_replacing("", &facts_out, facts.to_json().as_bytes())?;
     }
     let size = |path: &Path| fs::metadata(path).map_or(0, |m| m.len());
     errln!(
@@ -123,12 +117,4 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
-}
-
-/// `DIR/.NAME.PID.partial` for `DIR/NAME`.
-fn partial_name(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
 }

@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(f[0].status, Status::Degraded, "{}", f[0].detail);
         assert!(
             f[0].detail.starts_with(
-                "GPU 0: the model NVIDIA Future GPU 9000\\u{1b}[31m is not in gpuslack's table"
+                "GPU 0: the model NVIDIA Future GPU 9000\\x1b[31m is not in gpuslack's table"
             ),
             "{}",
             f[0].detail

@@ -11,6 +11,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use gpuslack_receiver::fleet::{self, render, FleetError, Options, Prices, Prometheus};
+use gpuslack_receiver::text;
+
+use super::flags;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = false)]
@@ -23,13 +26,13 @@ pub struct Args {
     #[arg(long, global = true, default_value = "7d", value_name = "DURATION")]
     since: String,
     /// The report's end, Unix seconds (default: now): reproducible reports of a past week.
-    #[arg(long, global = true, value_name = "UNIX_S")]
+    #[arg(long, global = true, value_name = "UNIX_S", value_parser = flags::finite)]
     at: Option<f64>,
     /// Price of one GPU-hour, for the cost of slack.
-    #[arg(long, global = true, value_name = "PRICE")]
+    #[arg(long, global = true, value_name = "PRICE", value_parser = flags::finite)]
     price_gpu_hour: Option<f64>,
     /// Price of one kWh, for the cost of slack.
-    #[arg(long, global = true, value_name = "PRICE")]
+    #[arg(long, global = true, value_name = "PRICE", value_parser = flags::finite)]
     price_kwh: Option<f64>,
     /// How many jobs, teams and users each top list shows.
     #[arg(long, global = true, default_value_t = 10)]
@@ -42,6 +45,10 @@ pub struct Args {
     /// The report as JSON (schema gpuslack.fleet.v1, or gpuslack.fleet.job.v1 for a job).
     #[arg(long, global = true)]
     json: bool,
+    /// The largest answer of the query API read, MiB; a larger one is refused before it is
+    /// held. The default reads about 400,000 series: a week of some 60,000 jobs.
+    #[arg(long, global = true, default_value_t = 64.0, value_name = "MIB", value_parser = flags::finite)]
+    max_answer_mib: f64,
     #[command(subcommand)]
     command: Option<Sub>,
 }
@@ -67,7 +74,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => match e.downcast_ref::<FleetError>() {
             Some(fleet_error) => {
-                errln!("error: {fleet_error}");
+                // Its outside parts were escaped and capped where they came in; its URL has
+                // no credentials.
+                errln!(
+                    "error: {}",
+                    text::lines(&fleet_error.to_string(), usize::MAX)
+                );
                 Ok(ExitCode::from(fleet_error.exit_code()))
             }
             None => Err(e),
@@ -83,7 +95,21 @@ fn report(args: &Args) -> Result<()> {
             url: String::new(),
             reason: "--prometheus URL is required".into(),
         })?;
-    let prom = Prometheus::new(url)?;
+    if !(1.0..=1e6).contains(&args.max_answer_mib) {
+        anyhow::bail!(
+            "--max-answer-mib must be from 1 to 1000000, got {}",
+            args.max_answer_mib
+        );
+    }
+    if let Some(Sub::Job {
+        html: Some(path), ..
+    }) = &args.command
+    {
+        // Before the queries, not after.
+        crate::cli::files::refuse_link("--html", path)?;
+    }
+    let prom = Prometheus::new(url)?
+        .with_max_answer_bytes((args.max_answer_mib * f64::from(1u32 << 20)) as u64);
     let end = match args.at {
         Some(t) => t,
         None => std::time::SystemTime::now()
@@ -104,6 +130,7 @@ fn report(args: &Args) -> Result<()> {
     match &args.command {
         None => {
             let r = fleet::fleet_report(&prom, &options)?;
+            warn_refused(r.values_refused);
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -116,6 +143,7 @@ fn report(args: &Args) -> Result<()> {
             no_timeline,
         }) => {
             let mut r = fleet::job_report(&prom, job, &options)?;
+            warn_refused(r.values_refused);
             if let Some(path) = html {
                 crate::cli::files::write_replacing(
                     "--html",
@@ -136,4 +164,11 @@ fn report(args: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// On stderr, whatever the format: a script reading the JSON sees the count in it too.
+fn warn_refused(n: usize) {
+    if n > 0 {
+        errln!("warning: {}", render::refused_values(n));
+    }
 }

@@ -138,7 +138,11 @@ pub fn main() -> ExitCode {
         // A reader that stops early (`| head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            errln!("error: {}", message_once(&e));
+            // Errors quote files, URLs and servers' words: escaped, never raw.
+            errln!(
+                "error: {}",
+                gpuslack_receiver::text::lines(&message_once(&e), usize::MAX)
+            );
             ExitCode::FAILURE
         }
     }
@@ -221,10 +225,14 @@ fn init_logging(verbose: Option<u8>, agent: bool) {
     use std::io::IsTerminal;
     // Not `log_internal_errors`: a log line that cannot be written is reported with
     // `eprintln!`, which panics when stderr is what failed.
+    // Each line through the one sanitiser: a field's outside text (a job id, a collector's
+    // message, a trace's column names) cannot move the cursor, return over the line or turn
+    // it right to left, nor start a second line that reads as a log line of its own.
+    let colour = std::io::stderr().is_terminal();
     let layer = tracing_subscriber::fmt::layer()
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(colour)
         .log_internal_errors(false)
-        .with_writer(std::io::stderr)
+        .with_writer(move || gpuslack_receiver::text::SafeLines::new(std::io::stderr(), colour))
         .with_filter(filter)
         .with_filter(QuietRepeats);
     tracing_subscriber::registry().with(layer).init();

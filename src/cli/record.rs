@@ -1,14 +1,15 @@
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use gpuslack_receiver::device::DeviceFacts;
+use gpuslack_receiver::files::create_in_place;
 use gpuslack_receiver::trace::TraceFacts;
 
 use super::convert::{format_for, format_name, TraceFormatArg};
+use super::files;
 use super::flags;
 use super::live::{self, SamplingArgs};
 use super::shutdown::Shutdown;
@@ -34,6 +35,13 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let sampling = args.sampling.sampling()?;
+    let to_stdout = args.out.as_os_str() == "-";
+    let facts_path = TraceFacts::path_for(&args.out);
+    // Links refused before the GPUs are opened, not after.
+    if !to_stdout {
+        files::refuse_link("--out", &args.out)?;
+        files::refuse_link("", &facts_path)?;
+    }
     let run_for = args
         .seconds
         .map(|s| flags::seconds("--seconds", s, 0.1, 1e9))
@@ -47,11 +55,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_NO_GPU));
         }
     };
-    let out: Box<dyn std::io::Write> = if args.out.as_os_str() == "-" {
+    let out: Box<dyn std::io::Write> = if to_stdout {
         Box::new(std::io::stdout().lock())
     } else {
-        let file =
-            File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+        // Under its own name from the start, not renamed at the end: every tick is flushed so
+        // that a recording killed half-way keeps what it recorded (`gpuslack_receiver::files`).
+        let file = create_in_place(&args.out).map_err(|e| files::named("--out", e))?;
         Box::new(BufWriter::new(file))
     };
     let format = format_for(args.format, &args.out);
@@ -77,10 +86,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     // What each GPU is, beside the trace, so that a replay anywhere knows its model, UUID and
     // profile. Standard output has no "beside".
-    if args.out.as_os_str() != "-" {
-        let path = TraceFacts::path_for(&args.out);
-        std::fs::write(&path, facts.to_json())
-            .with_context(|| format!("writing {}", path.display()))?;
+    if !to_stdout {
+        files::write_replacing("", &facts_path, facts.to_json().as_bytes())?;
     }
     let mut rows = 0u64;
     let attributor = live::attributor(&args.sampling, &source);

@@ -70,9 +70,7 @@ pub fn otlp(config: &ExportConfig) -> Finding {
     };
     let cfg = &otlp.metrics;
     // The endpoint as the logs show it: never its user information.
-    let at = shown(&crate::export::endpoint::without_userinfo(
-        cfg.endpoint.as_str(),
-    ));
+    let at = shown(&crate::text::redact_url(cfg.endpoint.as_str()));
     let protocol = match cfg.protocol {
         crate::export::config::Protocol::Grpc => "gRPC",
         crate::export::config::Protocol::HttpProtobuf => "HTTP/protobuf",

@@ -268,7 +268,7 @@ mod tests {
         );
         assert_eq!(
             f[1].detail,
-            "GPU 0: NVIDIA H200\\u{1b}[2J, 134 GiB, power limit 700 W, capped at 500 W"
+            "GPU 0: NVIDIA H200\\x1b[2J, 134 GiB, power limit 700 W, capped at 500 W"
         );
         assert_eq!(
             (f[2].status, f[2].detail.as_str()),

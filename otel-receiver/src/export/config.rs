@@ -48,6 +48,8 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
+    #[error("{path}: larger than {} MiB, the most a config file may be: refused before it is read whole", MAX_CONFIG_BYTES >> 20)]
+    TooLarge { path: String },
     #[error("{path}: {message}")]
     Toml { path: String, message: String },
     #[error("{origin}: `{field}`: {problem}")]
@@ -364,10 +366,12 @@ pub fn is_unsupported_exporter_variable(name: &str) -> bool {
 }
 
 fn invalid(origin: &'static str, field: &'static str, value: &str, expected: &str) -> ConfigError {
+    // An endpoint's value may carry credentials; any value, anyone's text.
+    let shown = crate::text::message(&crate::text::redact_url(value)).into_owned();
     ConfigError::Invalid {
         origin,
         field,
-        problem: format!("{value:?} is not {expected}"),
+        problem: format!("{shown:?} is not {expected}"),
     }
 }
 
@@ -570,13 +574,29 @@ struct FileResource {
     attributes: Option<BTreeMap<String, String>>,
 }
 
-/// A TOML config file (format in docs/EXPORT.md). Errors name the file and the field or line.
+/// The largest config file read, 1 MiB: docs/EXPORT.md's fullest example is about 2 KB, and a
+/// file with a thousand resource attributes some 50 KB. Read without a bound, `--config
+/// /dev/zero` took 4.2 GB in 5 s, and a 44 MB file of 3 million attributes 1.47 GB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// A TOML config file (format in docs/EXPORT.md). Errors name the file and the field or line;
+/// a file past [`MAX_CONFIG_BYTES`] (or a device that never ends) is refused unread.
 pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
+    use std::io::Read as _;
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let read_err = |source| ConfigError::Read {
         path: shown.clone(),
         source,
-    })?;
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge { path: shown });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     file_layer_from_str(&text, &shown)
 }
 
@@ -1334,5 +1354,45 @@ mod tests {
         let c = resolve(vec![Layer::default()], &env(&[])).expect("resolve");
         assert!(c.otlp.is_none() && c.prometheus.is_none());
         assert_eq!(c.service_name, "gpuslack");
+    }
+
+    #[test]
+    fn an_invalid_endpoint_in_the_environment_is_warned_about_without_its_password() {
+        let (layer, warnings) = env_layer(env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://alice:s3cr3t@host:99999",
+        )]));
+        assert!(layer.endpoint.is_none());
+        let w = warnings[0].to_string();
+        assert!(w.contains("\"http://host:99999\" is not"), "{w}");
+        assert!(!w.contains("s3cr3t") && !w.contains("alice"), "{w}");
+    }
+
+    #[test]
+    fn a_config_file_is_read_up_to_its_cap_and_refused_past_it() {
+        let dir = std::env::temp_dir().join(format!("gpuslack-config-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let at_cap = dir.join("at-cap.toml");
+        let mut text = "[otlp]\nendpoint = \"http://x:4318\"\n".to_string();
+        text.push_str(&"#".repeat(MAX_CONFIG_BYTES as usize - text.len() - 1));
+        text.push('\n');
+        assert_eq!(text.len() as u64, MAX_CONFIG_BYTES);
+        std::fs::write(&at_cap, &text).expect("write");
+        assert!(file_layer(&at_cap).expect("read").endpoint.is_some());
+        let past = dir.join("past-cap.toml");
+        text.push('\n');
+        std::fs::write(&past, &text).expect("write");
+        let e = file_layer(&past).expect_err("too large").to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: larger than 1 MiB, the most a config file may be: refused before it is read whole",
+                past.display()
+            )
+        );
+        let e = file_layer(Path::new("/dev/zero"))
+            .expect_err("endless")
+            .to_string();
+        assert!(e.starts_with("/dev/zero: larger than 1 MiB"), "{e}");
     }
 }

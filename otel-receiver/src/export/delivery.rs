@@ -41,12 +41,18 @@ impl RejectionLog {
             Err(_) => true,
         };
         if due {
+            let cause = crate::text::message(cause);
+            let cause = cause.as_ref();
             tracing::warn!(endpoint, reason, cause, "OTLP export failed");
         }
     }
 
     /// Logs what a collector rejected of an export, the first time its message is seen.
     pub fn log(&self, endpoint: &str, signal: Signal, rejected: u64, message: &str) {
+        // The collector's words, escaped and capped before they are kept or shown: a body
+        // may be up to 4 MiB (opentelemetry-http's cap), and MESSAGES_LOGGED of them kept.
+        let message = crate::text::message(message);
+        let message = message.as_ref();
         let first = match self.messages.lock() {
             Ok(mut seen) => seen.len() < MESSAGES_LOGGED && seen.insert(message.to_string()),
             Err(_) => false,
@@ -451,6 +457,25 @@ impl Delivery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_collectors_message_is_kept_escaped_and_capped() {
+        let log = RejectionLog::default();
+        let long = format!("\u{1b}[2J{}", "x".repeat(100_000));
+        log.log("http://c:4318", Signal::Metrics, 1, &long);
+        let seen = log.messages.lock().expect("lock");
+        let kept = seen.iter().next().expect("kept");
+        assert!(
+            kept.starts_with("\\x1b[2J") && kept.ends_with("chars]"),
+            "{}",
+            &kept[..40]
+        );
+        assert!(
+            kept.len() < crate::text::MESSAGE_MAX_CHARS + 32,
+            "{}",
+            kept.len()
+        );
+    }
 
     #[test]
     fn every_window_and_record_ends_up_delivered_or_dropped() {

@@ -10,6 +10,7 @@ use base64::Engine as _;
 use percent_encoding::percent_decode_str;
 
 use super::secret::Secret;
+use crate::text::redact_url;
 
 /// Why an endpoint was refused. The text shows the endpoint without its credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,7 +32,7 @@ impl Endpoint {
     /// Parses `text`: an `http://` or `https://` URL with a host and, if given, a valid port.
     pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
         let refuse = |problem: &str| EndpointError {
-            shown: without_userinfo(text),
+            shown: redact_url(text),
             problem: problem.to_string(),
         };
         let mut url = url::Url::parse(text.trim()).map_err(|e| match e {
@@ -121,20 +122,6 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// `https://user:secret@host/` → `https://host/`, for text that may not even parse as a URL
-/// (an error message, a redirect's `Location`).
-pub fn without_userinfo(text: &str) -> String {
-    let Some((scheme, rest)) = text.split_once("://") else {
-        return text.to_string();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    format!("{scheme}://{host}{tail}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,16 +174,5 @@ mod tests {
             assert!(!e.contains("pw"), "{text}: {e}");
         }
         assert!(Endpoint::parse("http://host:65535").is_ok());
-    }
-
-    #[test]
-    fn userinfo_is_cut_from_any_text() {
-        assert_eq!(
-            without_userinfo("https://u:secret@otlp.example:4318/v1"),
-            "https://otlp.example:4318/v1"
-        );
-        assert_eq!(without_userinfo("http://host:4318"), "http://host:4318");
-        assert_eq!(without_userinfo("http://host?a=b@c"), "http://host?a=b@c");
-        assert_eq!(without_userinfo("not a url"), "not a url");
     }
 }

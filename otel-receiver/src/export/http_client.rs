@@ -22,8 +22,8 @@ use opentelemetry_http::{HttpClient, HttpError};
 use prost::Message as _;
 
 use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
-use super::endpoint::without_userinfo;
 use crate::causes::causes;
+use crate::text::redact_url;
 
 #[derive(Debug)]
 pub struct OtlpHttpClient {
@@ -55,7 +55,7 @@ impl OtlpHttpClient {
             headers,
             delivery,
             signal,
-            shown: without_userinfo(url),
+            shown: redact_url(url),
             log: RejectionLog::default(),
         }
     }
@@ -106,7 +106,7 @@ fn location(headers: &HeaderMap) -> String {
     headers
         .get(http::header::LOCATION)
         .and_then(|v| v.to_str().ok())
-        .map(without_userinfo)
+        .map(redact_url)
         .unwrap_or_else(|| "nowhere".into())
 }
 

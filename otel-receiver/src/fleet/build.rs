@@ -36,41 +36,86 @@ fn waiting(class: &str) -> bool {
     matches!(class, "sync_wait" | "hung")
 }
 
-/// Seconds and joules of each series' class, keyed by `key(sample)`.
+/// More GPUs than any fleet has, in one series: a rise of GPU time larger than this many GPUs
+/// hold over the range is no counter's (Prometheus answered `1e300`, or a broken rule).
+const MAX_GPUS: f64 = 1e7;
+
+/// More power than any GPU draws (W), for the same bound on energy.
+const MAX_GPU_POWER_W: f64 = 1e4;
+
+/// What the query API's values are checked against, and how many were refused.
+#[derive(Debug, Clone, Copy, Default)]
+struct Believable {
+    max_seconds: f64,
+    max_joules: f64,
+    refused: usize,
+}
+
+impl Believable {
+    fn over(range_s: f64) -> Self {
+        Believable {
+            max_seconds: range_s * MAX_GPUS,
+            max_joules: range_s * MAX_GPUS * MAX_GPU_POWER_W,
+            refused: 0,
+        }
+    }
+
+    /// `v` where a counter's rise can be it, counted and `None` where not: NaN, ±Inf, or past
+    /// `max`. A rise a rounding below 0 (last minus first of equal floats) is 0.
+    fn rise(&mut self, v: f64, max: f64) -> Option<f64> {
+        if v.is_finite() && v <= max {
+            Some(v.max(0.0))
+        } else {
+            self.refused += 1;
+            None
+        }
+    }
+}
+
+/// Joules of each series' class, keyed by `(key(sample), class)`: the energy answer folded as
+/// soon as it arrives, and let go. Values no counter can have are left out and counted.
+fn joules_by(
+    energy: Vec<Sample>,
+    check: &mut Believable,
+    key: impl Fn(&Sample) -> String,
+) -> HashMap<(String, String), f64> {
+    let mut joules: HashMap<(String, String), f64> = HashMap::new();
+    for s in &energy {
+        let Some(j) = check.rise(s.value, check.max_joules) else {
+            continue;
+        };
+        *joules
+            .entry((key(s), s.label("gpuslack_diagnosis_class").to_string()))
+            .or_default() += j;
+    }
+    joules
+}
+
+/// Seconds and joules of each series' class, keyed by `key(sample)`; values no counter can
+/// have left out and counted in `check`.
 fn by_key(
     time: &[Sample],
-    energy: &[Sample],
+    mut joules: HashMap<(String, String), f64>,
+    check: &mut Believable,
     key: impl Fn(&Sample) -> String,
 ) -> BTreeMap<String, ByVerdict> {
     let mut out: BTreeMap<String, ByVerdict> = BTreeMap::new();
-    let mut joules: HashMap<(String, String), f64> = HashMap::new();
-    for s in energy {
-        *joules
-            .entry((key(s), s.label("gpuslack_diagnosis_class").to_string()))
-            .or_default() += finite(s.value);
-    }
     for s in time {
+        let Some(seconds) = check.rise(s.value, check.max_seconds) else {
+            continue;
+        };
         let k = key(s);
         let class = s.label("gpuslack_diagnosis_class");
         let j = joules
             .remove(&(k.clone(), class.to_string()))
             .unwrap_or(0.0);
-        add(out.entry(k).or_default(), class, finite(s.value), j);
+        add(out.entry(k).or_default(), class, seconds, j);
     }
     // Energy without time (cannot happen with the agent's series; kept rather than lost).
     for ((k, class), j) in joules {
         add(out.entry(k).or_default(), &class, 0.0, j);
     }
     out
-}
-
-/// NaN (a stale series' arithmetic) counts as nothing.
-fn finite(v: f64) -> f64 {
-    if v.is_finite() {
-        v.max(0.0)
-    } else {
-        0.0
-    }
 }
 
 /// The fleet waste report over `options.since_s` up to `options.end`.
@@ -109,7 +154,18 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             ),
         });
     }
-    let energy = prom.query(&energy_q, options.end)?;
+    // Each answer folded as it arrives, and let go: an answer near the cap is some 300 MB
+    // parsed.
+    let fleet_key = |s: &Sample| {
+        format!(
+            "{}\u{1f}{}\u{1f}{}",
+            s.label("gpuslack_job_id"),
+            s.label("k8s_namespace_name"),
+            s.label("process_owner")
+        )
+    };
+    let mut check = Believable::over(options.since_s);
+    let joules = joules_by(prom.query(&energy_q, options.end)?, &mut check, fleet_key);
     // From the rules, the info series are read once an hour (a subquery) rather than at every
     // scrape: a job shorter than an hour between two ticks may go without its team.
     let info_range = if options.from_rules {
@@ -137,15 +193,11 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             user_of.insert(job, s.label("slurm_job_user").to_string());
         }
     }
+    let info_found = !info.is_empty();
+    drop(info);
     // Per (job, namespace, user) first, then folded by each key.
-    let rows = by_key(&time, &energy, |s| {
-        format!(
-            "{}\u{1f}{}\u{1f}{}",
-            s.label("gpuslack_job_id"),
-            s.label("k8s_namespace_name"),
-            s.label("process_owner")
-        )
-    });
+    let rows = by_key(&time, joules, &mut check, fleet_key);
+    drop(time);
     let mut fleet = ByVerdict::new();
     let mut allocated = ByVerdict::new();
     let mut jobs: BTreeMap<String, ByVerdict> = BTreeMap::new();
@@ -198,12 +250,14 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         team_jobs.entry(team).or_default().insert(job.clone());
         user_jobs.entry(user).or_default().insert(job);
     }
+    drop((rows, team_of, user_of));
     let hours = |by: &ByVerdict, keep: &dyn Fn(&str) -> bool| -> f64 {
         by.iter()
             .filter(|(c, _)| keep(c))
             .map(|(_, v)| v.seconds)
             .sum::<f64>()
             / 3600.0
+            + 0.0
     };
     let allocated_h = hours(&allocated, &|_| true);
     let effective_h = hours(&allocated, &|c| {
@@ -234,7 +288,7 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         list.truncate(options.top);
         list
     };
-    let owners_from = if info.is_empty() {
+    let owners_from = if !info_found {
         "the counters' own labels (k8s_namespace_name, process_owner): no gpuslack_job_info series"
     } else {
         "gpuslack_job_info (slurm_job_account or k8s_namespace_name, slurm_job_user), joined by gpuslack_job_id"
@@ -274,6 +328,7 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
             })
             .collect()),
         owners_from: owners_from.to_string(),
+        values_refused: check.refused,
     })
 }
 
@@ -297,15 +352,29 @@ pub fn job_report(
     if time.is_empty() {
         return Err(FleetError::NoData {
             what: format!(
-                "{}: no series of job {job:?} in the last {r} (jobs are named as the agent names them: slurm:ID, pod:UID, container:ID, pgid:N)",
-                prom.url()
+                "{}: no series of job \"{}\" in the last {r} (jobs are named as the agent names them: slurm:ID, pod:UID, container:ID, pgid:N)",
+                prom.url(),
+                crate::text::name(job)
             ),
         });
     }
-    let energy = prom.query(
-        &promql::sum_rise(&promql::of_job(ENERGY, job), &by, options.since_s),
-        options.end,
-    )?;
+    let rank_key = |s: &Sample| {
+        format!(
+            "{}\u{1f}{}\u{1f}{}",
+            s.label("instance"),
+            s.label("hw_id"),
+            s.label("gpuslack_gpu_index")
+        )
+    };
+    let mut check = Believable::over(options.since_s);
+    let joules = joules_by(
+        prom.query(
+            &promql::sum_rise(&promql::of_job(ENERGY, job), &by, options.since_s),
+            options.end,
+        )?,
+        &mut check,
+        rank_key,
+    );
     let hosts = prom.query(
         &format!("max by (instance, host_name) (last_over_time(target_info[{r}]))"),
         options.end,
@@ -335,15 +404,7 @@ pub fn job_report(
             )
         })
         .collect();
-    let rank_key = |s: &Sample| {
-        format!(
-            "{}\u{1f}{}\u{1f}{}",
-            s.label("instance"),
-            s.label("hw_id"),
-            s.label("gpuslack_gpu_index")
-        )
-    };
-    let rows = by_key(&time, &energy, rank_key);
+    let rows = by_key(&time, joules, &mut check, rank_key);
     // The timelines: the verdict gauge over the range (of the GPUs the job's info series says
     // it held at each step: the gauge names no owner), at a step that keeps a rank's strip
     // within about 600 points (Prometheus refuses more than 11,000 a series).
@@ -358,6 +419,7 @@ pub fn job_report(
         step_s,
     )?;
     let mut steps: HashMap<String, Vec<(f64, String)>> = HashMap::new();
+    let (first, last) = (options.end - options.since_s - step_s, options.end + step_s);
     for series in &timeline {
         let s = Sample {
             labels: series.labels.clone(),
@@ -365,7 +427,14 @@ pub fn job_report(
         };
         let class = s.label("gpuslack_diagnosis_class").to_string();
         let list = steps.entry(rank_key(&s)).or_default();
-        list.extend(series.points.iter().map(|(t, _)| (*t, class.clone())));
+        for (t, _) in &series.points {
+            // A point outside the range asked for is no answer to it (1e300, NaN).
+            if (first..=last).contains(t) {
+                list.push((*t, class.clone()));
+            } else {
+                check.refused += 1;
+            }
+        }
     }
     let mut all = ByVerdict::new();
     let mut ranks = Vec::new();
@@ -382,7 +451,8 @@ pub fn job_report(
             .iter()
             .filter(|(c, _)| waiting(c))
             .map(|(_, v)| v.seconds)
-            .sum();
+            .sum::<f64>()
+            + 0.0;
         let mut points = steps.remove(&key).unwrap_or_default();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut bands: Vec<(f64, f64, String)> = Vec::new();
@@ -414,7 +484,7 @@ pub fn job_report(
     let cause = top_cause(&all);
     Ok(JobReport {
         schema: "gpuslack.fleet.job.v1",
-        job: job.to_string(),
+        job: crate::text::name(job).into_owned(),
         prometheus: prom.url().to_string(),
         since_s: options.since_s,
         end: options.end,
@@ -430,6 +500,7 @@ pub fn job_report(
         time_by_verdict: all,
         finding,
         ranks,
+        values_refused: check.refused,
     })
 }
 
@@ -533,6 +604,22 @@ mod tests {
             last_seen: Some(last_seen),
             bands: vec![],
         }
+    }
+
+    #[test]
+    fn values_no_counter_can_have_are_refused_and_counted_at_their_bound() {
+        let mut check = Believable::over(3600.0);
+        let max = 3600.0 * MAX_GPUS;
+        assert_eq!(check.max_seconds, 3.6e10);
+        assert_eq!(check.rise(max, check.max_seconds), Some(max));
+        assert_eq!(check.rise(-1e-9, check.max_seconds), Some(0.0));
+        assert_eq!(check.refused, 0);
+        assert_eq!(check.rise(max * 1.000_001, check.max_seconds), None);
+        assert_eq!(check.rise(f64::NAN, check.max_seconds), None);
+        assert_eq!(check.rise(f64::INFINITY, check.max_joules), None);
+        assert_eq!(check.rise(1e300, check.max_joules), None);
+        assert_eq!(check.refused, 4);
+        assert_eq!(check.max_joules, 3.6e10 * MAX_GPU_POWER_W);
     }
 
     #[test]

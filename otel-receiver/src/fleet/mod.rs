@@ -61,6 +61,14 @@ pub enum FleetError {
         /// Prometheus' `error`.
         message: String,
     },
+    /// An answer larger than the cap on what one is read: refused before it is held.
+    #[error("{url}: an answer larger than {cap_mib} MiB, refused before it is held (raise the cap with --max-answer-mib, or narrow the report: --since, --from-rules)")]
+    TooLarge {
+        /// The API's base URL.
+        url: String,
+        /// The cap, MiB.
+        cap_mib: f64,
+    },
     /// The API answered, but holds no gpuslack series for what was asked.
     #[error("{what}")]
     NoData {
@@ -74,13 +82,16 @@ pub enum FleetError {
 
 impl FleetError {
     /// The process exit code: 1 no series, 2 a usage error (bad URL or duration, as clap's),
-    /// 69 unreachable (EX_UNAVAILABLE), 76 not Prometheus or a refused query (EX_PROTOCOL).
+    /// 69 unreachable (EX_UNAVAILABLE), 76 not Prometheus, a refused query or an answer past
+    /// its cap (EX_PROTOCOL).
     pub fn exit_code(&self) -> u8 {
         match self {
             FleetError::NoData { .. } => 1,
             FleetError::BadUrl { .. } | FleetError::BadDuration(_) => 2,
             FleetError::Unreachable { .. } => 69,
-            FleetError::NotPrometheus { .. } | FleetError::Query { .. } => 76,
+            FleetError::NotPrometheus { .. }
+            | FleetError::Query { .. }
+            | FleetError::TooLarge { .. } => 76,
         }
     }
 }
@@ -138,9 +149,20 @@ fn add(by: &mut ByVerdict, class: &str, seconds: f64, joules: f64) {
 
 /// The totals of a [`ByVerdict`]: (all seconds, slack seconds, slack joules).
 fn totals(by: &ByVerdict) -> (f64, f64, f64) {
-    let all = by.values().map(|v| v.seconds).sum();
-    let slack = by.values().filter(|v| v.slack).map(|v| v.seconds).sum();
-    let slack_j = by.values().filter(|v| v.slack).map(|v| v.energy_j).sum();
+    // `+ 0.0`: the sum of no floats is -0.0, which prints as "-0.00" and "-0%".
+    let all = by.values().map(|v| v.seconds).sum::<f64>() + 0.0;
+    let slack = by
+        .values()
+        .filter(|v| v.slack)
+        .map(|v| v.seconds)
+        .sum::<f64>()
+        + 0.0;
+    let slack_j = by
+        .values()
+        .filter(|v| v.slack)
+        .map(|v| v.energy_j)
+        .sum::<f64>()
+        + 0.0;
     (all, slack, slack_j)
 }
 
@@ -255,6 +277,9 @@ pub struct FleetReport {
     pub users: Vec<Owner>,
     /// Where the teams and users came from.
     pub owners_from: String,
+    /// Values the query API answered that no counter can have (NaN, ±Inf, more GPU time than
+    /// ten million GPUs hold over the range), left out of every figure.
+    pub values_refused: usize,
 }
 
 /// One rank (a GPU of one node) of a job.
@@ -342,4 +367,25 @@ pub struct JobReport {
     pub finding: Option<Finding>,
     /// The ranks, by node then GPU.
     pub ranks: Vec<Rank>,
+    /// Values the query API answered that no counter can have, and timeline points outside
+    /// the range, left out.
+    pub values_refused: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_without_slack_has_zero_not_minus_zero() {
+        let mut by = ByVerdict::new();
+        add(&mut by, "compute_bound", 3600.0, 1e6);
+        let o = Owner::of("slurm:1", &by, &Prices::default(), 1);
+        assert_eq!(o.gpu_hours, 1.0);
+        assert!(o.slack_gpu_hours.is_sign_positive() && o.slack_share.is_sign_positive());
+        assert_eq!(
+            format!("{:.2} {:.0}%", o.slack_gpu_hours, o.slack_share * 100.0),
+            "0.00 0%"
+        );
+    }
 }

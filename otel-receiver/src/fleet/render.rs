@@ -127,7 +127,22 @@ pub fn fleet_text(r: &FleetReport) -> String {
     owner_table(&mut out, "Top teams", &r.teams);
     owner_table(&mut out, "Top users", &r.users);
     let _ = writeln!(out, "\nTeams and users from {}.", r.owners_from);
+    refused(&mut out, r.values_refused);
     out
+}
+
+/// The line saying how many of the query API's values were left out, if any were.
+fn refused(out: &mut String, n: usize) {
+    if n > 0 {
+        let _ = writeln!(out, "\n{}", refused_values(n));
+    }
+}
+
+/// What a report says of the values it left out: the CLI's warning and the report's own line.
+pub fn refused_values(n: usize) -> String {
+    format!(
+        "{n} values the query API answered were left out: no counter can have them (not a number, infinite, or more than ten million GPUs hold over the range), nor can a timeline point outside the range"
+    )
 }
 
 /// A rank's verdicts as a `Timeline`, spanning the job's first to last point so that the
@@ -239,6 +254,7 @@ pub fn job_text(r: &JobReport, colour: bool) -> String {
         );
     }
     let _ = writeln!(out, "  {:<width$} {}", "", legend.strip_legend(colour));
+    refused(&mut out, r.values_refused);
     out
 }
 

@@ -4,7 +4,14 @@
 
 use std::fmt::Write as _;
 
-use super::timeline::{escape, Timeline};
+use super::timeline::{escape as escape_html, Timeline};
+use crate::text;
+
+/// Text as HTML: its control characters and bidi marks shown escaped first (a browser obeys a
+/// right-to-left override as a terminal does), then `<`, `&` and quotes as entities.
+fn escape(text: &str) -> String {
+    escape_html(&text::lines(text, usize::MAX))
+}
 
 /// A page being built.
 #[derive(Debug, Clone, Default)]
@@ -111,5 +118,19 @@ mod tests {
         assert!(html.contains("x &amp; y"));
         assert!(html.contains(r#"<td class="n">12 W</td><td>idle</td>"#));
         assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("<link"));
+    }
+
+    #[test]
+    fn control_characters_and_bidi_marks_are_neutralised_in_every_part() {
+        let evil = "a\u{1b}[2J\u{202e}b\rc";
+        let mut page = HtmlPage::new(evil);
+        page.heading(evil)
+            .paragraph("", evil)
+            .table(&[evil], &[vec![evil.to_string()]])
+            .preformatted(&format!("{evil}\nline two"));
+        let html = page.finish();
+        assert!(!html.contains('\u{1b}') && !html.contains('\u{202e}') && !html.contains('\r'));
+        assert_eq!(html.matches("a\\x1b[2J\\u{202e}b\\rc").count(), 7, "{html}");
+        assert!(html.contains("\nline two</pre>"));
     }
 }

@@ -16,6 +16,7 @@ use crate::device::DeviceFacts;
 use crate::diagnosis::{self, Class, WindowReport};
 use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
+use crate::text;
 use crate::thinned::Thinned;
 
 use super::health::Health;
@@ -75,6 +76,23 @@ impl SourceLabel {
         match self {
             SourceLabel::Live { host } => host,
             SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => name,
+        }
+    }
+
+    /// The label with its text escaped for a terminal (a trace's file name, a watched
+    /// command's arguments are anyone's): what every report form is given.
+    pub fn shown(&self) -> SourceLabel {
+        let m = |t: &str| text::message(t).into_owned();
+        match self {
+            SourceLabel::Live { host } => SourceLabel::Live { host: m(host) },
+            SourceLabel::Trace { name, note } => SourceLabel::Trace {
+                name: m(name),
+                note: m(note),
+            },
+            SourceLabel::Bundled { name, reason } => SourceLabel::Bundled {
+                name: m(name),
+                reason: m(reason),
+            },
         }
     }
 }
@@ -235,6 +253,80 @@ impl Owners {
     }
 }
 
+/// Every text of a window that came from outside (the job, its processes' names, users, Slurm
+/// fields and container, its pods), escaped and capped by `text::name` as the report takes the
+/// window in: every form of the report (text, JSON, HTML) then shows it safely, and no format
+/// site needs to care.
+fn escape_outside_text(report: &mut WindowReport) {
+    text::clean_opt_name(&mut report.job);
+    text::clean_opt_name(&mut report.profile_origin);
+    // The lists are shared between windows: copied only where a name needs escaping.
+    if let Some(list) = &mut report.stats.processes {
+        let dirty = |p: &GpuProcess| {
+            let i = &p.identity;
+            [
+                &p.name,
+                &p.user,
+                &p.container_id,
+                &p.pod_uid,
+                &p.slurm_job,
+                &i.job_key,
+                &i.slurm_step,
+                &i.slurm_array_task,
+                &i.slurm_user,
+                &i.slurm_account,
+                &i.slurm_partition,
+            ]
+            .into_iter()
+            .any(needs_escape)
+        };
+        if list.iter().any(dirty) {
+            for p in std::sync::Arc::make_mut(list) {
+                for field in process_texts(p) {
+                    text::clean_opt_name(field);
+                }
+            }
+        }
+    }
+    if let Some(list) = &mut report.stats.pods {
+        let dirty = |p: &PodContainer| {
+            [&p.pod, &p.namespace, &p.container]
+                .into_iter()
+                .any(|t| matches!(text::name(t), std::borrow::Cow::Owned(_)))
+        };
+        if list.iter().any(dirty) {
+            for p in std::sync::Arc::make_mut(list) {
+                for field in [&mut p.pod, &mut p.namespace, &mut p.container] {
+                    text::clean_name(field);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a name must be escaped or cut to be shown.
+fn needs_escape(t: &Option<String>) -> bool {
+    t.as_deref()
+        .is_some_and(|t| matches!(text::name(t), std::borrow::Cow::Owned(_)))
+}
+
+/// The texts of a process that came from outside (the same as `dirty` reads above).
+fn process_texts(p: &mut GpuProcess) -> [&mut Option<String>; 11] {
+    [
+        &mut p.name,
+        &mut p.user,
+        &mut p.container_id,
+        &mut p.pod_uid,
+        &mut p.slurm_job,
+        &mut p.identity.job_key,
+        &mut p.identity.slurm_step,
+        &mut p.identity.slurm_array_task,
+        &mut p.identity.slurm_user,
+        &mut p.identity.slurm_account,
+        &mut p.identity.slurm_partition,
+    ]
+}
+
 /// "pid 717 python3 (user root, pgid 715, container 0123456789ab, Slurm job 42)".
 pub fn process_label(p: &GpuProcess) -> String {
     let mut s = format!("pid {}", p.pid);
@@ -252,7 +344,10 @@ pub fn process_label(p: &GpuProcess) -> String {
         more.push(format!("pod {uid}"));
     }
     if let Some(id) = &p.container_id {
-        more.push(format!("container {}", &id[..id.len().min(12)]));
+        more.push(format!(
+            "container {}",
+            id.chars().take(12).collect::<String>()
+        ));
     }
     if let Some(pgid) = p.pgid.filter(|g| *g != p.pid) {
         more.push(format!("pgid {pgid}"));
@@ -576,7 +671,8 @@ fn gpu_list(gpus: &BTreeSet<u32>) -> String {
 impl HumanReport {
     /// Adds one window: to its verdict's totals, its phase, the GPU's health, owners and
     /// timeline, and its remedy's use.
-    pub fn add(&mut self, report: WindowReport) {
+    pub fn add(&mut self, mut report: WindowReport) {
+        escape_outside_text(&mut report);
         let gpu_index = report.stats.gpu;
         let gpu = self.gpus.entry(gpu_index).or_default();
         let seconds = report.stats.duration_s();

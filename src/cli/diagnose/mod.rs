@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use gpuslack_receiver::report::{HumanReport, Prices, RenderOptions, SourceLabel};
 use gpuslack_receiver::source::replay::replay;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
@@ -89,6 +89,10 @@ pub fn run(mut args: Args, verbose: u8) -> Result<ExitCode> {
     args.pipeline.validate()?;
     args.prices()?;
     args.verbose = verbose;
+    // Before the GPUs are watched for seconds or a command for hours, not after.
+    if let Some(path) = &args.html {
+        crate::cli::files::refuse_link("--html", path)?;
+    }
     if !args.command.is_empty() {
         return watch::run(&args);
     }
@@ -174,10 +178,11 @@ pub fn show(
 ) -> Result<()> {
     use std::io::IsTerminal;
     let prices = args.prices()?;
+    // A trace's file name and a watched command's arguments are anyone's: shown escaped.
+    let label = label.shown();
     if let Some(path) = &args.html {
-        let page = report.html(label, &prices, &facts);
-        std::fs::write(path, page)
-            .with_context(|| format!("writing the HTML report to {}", path.display()))?;
+        let page = report.html(&label, &prices, &facts);
+        crate::cli::files::write_replacing("--html", path, page.as_bytes())?;
     }
     let stdout = io::stdout();
     let colour_strip = stdout.is_terminal();
@@ -190,10 +195,10 @@ pub fn show(
                 colour_strip,
                 prices,
             };
-            report.render(&mut out, label, &options, &facts)?
+            report.render(&mut out, &label, &options, &facts)?
         }
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &report.json(label, &prices, &facts))?;
+            serde_json::to_writer_pretty(&mut out, &report.json(&label, &prices, &facts))?;
             out.write_all(b"\n")?;
         }
     }
