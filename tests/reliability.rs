@@ -2021,3 +2021,103 @@ fn healthz_fails_after_n_failed_export_intervals_and_recovers_and_readyz_waits_f
         "/healthz did not recover once an export succeeded: {seen:?}"
     );
 }
+
+/// Peak resident memory (KiB, VmHWM) of `gpuslack args…`, polled from /proc while it runs,
+/// and its stderr.
+fn peak_rss_and_stderr(args: &[&str]) -> (u64, String) {
+    let child = spawn(args);
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let mut child = child;
+    let stderr_pipe = child.stderr.take().expect("stderr piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut pipe = stderr_pipe;
+        let _ = pipe.read_to_string(&mut text);
+        text
+    });
+    let started = Instant::now();
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+            }
+        }
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "gpuslack did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (peak, reader.join().expect("stderr read"))
+}
+
+/// The arguments of a run that fills its sending queue of `queue_mib`: the two-GPU fixture
+/// replayed at 50×, a collection every 20 ms, towards a port where nothing listens (every export
+/// fails at once), for `linger_s` after the replay (lingering needs the Prometheus endpoint).
+fn filling_run(port: u16, queue_mib: &str, linger_s: &str) -> Vec<String> {
+    [
+        "run",
+        "--replay",
+        &fixture(),
+        "--speed",
+        "50",
+        "--linger-s",
+        linger_s,
+        "--otlp-endpoint",
+        &format!("http://127.0.0.1:{port}"),
+        "--otlp-protocol",
+        "http/protobuf",
+        "--export-interval-ms",
+        "20",
+        "--otlp-queue-mib",
+        queue_mib,
+        "--shutdown-timeout-s",
+        "1",
+        "--prometheus",
+        &format!("127.0.0.1:{}", free_port()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The sending queue's bound is the memory it costs. Held decoded (prost structures), a
+/// batch took 4.4 times the encoded size the bound counted, and a full 64 MiB queue grew the
+/// agent to 287 MB; the shipped DaemonSet's limit would have OOM-killed it in a long outage.
+/// Here a 16 MiB queue is filled (and overflows: its oldest batches are dropped, counted) and
+/// the agent's peak is compared with the same run's at a 1 MiB queue: the difference is the
+/// 15 MiB more the queue may hold, and at most a quarter more for the allocator's slack.
+#[test]
+fn a_full_sending_queue_costs_its_bound_in_memory() {
+    let port = free_port();
+    let run = |mib: &str| {
+        let args = filling_run(port, mib, "25");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        peak_rss_and_stderr(&args)
+    };
+    let (small_kib, small_err) = run("1");
+    let (full_kib, full_err) = run("16");
+    for (mib, stderr) in [(1, &small_err), (16, &full_err)] {
+        assert!(
+            stderr.contains("the OTLP sending queue is full"),
+            "the {mib} MiB queue never filled:\n{stderr}"
+        );
+        let (_, _, dropped) = metrics_dropped(stderr);
+        assert!(dropped > 0, "{mib} MiB: nothing dropped:\n{stderr}");
+    }
+    let grown_kib = full_kib.saturating_sub(small_kib);
+    let allowed_kib = 15 * 1024 * 5 / 4;
+    assert!(
+        grown_kib <= allowed_kib,
+        "a 16 MiB queue costs {grown_kib} KiB more than a 1 MiB one (peaks {full_kib} and {small_kib} KiB); at most {allowed_kib} KiB allowed"
+    );
+}

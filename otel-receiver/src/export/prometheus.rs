@@ -64,16 +64,18 @@ pub struct Limits {
     /// A healthy agent has produced a window within this long (`/healthz`).
     pub stale_after: Duration,
     /// `/healthz` turns unhealthy once this many metrics exports in a row have failed (one
-    /// per export interval); 0 never does. Restarting an agent whose collector is down fixes
-    /// nothing, but one stuck on a dead connection or a stale name is fixed by a restart, and
-    /// an SRE sees the restarts; [`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`] is the default.
+    /// per export interval); 0 never does, the default
+    /// ([`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`]).
     pub unhealthy_after_failed_exports: u32,
 }
 
-/// Six intervals: a minute at the default 10 s interval, long enough that a collector's
-/// rolling restart (seconds) never restarts the agents, short enough that a lasting failure
-/// shows within the kubelet's probe period.
-pub const DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS: u32 = 6;
+/// Off: failed exports do not make the agent unhealthy. An agent whose collector is away is
+/// not stuck, it is queueing (the sending queue holds what the collector has not taken), and
+/// a liveness restart would throw that queue away, losing exactly what the queue is there to
+/// keep: with 6 (the old default) the kubelet restarted the agent 2.5 minutes into an outage.
+/// Failing exports are a metric (`gpuslack_agent_exports_total{outcome="failed"}`) and an
+/// alert (docs/DEPLOY.md, "Health"); `/healthz` still reports them in its body.
+pub const DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS: u32 = 0;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -286,9 +288,10 @@ fn rounded_s(d: Duration) -> f64 {
 ///
 /// - `stalled`: no window for `stale_after` (none at all once up that long): the sampling loop
 ///   is stuck (a hung NVML call, a dead thread), which a restart cures;
-/// - `exports_failing`: the last `unhealthy_after_failed_exports` metrics exports all failed
-///   (an agent with no OTLP configured never fails this way; exports the collector throttled
-///   with 429 or Retry-After do not count, since a restart would only ignore its request).
+/// - `exports_failing`: only when asked (`unhealthy_after_failed_exports` above 0, off by
+///   default: [`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`] says why), the last that many metrics
+///   exports all failed (exports the collector throttled with 429 or Retry-After do not count,
+///   since a restart would only ignore its request).
 ///
 /// 200 with `status: ok` otherwise. A stall is reported before failing exports, since a stalled
 /// agent has nothing to export.
@@ -571,9 +574,23 @@ mod tests {
     }
 
     #[test]
-    fn healthz_turns_503_at_the_failed_export_threshold_and_back_on_success() {
+    fn failed_exports_alone_never_make_the_agent_unhealthy_by_default() {
+        // A collector down for an hour: the agent queues, and liveness must not restart it
+        // (that would throw the queue away).
         let limits = Limits::default();
-        assert_eq!(limits.unhealthy_after_failed_exports, 6);
+        assert_eq!(limits.unhealthy_after_failed_exports, 0);
+        let (code, body) = health(&input(Some(1), 3600, 360), &limits);
+        assert_eq!((code, status_of(&body)), (StatusCode::OK, "ok".into()));
+        // The body still says how many failed, for an SRE reading it.
+        assert!(body.contains("\"exports_failed_in_a_row\":360"), "{body}");
+    }
+
+    #[test]
+    fn healthz_turns_503_at_the_failed_export_threshold_and_back_on_success() {
+        let limits = Limits {
+            unhealthy_after_failed_exports: 6,
+            ..Limits::default()
+        };
         // Five failed intervals in a row: still healthy; the sixth: unhealthy, saying why.
         let (code, body) = health(&input(Some(1), 100, 5), &limits);
         assert_eq!(

@@ -42,14 +42,15 @@ pub enum Outcome {
     Refused(&'static str),
 }
 
-/// How one batch of a signal's requests `R` travels.
+/// How one batch of a signal's requests `R` travels: the request comes encoded, as the queue
+/// holds it (HTTP sends those bytes; gRPC decodes them for tonic's client).
 pub trait Transport<R>: Send {
-    fn send(&mut self, request: &R) -> Outcome;
+    fn send(&mut self, encoded: &[u8]) -> Outcome;
 }
 
 impl<R> Transport<R> for Box<dyn Transport<R>> {
-    fn send(&mut self, request: &R) -> Outcome {
-        (**self).send(request)
+    fn send(&mut self, encoded: &[u8]) -> Outcome {
+        (**self).send(encoded)
     }
 }
 
@@ -189,21 +190,25 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
     /// delivered or dropped, or put back (whole or in parts) at the front of the queue.
     fn attempt(&mut self, batch: Batch<R>, limit: &mut Option<usize>) -> Next {
         let signal = R::SIGNAL;
-        let batch = match limit.filter(|l| batch.bytes > *l && batch.items > 1) {
-            Some(l) => {
-                let mut windows = batch.windows;
-                let mut parts: Vec<Batch<R>> = super::split::to_fit(batch.request, l)
-                    .into_iter()
-                    .map(|p| Batch::new(p, std::mem::take(&mut windows)))
-                    .collect();
-                // The first part now, the others back at the front, in order.
-                let first = parts.remove(0);
-                self.queue.push_front(parts);
-                first
-            }
+        let batch = match limit.filter(|l| batch.encoded.len() > *l && batch.items > 1) {
+            Some(l) => match batch.request() {
+                Ok(request) => {
+                    let mut windows = batch.windows;
+                    let mut parts: Vec<Batch<R>> = super::split::to_fit(request, l)
+                        .into_iter()
+                        .map(|p| Batch::new(p, std::mem::take(&mut windows)))
+                        .collect();
+                    // The first part now, the others back at the front, in order.
+                    let first = parts.remove(0);
+                    self.queue.push_front(parts);
+                    first
+                }
+                // Our own encoding always decodes; were it not to, the batch goes whole.
+                Err(_) => batch,
+            },
             None => batch,
         };
-        let outcome = self.transport.send(&batch.request);
+        let outcome = self.transport.send(&batch.encoded);
         if outcome != Outcome::Delivered && self.control.stop.load(Ordering::SeqCst) {
             // Cut short by our own shutdown (the runtime going away under the call): not the
             // collector's failure. The batch is counted dropped with the rest.
@@ -224,9 +229,9 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
             }
             Outcome::TooLarge => {
                 self.delivery.attempt_failed(signal, reason::TOO_LARGE);
-                let half = (batch.bytes / 2).max(1);
+                let half = (batch.encoded.len() / 2).max(1);
                 *limit = Some(limit.map_or(half, |l| l.min(half)));
-                match batch.request.halve() {
+                match batch.request().ok().and_then(|r| r.halve()) {
                     Some((left, right)) => {
                         let left = Batch::new(left, batch.windows);
                         self.queue.push_front(vec![left, Batch::new(right, 0)]);
@@ -294,15 +299,14 @@ pub fn http_outcome(status: u16) -> Outcome {
 }
 
 impl<R: Payload> Transport<R> for HttpTransport {
-    fn send(&mut self, request: &R) -> Outcome {
-        let body = request.encode_to_vec();
+    fn send(&mut self, encoded: &[u8]) -> Outcome {
         let (body, encoding) = if self.gzip {
-            match gzip(&body) {
+            match gzip(encoded) {
                 Ok(zipped) => (zipped, Some("gzip")),
-                Err(_) => (body, None),
+                Err(_) => (encoded.to_vec(), None),
             }
         } else {
-            (body, None)
+            (encoded.to_vec(), None)
         };
         let mut builder = http::Request::builder()
             .method(http::Method::POST)
@@ -417,8 +421,12 @@ pub fn grpc_outcome(status: &tonic::Status) -> Outcome {
 }
 
 impl<R: GrpcExport> Transport<R> for GrpcTransport {
-    fn send(&mut self, request: &R) -> Outcome {
-        let mut call = tonic::Request::new(request.clone());
+    fn send(&mut self, encoded: &[u8]) -> Outcome {
+        // tonic's generated client takes the message: decoded for the call, one batch at a time.
+        let Ok(request) = R::decode(encoded) else {
+            return Outcome::Refused(reason::OTHER);
+        };
+        let mut call = tonic::Request::new(request);
         *call.metadata_mut() = self.metadata.clone();
         call.set_timeout(self.timeout);
         let channel = self.channel.clone();
@@ -468,9 +476,10 @@ mod tests {
     }
 
     impl Transport<ExportMetricsServiceRequest> for Scripted {
-        fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+        fn send(&mut self, encoded: &[u8]) -> Outcome {
+            let request = ExportMetricsServiceRequest::decode(encoded).expect("our encoding");
             if let Ok(mut sent) = self.sent.lock() {
-                sent.push(super::super::split::points(request));
+                sent.push(super::super::split::points(&request));
             }
             if self.answers.is_empty() {
                 Outcome::Delivered
