@@ -2121,3 +2121,138 @@ fn a_full_sending_queue_costs_its_bound_in_memory() {
         "a 16 MiB queue costs {grown_kib} KiB more than a 1 MiB one (peaks {full_kib} and {small_kib} KiB); at most {allowed_kib} KiB allowed"
     );
 }
+
+/// A collector that answers 413 to everything got the batch halved down to one point a
+/// request, each refused, with no backoff: 2,016 requests in 7.8 s from two GPUs. Now a batch
+/// is not cut below 1 KiB (what is refused there is dropped, counted under `too_large`), and
+/// from the second refusal in a row on the sender waits its backoff (from 500 ms doubling to
+/// three export intervals): at the 1 s interval here at most 2 + 3 requests in the first
+/// 3.5 s and one per 3 s after; at the default 10 s interval at most 8 in the first minute
+/// (0, 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s) and 2 a minute after.
+#[test]
+fn a_collector_answering_413_forever_gets_a_bounded_number_of_requests_a_minute() {
+    let dir = temp_dir("413-forever");
+    let (_c, port, seen) = faulty(&dir, "status:413");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let started = Instant::now();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "12",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--otlp-compression",
+            "none",
+            "--export-interval-ms",
+            "1000",
+            "--shutdown-timeout-s",
+            "2",
+        ]),
+        Duration::from_secs(120),
+    );
+    let took_s = started.elapsed().as_secs_f64();
+    // Nothing was ever delivered: the agent says so in its exit code.
+    assert_eq!(code, Some(3), "{stderr}");
+    let requests = seen_requests(&seen);
+    for path in ["/v1/metrics", "/v1/logs"] {
+        let sizes: Vec<u64> = requests
+            .iter()
+            .filter(|r| r.0 == path)
+            .map(|r| r.1)
+            .collect();
+        // 0.5 + 1 + 2 s of ramp, then one request per 3 s (the backoff's maximum).
+        let bound = 2 + 3 + (took_s / 3.0).ceil() as usize;
+        assert!(
+            !sizes.is_empty() && sizes.len() <= bound,
+            "{path}: {} requests in {took_s:.1} s (at most {bound}): {sizes:?}",
+            sizes.len()
+        );
+        // Never cut to a single point: halves of a batch over the 1 KiB floor at least.
+        assert!(sizes.iter().all(|b| *b >= 400), "{path}: {sizes:?}");
+    }
+    // Every point and record is accounted for: dropped, counted, under too_large.
+    let (_, delivered, dropped) = metrics_dropped(&stderr);
+    assert_eq!(delivered, 0, "{stderr}");
+    assert!(dropped > 0, "{stderr}");
+    assert!(stderr.contains("too_large×"), "{stderr}");
+    assert!(
+        stderr.contains("refused a request as too large even at the smallest size"),
+        "{stderr}"
+    );
+}
+
+/// One passing 413 shrank every later request for the life of the process (16 requests
+/// became 65). The limit it teaches holds six export intervals, then doubles with each
+/// success back to the configured maximum: after one 413 and successes, requests are as
+/// large as `--otlp-max-request-bytes` allows again.
+#[test]
+fn after_one_413_request_sizes_return_to_the_configured_maximum() {
+    let dir = temp_dir("413-once");
+    let (_c, port, seen) = faulty(&dir, "first:413:1");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "25",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--otlp-compression",
+            "none",
+            "--export-interval-ms",
+            "200",
+            "--otlp-max-request-bytes",
+            "8000",
+            // The metrics alone, so that the one 413 is theirs.
+            "--no-otlp-logs",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    // (time, bytes, status) of each metrics request, in order.
+    let metrics: Vec<(f64, u64, u64)> = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["path"] == "/v1/metrics")
+        .map(|r| {
+            (
+                r["t"].as_f64().unwrap_or(0.0),
+                r["bytes"].as_u64().unwrap_or(0),
+                r["status"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let refused: Vec<&(f64, u64, u64)> = metrics.iter().filter(|r| r.2 == 413).collect();
+    let Some(&&(refused_at, refused_bytes, _)) = refused.first() else {
+        panic!("the first request was not refused: {metrics:?}");
+    };
+    assert_eq!(refused.len(), 1, "{metrics:?}");
+    // The limit learnt is half the refused request; 1.2 s (six intervals) later it is probed
+    // upward, and within a few successes it is the maximum again: the parts a collection is
+    // cut into under 8,000 bytes are as large as the refused one was (before: stuck at half).
+    let later: Vec<u64> = metrics
+        .iter()
+        .filter(|r| r.0 > refused_at + 3.0)
+        .map(|r| r.1)
+        .collect();
+    assert!(later.len() > 10, "{metrics:?}");
+    let largest = later.iter().copied().max().unwrap_or(0);
+    assert!(
+        largest >= refused_bytes * 9 / 10 && largest <= 8000,
+        "after the 413 of a {refused_bytes}-byte request, the largest later request is {largest} bytes: {later:?}"
+    );
+}

@@ -14,6 +14,7 @@ MODE:
                   rejected, with the message MSG
   limit:BYTES     answer 413 to a body larger than BYTES (as sent, compressed or not), else 200
   throttle:N:S    answer the first N requests 429 with a Retry-After of S seconds, then 200
+  first:CODE:N    answer the first N requests CODE (413: too large), then 200
 
 Usage: faulty_collector.py MODE OUT PORT"""
 import json
@@ -90,12 +91,14 @@ class Http(BaseHTTPRequestHandler):
             code = 413 if length > int(parts[1]) else 200
         elif parts[0] == "throttle":
             code = 429 if n <= int(parts[1]) else 200
+        elif parts[0] == "first":
+            code = int(parts[1]) if n <= int(parts[2]) else 200
         else:
             code = None
         record(self.path, length, code)
         retry_after = None
         body = b""
-        if parts[0] in ("limit", "throttle"):
+        if parts[0] in ("limit", "throttle", "first"):
             self.send_response(code)
             if code == 429:
                 self.send_header("Retry-After", parts[2])

@@ -29,7 +29,7 @@ use super::http_client::{no_redirects, OtlpHttpClient};
 use super::points::{agent_points, event_attributes};
 use super::queue::{Batch, Payload, SendQueue};
 use super::sender::{
-    Backoff, Control, GrpcExport, GrpcTransport, HttpTransport, Sender, Transport,
+    Backoff, Control, GrpcExport, GrpcTransport, HttpTransport, Sender, SizeLimit, Transport,
 };
 use super::split;
 use super::state::{ClassChange, ExportState, GpuView};
@@ -394,7 +394,7 @@ fn spawn_sender<R: Payload>(
     delivery: &Arc<Delivery>,
     control: &Arc<Control>,
     transport: Box<dyn Transport<R>>,
-    interval: Duration,
+    (interval, max_request_bytes): (Duration, usize),
 ) -> Result<(), OtlpError> {
     let sender = Sender {
         queue: queue.clone(),
@@ -402,6 +402,7 @@ fn spawn_sender<R: Payload>(
         control: control.clone(),
         transport,
         backoff: Backoff::for_interval(interval),
+        sizes: SizeLimit::new(max_request_bytes, interval),
     };
     std::thread::Builder::new()
         .name(format!("gpuslack-otlp-{}", R::SIGNAL.as_str()))
@@ -751,7 +752,7 @@ impl OtlpExport {
             &delivery,
             &sending,
             transport(&cfg.metrics, &delivery, &runtime)?,
-            cfg.interval,
+            (cfg.interval, cfg.max_request_bytes),
         )?;
         let metrics = QueuedMetrics {
             queue: queue.clone(),
@@ -786,7 +787,7 @@ impl OtlpExport {
                     &delivery,
                     &logs.sending,
                     transport(logs_cfg, &delivery, &runtime)?,
-                    cfg.interval,
+                    (cfg.interval, cfg.max_request_bytes),
                 )?;
                 Some(logs)
             }
