@@ -2312,3 +2312,65 @@ fn probes_answer_at_once_while_a_scrape_of_40000_attributes_renders() {
         let _ = scraping.join();
     }
 }
+
+/// A gRPC collector that answers `RESOURCE_EXHAUSTED` with a `RetryInfo` of 3 s is not called
+/// again before 3 s have passed (it was every 1.5 s: the sender's own backoff), by either
+/// signal's sender; then everything is delivered.
+#[test]
+fn a_grpc_retry_info_is_waited_out() {
+    let dir = temp_dir("retry-info");
+    let (_c, port, seen) = faulty(&dir, "grpc-exhausted:3:2");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "12",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "grpc",
+            "--export-interval-ms",
+            "200",
+            "--shutdown-timeout-s",
+            "10",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    assert_no_log_lost(&stderr);
+    // (time, gRPC status) of every call, whichever signal.
+    let calls: Vec<(f64, u64)> = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|r| {
+            (
+                r["t"].as_f64().unwrap_or(0.0),
+                r["status"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    let refused: Vec<f64> = calls.iter().filter(|c| c.1 == 8).map(|c| c.0).collect();
+    assert_eq!(refused.len(), 2, "{calls:?}");
+    // After each refusal, the next call came 3 s later at the earliest (the other signal's
+    // sender may have had one on the way already: within 50 ms of the refusal).
+    for t in &refused {
+        let next = calls
+            .iter()
+            .map(|c| c.0)
+            .filter(|n| *n > t + 0.05)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            next - t >= 2.95,
+            "a call {:.2} s after a RetryInfo of 3 s: {calls:?}",
+            next - t
+        );
+    }
+    assert!(calls.iter().any(|c| c.1 == 0), "{calls:?}");
+}
