@@ -174,7 +174,7 @@ fn seen(path: &Path) -> usize {
 #[test]
 fn a_hanging_collector_does_not_hold_the_exit() {
     let dir = temp_dir("hang");
-    let (_server, port, _) = faulty(&dir, "hang");
+    let (_server, port, requests) = faulty(&dir, "hang");
     let child = spawn(&[
         "run",
         "--replay",
@@ -203,6 +203,22 @@ fn a_hanging_collector_does_not_hold_the_exit() {
         pending, 0,
         "what the final export could not carry is counted dropped"
     );
+    // The requests left hanging at exit are attempts, counted failed under `shutdown`: the
+    // summary said "0 attempted" while the collector had received 2.
+    // (The connection wait_for_port made is recorded too, without a path.)
+    let received = request_times(&requests)
+        .iter()
+        .filter(|(path, _)| path.starts_with("/v1/"))
+        .map(|(_, times)| times.len() as u64)
+        .sum::<u64>();
+    assert!(received >= 2, "{received} requests received");
+    assert_eq!(
+        summary_count(&stderr, " attempted"),
+        received,
+        "{}\n{stderr}",
+        std::fs::read_to_string(&requests).unwrap_or_default()
+    );
+    assert!(stderr.contains(&format!("shutdown×{received}")), "{stderr}");
 }
 
 #[test]
@@ -2373,4 +2389,55 @@ fn a_grpc_retry_info_is_waited_out() {
         );
     }
     assert!(calls.iter().any(|c| c.1 == 0), "{calls:?}");
+}
+
+/// A diagnosis-change record larger than `--otlp-max-request-bytes` was sent all the same
+/// (for the intake to refuse); it is dropped before it is queued, counted under `too_large`.
+/// At the smallest limit, 1,024 bytes, the records (evidence and remedy included) are larger.
+#[test]
+fn a_log_record_larger_than_the_request_limit_is_dropped_counted_not_sent() {
+    let dir = temp_dir("big-record");
+    let (_c, port, seen) = faulty(&dir, "status:200");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "25",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--otlp-compression",
+            "none",
+            "--export-interval-ms",
+            "200",
+            "--otlp-max-request-bytes",
+            "1024",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let requests = seen_requests(&seen);
+    assert!(
+        requests
+            .iter()
+            .filter(|r| r.0 == "/v1/logs")
+            .all(|r| r.1 <= 1024),
+        "a logs request over the limit: {requests:?}"
+    );
+    let (emitted, delivered, dropped) = logs_summary(&stderr);
+    assert!(dropped > 0, "{stderr}");
+    assert_eq!(emitted, delivered + dropped, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{dropped} dropped (too_large×{dropped})")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a diagnosis-change record is larger than --otlp-max-request-bytes"),
+        "{stderr}"
+    );
 }

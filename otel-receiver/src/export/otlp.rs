@@ -824,6 +824,19 @@ impl OtlpExport {
         let record = change_record(change, view, now_unix_nanos());
         self.delivery.log_queued();
         let batch = Batch::new(logs.request(record), 0);
+        // A record larger than a request may be was sent all the same, for the intake to
+        // refuse; it is dropped here, counted under too_large.
+        if batch.encoded.len() > logs.max_request_bytes {
+            tracing::warn!(
+                bytes = batch.encoded.len(),
+                max_request_bytes = logs.max_request_bytes,
+                gpu = change.gpu,
+                "a diagnosis-change record is larger than --otlp-max-request-bytes: dropped, counted under too_large"
+            );
+            self.delivery
+                .dropped_for(Signal::Logs, 1, 0, super::delivery::reason::TOO_LARGE);
+            return;
+        }
         let evicted = logs.queue.push_joined(batch, logs.max_request_bytes);
         if !evicted.is_empty() {
             for old in &evicted {

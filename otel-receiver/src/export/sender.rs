@@ -278,10 +278,13 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
             },
             None => batch,
         };
+        self.delivery.attempt_started(signal);
         let outcome = self.transport.send(&batch.encoded);
         if outcome != Outcome::Delivered && self.control.stop.load(Ordering::SeqCst) {
-            // Cut short by our own shutdown (the runtime going away under the call): not the
-            // collector's failure. The batch is counted dropped with the rest.
+            // Cut short by our own shutdown (the runtime going away under the call): an
+            // attempt, failed under `shutdown`, not the collector's failure. The batch is
+            // counted dropped with the rest.
+            self.delivery.attempt_failed(signal, reason::SHUTDOWN);
             self.queue.push_front(vec![batch]);
             return Next::Stop;
         }
@@ -319,8 +322,12 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
                             bytes = batch.encoded.len(),
                             "the collector refused a request as too large even at the smallest size the agent sends; its items are dropped, counted under too_large"
                         );
-                        self.delivery
-                            .batch_dropped(signal, batch.items, batch.windows);
+                        self.delivery.dropped_for(
+                            signal,
+                            batch.items,
+                            batch.windows,
+                            reason::TOO_LARGE,
+                        );
                     }
                 }
                 // One refusal is a limit to learn, at once; refusals in a row are a collector
