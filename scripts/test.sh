@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh Debian machine with Rust: installs what the export and deployment
-# tests talk to (the Rotel OpenTelemetry collector, grpcio with its protoc, PyYAML and jsonschema
-# in a Python 3.11 venv; Prometheus with promtool, systemd-analyze and headless Chromium from
+# tests talk to (the Rotel OpenTelemetry collector, grpcio with its protoc, PyYAML, jsonschema and
+# prometheus_client, the strict exposition parser, in a Python 3.11 venv; Prometheus with promtool, systemd-analyze and headless Chromium from
 # Debian) and NVRTC (NVIDIA's wheels, CUDA 13's and 12.4's, so that the benchmark kernels are
 # compiled for every architecture from sm_70 to sm_120 without a GPU), then runs every test of
 # the workspace and checks the release build. Idempotent: a second run reuses what is installed.
@@ -29,7 +29,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python=$(command -v python3.11 || command -v python3)
   "$python" -m venv "$venv"
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check rotel==0.0.1a15 grpcio==1.85.1 grpcio-tools==1.85.1 pyyaml==6.0.2 jsonschema==4.23.0 \
+"$venv/bin/pip" install -q --disable-pip-version-check rotel==0.0.1a15 grpcio==1.85.1 grpcio-tools==1.85.1 pyyaml==6.0.2 jsonschema==4.23.0 prometheus_client==0.26.0 \
   nvidia-cuda-nvrtc==13.5.37 nvidia-cuda-nvrtc-cu12==12.4.127
 
 export GPUSLACK_PYTHON="$venv/bin/python"

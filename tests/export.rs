@@ -1237,3 +1237,132 @@ fn per_signal_endpoints_are_used_and_ints_arrive_as_ints() {
         .expect("service.instance.id");
     assert_eq!(instance.len(), 36, "a UUID: {instance}");
 }
+
+/// The exposition, in each format, through `tests/support/parse_exposition.py`
+/// (prometheus_client's parsers); its JSON summary, or the parser's error.
+fn strict_parse(format: &str, body: &str) -> Result<Value, String> {
+    use std::io::Write as _;
+    let mut parser = Command::new(common::tool("GPUSLACK_PYTHON"))
+        .arg(common::repo("tests/support/parse_exposition.py"))
+        .arg(format)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the parser starts");
+    parser
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("the parser reads");
+    let out = parser.wait_with_output().expect("the parser ends");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+/// Every scrape, OpenMetrics and text, parses with a strict parser (prometheus_client) beside
+/// promtool, whatever the resource's attributes. Python's OpenMetrics parser stopped at
+/// "Clashing name" on `# HELP target_info` before `# TYPE target info`, and an attribute named
+/// `le` failed `promtool check metrics`: names Prometheus reserves are remapped (`key_le`).
+#[test]
+fn every_scrape_parses_strictly_in_both_formats_whatever_the_attributes() {
+    let agent_port = free_port();
+    let attributes = format!(
+        "{},le=0.5,quantile=0.99,__meta_x=m",
+        hostile_resource_attributes()
+    );
+    let agent = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args([
+            "run",
+            "--replay",
+            &fixture(),
+            "--speed",
+            "0",
+            "--linger-s",
+            "30",
+        ])
+        .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
+        .env("OTEL_RESOURCE_ATTRIBUTES", attributes)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let _agent = common::Server(agent);
+    wait_for_port(agent_port, "gpuslack's Prometheus endpoint");
+    let scrape = |accept: &str| {
+        let out = Command::new("curl")
+            .args(["-s", "-H", &format!("Accept: {accept}")])
+            .arg(format!("http://127.0.0.1:{agent_port}/metrics"))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Once the replay's windows are in, GPU series and the agent's own are both there.
+    let started = Instant::now();
+    let mut text = scrape("text/plain");
+    while !text.contains("hw_power_watts") && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(300));
+        text = scrape("text/plain");
+    }
+    let open_metrics = scrape("application/openmetrics-text;version=1.0.0");
+    assert!(open_metrics.trim_end().ends_with("# EOF"), "{open_metrics}");
+    for (format, body) in [("openmetrics", &open_metrics), ("text", &text)] {
+        let parsed = strict_parse(format, body).unwrap_or_else(|e| panic!("{format}: {e}"));
+        let samples = body
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count() as u64;
+        assert!(samples > 100, "{format}: {samples} samples");
+        assert_eq!(parsed["samples"], samples, "{format}: {parsed}");
+        let labels: Vec<&str> = parsed["labels"]
+            .as_array()
+            .expect("labels")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        for name in [
+            "key_le",
+            "key_quantile",
+            "key_meta_x",
+            "team_owner",
+            "hw_id",
+        ] {
+            assert!(labels.contains(&name), "{format}: no {name} in {labels:?}");
+        }
+        assert!(
+            !labels.contains(&"le") && !labels.contains(&"quantile"),
+            "{format}: {labels:?}"
+        );
+        let names = parsed["names"].as_array().expect("names");
+        let info = if format == "openmetrics" {
+            "target"
+        } else {
+            "target_info"
+        };
+        assert!(names.iter().any(|n| n == info), "{format}: {names:?}");
+    }
+    let mut check = Command::new(common::promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    use std::io::Write as _;
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("promtool reads");
+    let checked = check.wait_with_output().expect("promtool ends");
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}

@@ -174,7 +174,7 @@ fn seen(path: &Path) -> usize {
 #[test]
 fn a_hanging_collector_does_not_hold_the_exit() {
     let dir = temp_dir("hang");
-    let (_server, port, _) = faulty(&dir, "hang");
+    let (_server, port, requests) = faulty(&dir, "hang");
     let child = spawn(&[
         "run",
         "--replay",
@@ -203,6 +203,22 @@ fn a_hanging_collector_does_not_hold_the_exit() {
         pending, 0,
         "what the final export could not carry is counted dropped"
     );
+    // The requests left hanging at exit are attempts, counted failed under `shutdown`: the
+    // summary said "0 attempted" while the collector had received 2.
+    // (The connection wait_for_port made is recorded too, without a path.)
+    let received = request_times(&requests)
+        .iter()
+        .filter(|(path, _)| path.starts_with("/v1/"))
+        .map(|(_, times)| times.len() as u64)
+        .sum::<u64>();
+    assert!(received >= 2, "{received} requests received");
+    assert_eq!(
+        summary_count(&stderr, " attempted"),
+        received,
+        "{}\n{stderr}",
+        std::fs::read_to_string(&requests).unwrap_or_default()
+    );
+    assert!(stderr.contains(&format!("shutdown×{received}")), "{stderr}");
 }
 
 #[test]
@@ -2019,5 +2035,412 @@ fn healthz_fails_after_n_failed_export_intervals_and_recovers_and_readyz_waits_f
     assert!(
         seen[bad..].iter().any(|s| s.0 == 200 && s.2 == 0),
         "/healthz did not recover once an export succeeded: {seen:?}"
+    );
+}
+
+/// Peak resident memory (KiB, VmHWM) of `gpuslack args…`, polled from /proc while it runs,
+/// and its stderr.
+fn peak_rss_and_stderr(args: &[&str]) -> (u64, String) {
+    let child = spawn(args);
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let mut child = child;
+    let stderr_pipe = child.stderr.take().expect("stderr piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut pipe = stderr_pipe;
+        let _ = pipe.read_to_string(&mut text);
+        text
+    });
+    let started = Instant::now();
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+            }
+        }
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "gpuslack did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (peak, reader.join().expect("stderr read"))
+}
+
+/// The arguments of a run that fills its sending queue of `queue_mib`: the two-GPU fixture
+/// replayed at 50×, a collection every 20 ms, towards a port where nothing listens (every export
+/// fails at once), for `linger_s` after the replay (lingering needs the Prometheus endpoint).
+fn filling_run(port: u16, queue_mib: &str, linger_s: &str) -> Vec<String> {
+    [
+        "run",
+        "--replay",
+        &fixture(),
+        "--speed",
+        "50",
+        "--linger-s",
+        linger_s,
+        "--otlp-endpoint",
+        &format!("http://127.0.0.1:{port}"),
+        "--otlp-protocol",
+        "http/protobuf",
+        "--export-interval-ms",
+        "20",
+        "--otlp-queue-mib",
+        queue_mib,
+        "--shutdown-timeout-s",
+        "1",
+        "--prometheus",
+        &format!("127.0.0.1:{}", free_port()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// The sending queue's bound is the memory it costs. Held decoded (prost structures), a
+/// batch took 4.4 times the encoded size the bound counted, and a full 64 MiB queue grew the
+/// agent to 287 MB; the shipped DaemonSet's limit would have OOM-killed it in a long outage.
+/// Here a 16 MiB queue is filled (and overflows: its oldest batches are dropped, counted) and
+/// the agent's peak is compared with the same run's at a 1 MiB queue: the difference is the
+/// 15 MiB more the queue may hold, and at most a quarter more for the allocator's slack.
+#[test]
+fn a_full_sending_queue_costs_its_bound_in_memory() {
+    let port = free_port();
+    let run = |mib: &str| {
+        let args = filling_run(port, mib, "25");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        peak_rss_and_stderr(&args)
+    };
+    let (small_kib, small_err) = run("1");
+    let (full_kib, full_err) = run("16");
+    for (mib, stderr) in [(1, &small_err), (16, &full_err)] {
+        assert!(
+            stderr.contains("the OTLP sending queue is full"),
+            "the {mib} MiB queue never filled:\n{stderr}"
+        );
+        let (_, _, dropped) = metrics_dropped(stderr);
+        assert!(dropped > 0, "{mib} MiB: nothing dropped:\n{stderr}");
+    }
+    let grown_kib = full_kib.saturating_sub(small_kib);
+    let allowed_kib = 15 * 1024 * 5 / 4;
+    assert!(
+        grown_kib <= allowed_kib,
+        "a 16 MiB queue costs {grown_kib} KiB more than a 1 MiB one (peaks {full_kib} and {small_kib} KiB); at most {allowed_kib} KiB allowed"
+    );
+}
+
+/// A collector that answers 413 to everything got the batch halved down to one point a
+/// request, each refused, with no backoff: 2,016 requests in 7.8 s from two GPUs. Now a batch
+/// is not cut below 1 KiB (what is refused there is dropped, counted under `too_large`), and
+/// from the second refusal in a row on the sender waits its backoff (from 500 ms doubling to
+/// three export intervals): at the 1 s interval here at most 2 + 3 requests in the first
+/// 3.5 s and one per 3 s after; at the default 10 s interval at most 8 in the first minute
+/// (0, 0, 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s) and 2 a minute after.
+#[test]
+fn a_collector_answering_413_forever_gets_a_bounded_number_of_requests_a_minute() {
+    let dir = temp_dir("413-forever");
+    let (_c, port, seen) = faulty(&dir, "status:413");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let started = Instant::now();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "12",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--otlp-compression",
+            "none",
+            "--export-interval-ms",
+            "1000",
+            "--shutdown-timeout-s",
+            "2",
+        ]),
+        Duration::from_secs(120),
+    );
+    let took_s = started.elapsed().as_secs_f64();
+    // Nothing was ever delivered: the agent says so in its exit code.
+    assert_eq!(code, Some(3), "{stderr}");
+    let requests = seen_requests(&seen);
+    for path in ["/v1/metrics", "/v1/logs"] {
+        let sizes: Vec<u64> = requests
+            .iter()
+            .filter(|r| r.0 == path)
+            .map(|r| r.1)
+            .collect();
+        // 0.5 + 1 + 2 s of ramp, then one request per 3 s (the backoff's maximum).
+        let bound = 2 + 3 + (took_s / 3.0).ceil() as usize;
+        assert!(
+            !sizes.is_empty() && sizes.len() <= bound,
+            "{path}: {} requests in {took_s:.1} s (at most {bound}): {sizes:?}",
+            sizes.len()
+        );
+        // Never cut to a single point: halves of a batch over the 1 KiB floor at least.
+        assert!(sizes.iter().all(|b| *b >= 400), "{path}: {sizes:?}");
+    }
+    // Every point and record is accounted for: dropped, counted, under too_large.
+    let (_, delivered, dropped) = metrics_dropped(&stderr);
+    assert_eq!(delivered, 0, "{stderr}");
+    assert!(dropped > 0, "{stderr}");
+    assert!(stderr.contains("too_large×"), "{stderr}");
+    assert!(
+        stderr.contains("refused a request as too large even at the smallest size"),
+        "{stderr}"
+    );
+}
+
+/// One passing 413 shrank every later request for the life of the process (16 requests
+/// became 65). The limit it teaches holds six export intervals, then doubles with each
+/// success back to the configured maximum: after one 413 and successes, requests are as
+/// large as `--otlp-max-request-bytes` allows again.
+#[test]
+fn after_one_413_request_sizes_return_to_the_configured_maximum() {
+    let dir = temp_dir("413-once");
+    let (_c, port, seen) = faulty(&dir, "first:413:1");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "25",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--otlp-compression",
+            "none",
+            "--export-interval-ms",
+            "200",
+            "--otlp-max-request-bytes",
+            "8000",
+            // The metrics alone, so that the one 413 is theirs.
+            "--no-otlp-logs",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    // (time, bytes, status) of each metrics request, in order.
+    let metrics: Vec<(f64, u64, u64)> = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["path"] == "/v1/metrics")
+        .map(|r| {
+            (
+                r["t"].as_f64().unwrap_or(0.0),
+                r["bytes"].as_u64().unwrap_or(0),
+                r["status"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let refused: Vec<&(f64, u64, u64)> = metrics.iter().filter(|r| r.2 == 413).collect();
+    let Some(&&(refused_at, refused_bytes, _)) = refused.first() else {
+        panic!("the first request was not refused: {metrics:?}");
+    };
+    assert_eq!(refused.len(), 1, "{metrics:?}");
+    // The limit learnt is half the refused request; 1.2 s (six intervals) later it is probed
+    // upward, and within a few successes it is the maximum again: the parts a collection is
+    // cut into under 8,000 bytes are as large as the refused one was (before: stuck at half).
+    let later: Vec<u64> = metrics
+        .iter()
+        .filter(|r| r.0 > refused_at + 3.0)
+        .map(|r| r.1)
+        .collect();
+    assert!(later.len() > 10, "{metrics:?}");
+    let largest = later.iter().copied().max().unwrap_or(0);
+    assert!(
+        largest >= refused_bytes * 9 / 10 && largest <= 8000,
+        "after the 413 of a {refused_bytes}-byte request, the largest later request is {largest} bytes: {later:?}"
+    );
+}
+
+/// `/healthz` and `/readyz` answer while a scrape renders, and a scrape's time grows with the
+/// attributes no faster than they do. With 40,000 resource attributes a render took 3.4 s
+/// (release; a retain per attribute made it quadratic) and held the state's lock and the
+/// endpoint's one worker, so that the kubelet's probe waited behind it.
+#[test]
+fn probes_answer_at_once_while_a_scrape_of_40000_attributes_renders() {
+    let dir = temp_dir("many-attributes");
+    let config = dir.join("gpuslack.toml");
+    let attributes: String = (0..40_000)
+        .map(|i| format!("\"attr.{i}\" = \"value-{i}\"\n"))
+        .collect();
+    std::fs::write(&config, format!("[resource.attributes]\n{attributes}")).expect("config");
+    let port = free_port();
+    let fixture = fixture();
+    let agent = spawn(&[
+        "run",
+        "--config",
+        &config.display().to_string(),
+        "--replay",
+        &fixture,
+        "--speed",
+        "0",
+        "--linger-s",
+        "60",
+        "--prometheus",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let _agent = common::Server(agent);
+    let started = Instant::now();
+    while health_of(port, "/readyz").is_none_or(|(code, _)| code != 200) {
+        assert!(started.elapsed() < Duration::from_secs(30), "never ready");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A scrape alone: its time.
+    let (body, took) = timed_get(port, "/metrics", Duration::from_secs(120));
+    let body = body.expect("a scrape");
+    assert!(
+        body.contains("attr_39999=\"value-39999\""),
+        "the attributes are there"
+    );
+    assert!(took < Duration::from_secs(3), "a scrape took {took:?}");
+    // Probes while scrapes render, each answered within 1 s.
+    for path in ["/healthz", "/readyz"] {
+        let scraping =
+            std::thread::spawn(move || timed_get(port, "/metrics", Duration::from_secs(120)));
+        std::thread::sleep(Duration::from_millis(20));
+        let (answer, took) = timed_get(port, path, Duration::from_secs(60));
+        assert!(answer.is_ok(), "{path}: {answer:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{path} took {took:?} beside a scrape"
+        );
+        let _ = scraping.join();
+    }
+}
+
+/// A gRPC collector that answers `RESOURCE_EXHAUSTED` with a `RetryInfo` of 3 s is not called
+/// again before 3 s have passed (it was every 1.5 s: the sender's own backoff), by either
+/// signal's sender; then everything is delivered.
+#[test]
+fn a_grpc_retry_info_is_waited_out() {
+    let dir = temp_dir("retry-info");
+    let (_c, port, seen) = faulty(&dir, "grpc-exhausted:3:2");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "12",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "grpc",
+            "--export-interval-ms",
+            "200",
+            "--shutdown-timeout-s",
+            "10",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (windows_dropped, _, points_dropped) = metrics_dropped(&stderr);
+    assert_eq!((windows_dropped, points_dropped), (0, 0), "{stderr}");
+    assert_no_log_lost(&stderr);
+    // (service, time, gRPC status) of every call.
+    let calls: Vec<(String, f64, u64)> = std::fs::read_to_string(&seen)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap_or("").to_string(),
+                r["t"].as_f64().unwrap_or(0.0),
+                r["status"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    let refused: Vec<&(String, f64, u64)> = calls.iter().filter(|c| c.2 == 8).collect();
+    assert_eq!(refused.len(), 2, "{calls:?}");
+    for (path, t, _) in &refused {
+        // The same sender's next call came 3 s later at the earliest...
+        let next = calls
+            .iter()
+            .filter(|c| &c.0 == path && c.1 > *t)
+            .map(|c| c.1)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            next - t >= 2.95,
+            "{path}: a call {:.2} s after a RetryInfo of 3 s: {calls:?}",
+            next - t
+        );
+        // ...and the other's too, but for one it may have had on the way already.
+        let meanwhile = calls.iter().filter(|c| c.1 > *t && c.1 < t + 2.95).count();
+        assert!(meanwhile <= 1, "{meanwhile} calls within 3 s: {calls:?}");
+    }
+    assert!(calls.iter().any(|c| c.2 == 0), "{calls:?}");
+}
+
+/// A diagnosis-change record larger than `--otlp-max-request-bytes` was sent all the same
+/// (for the intake to refuse); it is dropped before it is queued, counted under `too_large`.
+/// At the smallest limit, 1,024 bytes, the records (evidence and remedy included) are larger.
+#[test]
+fn a_log_record_larger_than_the_request_limit_is_dropped_counted_not_sent() {
+    let dir = temp_dir("big-record");
+    let (_c, port, seen) = faulty(&dir, "status:200");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let fixture = fixture();
+    let (code, stderr, _) = finish(
+        spawn(&[
+            "run",
+            "--replay",
+            &fixture,
+            "--speed",
+            "25",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--otlp-compression",
+            "none",
+            "--export-interval-ms",
+            "200",
+            "--otlp-max-request-bytes",
+            "1024",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let requests = seen_requests(&seen);
+    assert!(
+        requests
+            .iter()
+            .filter(|r| r.0 == "/v1/logs")
+            .all(|r| r.1 <= 1024),
+        "a logs request over the limit: {requests:?}"
+    );
+    let (emitted, delivered, dropped) = logs_summary(&stderr);
+    assert!(dropped > 0, "{stderr}");
+    assert_eq!(emitted, delivered + dropped, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{dropped} dropped (too_large×{dropped})")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a diagnosis-change record is larger than --otlp-max-request-bytes"),
+        "{stderr}"
     );
 }

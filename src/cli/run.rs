@@ -56,7 +56,8 @@ pub struct Args {
     #[arg(long)]
     pub usage: bool,
     /// /healthz answers 503 once this many OTLP metrics exports in a row have failed (one per
-    /// export interval at least); 0 never does (docs/DEPLOY.md).
+    /// export interval at least); 0, the default, never does: an agent whose collector is
+    /// down is queueing, and a restart would throw its queue away (docs/DEPLOY.md).
     #[arg(long, value_name = "N", default_value_t = prometheus::DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS)]
     pub unhealthy_after_failed_exports: u32,
 }

@@ -14,6 +14,10 @@ MODE:
                   rejected, with the message MSG
   limit:BYTES     answer 413 to a body larger than BYTES (as sent, compressed or not), else 200
   throttle:N:S    answer the first N requests 429 with a Retry-After of S seconds, then 200
+  first:CODE:N    answer the first N requests CODE (413: too large), then 200
+  grpc-exhausted:S:N
+                  over gRPC (grpcio): answer the first N calls RESOURCE_EXHAUSTED with a
+                  google.rpc.RetryInfo of S seconds in grpc-status-details-bin, then OK
 
 Usage: faulty_collector.py MODE OUT PORT"""
 import json
@@ -90,12 +94,14 @@ class Http(BaseHTTPRequestHandler):
             code = 413 if length > int(parts[1]) else 200
         elif parts[0] == "throttle":
             code = 429 if n <= int(parts[1]) else 200
+        elif parts[0] == "first":
+            code = int(parts[1]) if n <= int(parts[2]) else 200
         else:
             code = None
         record(self.path, length, code)
         retry_after = None
         body = b""
-        if parts[0] in ("limit", "throttle"):
+        if parts[0] in ("limit", "throttle", "first"):
             self.send_response(code)
             if code == 429:
                 self.send_header("Retry-After", parts[2])
@@ -129,7 +135,45 @@ class Http(BaseHTTPRequestHandler):
         pass
 
 
+def retry_info_status(seconds):
+    """google.rpc.Status { code = 8 (RESOURCE_EXHAUSTED); message; details = [Any { RetryInfo {
+    retry_delay = Duration { seconds } } }] }, encoded by hand."""
+    duration = b"\x08" + varint(seconds)
+    retry = b"\x0a" + varint(len(duration)) + duration
+    url = b"type.googleapis.com/google.rpc.RetryInfo"
+    any_ = b"\x0a" + varint(len(url)) + url + b"\x12" + varint(len(retry)) + retry
+    message = b"slow down"
+    return b"\x08\x08" + b"\x12" + varint(len(message)) + message + b"\x1a" + varint(len(any_)) + any_
+
+
+def grpc_exhausted(seconds, first):
+    from concurrent import futures
+
+    import grpc
+
+    class AnyMethod(grpc.GenericRpcHandler):
+        def service(self, details):
+            def handle(request, context):
+                with LOCK:
+                    n = COUNT[0] + 1
+                if n <= first:
+                    record(details.method, len(request), 8)
+                    context.set_trailing_metadata((("grpc-status-details-bin", retry_info_status(seconds)),))
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "slow down")
+                record(details.method, len(request), 0)
+                return b""
+            return grpc.unary_unary_rpc_method_handler(handle, request_deserializer=None, response_serializer=None)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    server.add_generic_rpc_handlers((AnyMethod(),))
+    server.add_insecure_port(f"127.0.0.1:{PORT}")
+    server.start()
+    server.wait_for_termination()
+
+
 if MODE in ("hang", "drop"):
     raw(MODE)
+elif MODE.startswith("grpc-exhausted:"):
+    grpc_exhausted(int(MODE.split(":")[1]), int(MODE.split(":")[2]))
 else:
     ThreadingHTTPServer(("127.0.0.1", PORT), Http).serve_forever()

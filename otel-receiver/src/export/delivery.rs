@@ -110,6 +110,9 @@ pub mod reason {
     pub const TOO_LARGE: &str = "too_large";
     /// The connection broke during the request, or another transport failure.
     pub const NETWORK: &str = "network";
+    /// The agent stopped while the request was in flight (a collector that hung past
+    /// `--shutdown-timeout-s`): the attempt is counted, its items dropped.
+    pub const SHUTDOWN: &str = "shutdown";
     /// Anything else.
     pub const OTHER: &str = "other";
 }
@@ -172,6 +175,10 @@ pub struct Counts {
     pub log_records_rejected: u64,
     /// Points the SDK folded into an overflow series past an instrument's cardinality limit.
     pub points_overflowed: u64,
+    /// Of the points (metrics) and records (logs) dropped, those given up for a reason of
+    /// their own rather than with a failed or overflowing queue: `too_large` (refused at the
+    /// smallest size sent, or a record larger than the request limit).
+    pub dropped_by_reason: BTreeMap<(Signal, &'static str), u64>,
     pub scrapes_served: u64,
 }
 
@@ -207,8 +214,21 @@ impl Counts {
                 format!(" ({n} rejected by the collector)")
             }
         };
+        let why = |signal: Signal| {
+            let parts: Vec<String> = self
+                .dropped_by_reason
+                .iter()
+                .filter(|((s, _), _)| *s == signal)
+                .map(|((_, r), n)| format!("{r}×{n}"))
+                .collect();
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
+            }
+        };
         format!(
-            "{} windows produced, {} delivered, {} dropped, {} undelivered; OTLP exports: {} attempted, {} succeeded, {} failed{failed}; points: {} delivered, {} dropped{}; diagnosis logs: {} emitted, {} delivered, {} dropped{}",
+            "{} windows produced, {} delivered, {} dropped, {} undelivered; OTLP exports: {} attempted, {} succeeded, {} failed{failed}; points: {} delivered, {} dropped{}{}; diagnosis logs: {} emitted, {} delivered, {} dropped{}{}",
             self.windows_produced,
             self.windows_delivered,
             self.windows_dropped,
@@ -219,10 +239,12 @@ impl Counts {
             self.points_delivered,
             self.points_dropped,
             rejected(self.points_rejected),
+            why(Signal::Metrics),
             self.log_records_emitted,
             self.log_records_delivered,
             self.log_records_dropped,
             rejected(self.log_records_rejected),
+            why(Signal::Logs),
         ) + &if self.points_overflowed > 0 {
             format!(
                 "; {} points folded into the SDK's overflow series",
@@ -257,6 +279,10 @@ struct Inner {
     metrics_failed_in_a_row: u64,
     /// The reason of the last failed metrics export, for `/healthz` to say why.
     last_metrics_failure: Option<&'static str>,
+    /// Attempts under way, per signal: those still in flight at exit are counted then.
+    in_flight: BTreeMap<Signal, u64>,
+    /// Closed at exit: an attempt that ends after that is not counted twice.
+    closed: bool,
 }
 
 /// Shared between the pipeline, the senders and the HTTP client.
@@ -342,10 +368,28 @@ impl Delivery {
         })
     }
 
+    /// The sender is about to send a batch of `signal`: an attempt under way, counted as
+    /// attempted when it ends, or at exit if it has not ended by then.
+    pub fn attempt_started(&self, signal: Signal) {
+        self.with(|i| *i.in_flight.entry(signal).or_default() += 1);
+    }
+
+    /// An attempt [`started`](Delivery::attempt_started) ended; false once closed (it was
+    /// counted at exit).
+    fn attempt_ended(i: &mut Inner, signal: Signal) -> bool {
+        if let Some(n) = i.in_flight.get_mut(&signal) {
+            *n = n.saturating_sub(1);
+        }
+        !i.closed
+    }
+
     /// A queued batch of `items` points (metrics, with the `windows` it carries) or records
     /// (logs) reached the collector (what it rejected of it, the transport noted).
     pub fn batch_delivered(&self, signal: Signal, items: u64, windows: u64) {
         self.with(|i| {
+            if !Self::attempt_ended(i, signal) {
+                return;
+            }
             let noted = i.noted.remove(&signal).unwrap_or_default();
             let c = &mut i.counts;
             *c.exports_attempted.entry(signal).or_default() += 1;
@@ -378,6 +422,9 @@ impl Delivery {
     /// they are tried at least once an interval, the logs only when a verdict changes.
     pub fn attempt_failed(&self, signal: Signal, fallback: &'static str) {
         self.with(|i| {
+            if !Self::attempt_ended(i, signal) {
+                return;
+            }
             let noted = i.noted.remove(&signal).unwrap_or_default();
             let reason = noted.failure.unwrap_or(fallback);
             let c = &mut i.counts;
@@ -412,11 +459,35 @@ impl Delivery {
         });
     }
 
+    /// `items` of `signal` (with the `windows` they carry) are given up for `reason`: counted
+    /// dropped as [`batch_dropped`](Delivery::batch_dropped) does, and under that reason.
+    pub fn dropped_for(&self, signal: Signal, items: u64, windows: u64, reason: &'static str) {
+        self.batch_dropped(signal, items, windows);
+        self.with(|i| {
+            *i.counts
+                .dropped_by_reason
+                .entry((signal, reason))
+                .or_default() += items;
+        });
+    }
+
     /// At exit, after the final flush: whatever the senders never reported on is dropped.
     /// Records emitted but never delivered (still queued when the flush ran out of time) are
     /// counted here too, so that emitted = delivered + dropped.
     pub fn close(&self) {
         self.with(|i| {
+            i.closed = true;
+            // Requests still in flight (a collector hanging past the shutdown timeout) were
+            // attempts all the same: counted, and failed under `shutdown`.
+            for (signal, n) in std::mem::take(&mut i.in_flight) {
+                if n > 0 {
+                    *i.counts.exports_attempted.entry(signal).or_default() += n;
+                    *i.counts
+                        .exports_failed
+                        .entry((signal, reason::SHUTDOWN))
+                        .or_default() += n;
+                }
+            }
             let c = &mut i.counts;
             c.windows_dropped += std::mem::take(&mut c.windows_pending);
             c.windows_dropped += std::mem::take(&mut c.windows_queued);
@@ -474,6 +545,45 @@ mod tests {
             kept.len() < crate::text::MESSAGE_MAX_CHARS + 32,
             "{}",
             kept.len()
+        );
+    }
+
+    #[test]
+    fn an_attempt_in_flight_at_exit_is_counted_once_and_drops_say_why() {
+        let d = Delivery::default();
+        d.attempt_started(Signal::Metrics);
+        d.attempt_started(Signal::Logs);
+        d.attempt_started(Signal::Logs);
+        d.attempt_failed(Signal::Logs, reason::CONNECT);
+        d.dropped_for(Signal::Logs, 1, 0, reason::TOO_LARGE);
+        d.close();
+        // The hung one ends after the exit's count: not counted again.
+        d.attempt_failed(Signal::Metrics, reason::TIMEOUT);
+        let c = d.counts();
+        assert_eq!(c.exports_attempted.get(&Signal::Metrics), Some(&1));
+        assert_eq!(c.exports_attempted.get(&Signal::Logs), Some(&2));
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::SHUTDOWN)),
+            Some(&1)
+        );
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Logs, reason::SHUTDOWN)),
+            Some(&1)
+        );
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::TIMEOUT)),
+            None
+        );
+        assert!(
+            c.summary()
+                .contains("3 attempted, 0 succeeded, 3 failed (connect×1, shutdown×2)"),
+            "{}",
+            c.summary()
+        );
+        assert!(
+            c.summary().ends_with("1 dropped (too_large×1)"),
+            "{}",
+            c.summary()
         );
     }
 

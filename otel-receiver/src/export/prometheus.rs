@@ -64,16 +64,18 @@ pub struct Limits {
     /// A healthy agent has produced a window within this long (`/healthz`).
     pub stale_after: Duration,
     /// `/healthz` turns unhealthy once this many metrics exports in a row have failed (one
-    /// per export interval); 0 never does. Restarting an agent whose collector is down fixes
-    /// nothing, but one stuck on a dead connection or a stale name is fixed by a restart, and
-    /// an SRE sees the restarts; [`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`] is the default.
+    /// per export interval); 0 never does, the default
+    /// ([`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`]).
     pub unhealthy_after_failed_exports: u32,
 }
 
-/// Six intervals: a minute at the default 10 s interval, long enough that a collector's
-/// rolling restart (seconds) never restarts the agents, short enough that a lasting failure
-/// shows within the kubelet's probe period.
-pub const DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS: u32 = 6;
+/// Off: failed exports do not make the agent unhealthy. An agent whose collector is away is
+/// not stuck, it is queueing (the sending queue holds what the collector has not taken), and
+/// a liveness restart would throw that queue away, losing exactly what the queue is there to
+/// keep: with 6 (the old default) the kubelet restarted the agent 2.5 minutes into an outage.
+/// Failing exports are a metric (`gpuslack_agent_exports_total{outcome="failed"}`) and an
+/// alert (docs/DEPLOY.md, "Health"); `/healthz` still reports them in its body.
+pub const DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS: u32 = 0;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -190,58 +192,84 @@ const SCOPE_LABELS: [(&str, &str); 2] = [
 /// metrics, and the agent's own. Valid whatever attributes a user sets: names are sanitised and
 /// values escaped ([`prometheus_labels`](super::prometheus_labels)).
 pub fn render(state: &ExportState, config: &ExportConfig, format: Format) -> String {
-    let mut out = String::with_capacity(16 * 1024);
+    render_parts(
+        &state.points(),
+        &state.delivery().counts(),
+        &target_labels(config),
+        format,
+    )
+}
+
+/// The label set of the `target_info` sample: the resource, rendered once per run (the
+/// endpoint keeps it): with 40,000 attributes it is most of a scrape's work.
+pub fn target_labels(config: &ExportConfig) -> String {
     let resource: Vec<(String, String)> = super::otlp::resource(config)
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), v.to_string()))
         .collect();
-    let info_type = match format {
-        Format::Text => "target_info gauge",
-        Format::OpenMetrics => "target info",
+    label_set(resource.iter().map(|(k, v)| (k.as_str(), v.as_str())), &[])
+}
+
+/// The exposition of `points` and the agent's `counts`, with `target_labels` on `target_info`.
+/// Linear in the points and the attributes: each point is visited once, grouped by metric.
+/// The `target_info` family is named as each format wants it, its `HELP` and `TYPE` alike:
+/// `target_info` (a gauge) in the text format, `target` (an info family, whose sample is
+/// `target_info`) in OpenMetrics; a `HELP target_info` before a `TYPE target info` made
+/// Python's OpenMetrics parser stop at "Clashing name".
+pub fn render_parts(
+    points: &[super::point::Point],
+    counts: &super::delivery::Counts,
+    target_labels: &str,
+    format: Format,
+) -> String {
+    let mut out = String::with_capacity(16 * 1024 + target_labels.len());
+    let (info_family, info_type) = match format {
+        Format::Text => ("target_info", "gauge"),
+        Format::OpenMetrics => ("target", "info"),
     };
     let _ = writeln!(
         out,
-        "# HELP target_info Target metadata\n# TYPE {info_type}"
+        "# HELP {info_family} Target metadata\n# TYPE {info_family} {info_type}"
     );
-    let _ = writeln!(
-        out,
-        "target_info{} 1",
-        label_set(resource.iter().map(|(k, v)| (k.as_str(), v.as_str())), &[])
-    );
-    let agent = agent_points(&state.delivery().counts());
-    let points = state.points();
-    for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
-        let name = prometheus_name(&def);
-        let mut header = false;
-        let mut line = |out: &mut String, attributes: &[(&'static str, String)], value: f64| {
-            if !header {
-                // An UpDownCounter has no Prometheus type of its own: a gauge. An OpenMetrics
-                // counter's family is named without its samples' `_total`.
-                let (family, kind) = match (def.kind, format) {
-                    (Kind::Counter, Format::Text) => (name.as_str(), "counter"),
-                    (Kind::Counter, Format::OpenMetrics) => {
-                        (name.strip_suffix("_total").unwrap_or(&name), "counter")
-                    }
-                    _ => (name.as_str(), "gauge"),
-                };
-                let _ = writeln!(
-                    out,
-                    "# HELP {family} {}\n# TYPE {family} {kind}",
-                    help_text(def.description, format)
-                );
-                header = true;
+    let _ = writeln!(out, "target_info{target_labels} 1");
+    let agent = agent_points(counts);
+    // Each metric's points, in the catalogue's order, the agent's first: one pass over them.
+    let defs: Vec<MetricDef> = catalogue::ALL.into_iter().chain(catalogue::AGENT).collect();
+    let mut by_def: Vec<Vec<&super::point::Point>> = vec![Vec::new(); defs.len()];
+    let index: std::collections::HashMap<&str, usize> =
+        defs.iter().enumerate().map(|(i, d)| (d.name, i)).collect();
+    for p in agent.iter().chain(points.iter()) {
+        if let Some(&i) = index.get(p.def.name) {
+            if defs[i] == p.def {
+                by_def[i].push(p);
             }
+        }
+    }
+    for (def, samples) in defs.iter().zip(&by_def) {
+        if samples.is_empty() {
+            continue;
+        }
+        let name = prometheus_name(def);
+        // An UpDownCounter has no Prometheus type of its own: a gauge. An OpenMetrics
+        // counter's family is named without its samples' `_total`.
+        let (family, kind) = match (def.kind, format) {
+            (Kind::Counter, Format::Text) => (name.as_str(), "counter"),
+            (Kind::Counter, Format::OpenMetrics) => {
+                (name.strip_suffix("_total").unwrap_or(&name), "counter")
+            }
+            _ => (name.as_str(), "gauge"),
+        };
+        let _ = writeln!(
+            out,
+            "# HELP {family} {}\n# TYPE {family} {kind}",
+            help_text(def.description, format)
+        );
+        for p in samples {
             let labels = label_set(
-                attributes.iter().map(|(k, v)| (*k, v.as_str())),
+                p.attributes.iter().map(|(k, v)| (*k, v.as_str())),
                 &SCOPE_LABELS,
             );
-            let _ = writeln!(out, "{name}{labels} {}", sample_value(value));
-        };
-        for p in agent.iter().filter(|p| p.def == def) {
-            line(&mut out, &p.attributes, p.value);
-        }
-        for p in points.iter().filter(|p| p.def == def) {
-            line(&mut out, &p.attributes, p.value);
+            let _ = writeln!(out, "{name}{labels} {}", sample_value(p.value));
         }
     }
     if format == Format::OpenMetrics {
@@ -286,9 +314,10 @@ fn rounded_s(d: Duration) -> f64 {
 ///
 /// - `stalled`: no window for `stale_after` (none at all once up that long): the sampling loop
 ///   is stuck (a hung NVML call, a dead thread), which a restart cures;
-/// - `exports_failing`: the last `unhealthy_after_failed_exports` metrics exports all failed
-///   (an agent with no OTLP configured never fails this way; exports the collector throttled
-///   with 429 or Retry-After do not count, since a restart would only ignore its request).
+/// - `exports_failing`: only when asked (`unhealthy_after_failed_exports` above 0, off by
+///   default: [`DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS`] says why), the last that many metrics
+///   exports all failed (exports the collector throttled with 429 or Retry-After do not count,
+///   since a restart would only ignore its request).
 ///
 /// 200 with `status: ok` otherwise. A stall is reported before failing exports, since a stalled
 /// agent has nothing to export.
@@ -374,40 +403,69 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 struct Shared {
     state: Arc<RwLock<ExportState>>,
-    config: ExportConfig,
     limits: Limits,
     started: std::time::Instant,
+    /// `target_info`'s labels, rendered once ([`target_labels`]).
+    target_labels: String,
 }
 
-fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, body, kind) = match (req.method(), req.uri().path()) {
-        (&hyper::Method::GET, "/metrics") => match shared.state.read() {
-            Ok(state) => {
-                state.delivery().scrape_served();
-                let accept = req
-                    .headers()
-                    .get(hyper::header::ACCEPT)
-                    .and_then(|v| v.to_str().ok());
-                let format = Format::negotiate(accept);
-                (
-                    StatusCode::OK,
-                    render(&state, &shared.config, format),
-                    format.content_type(),
-                )
-            }
-            Err(_) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the export state is unavailable\n".into(),
-                "text/plain; charset=utf-8",
-            ),
-        },
-        (&hyper::Method::GET, path @ ("/healthz" | "/readyz")) => match shared.state.read() {
+/// What a request asks for, taken from its head.
+enum Asked {
+    Metrics(Format),
+    Health { readyz: bool },
+    NotFound,
+    NotAllowed,
+}
+
+fn asked(req: &Request<Incoming>) -> Asked {
+    match (req.method(), req.uri().path()) {
+        (&hyper::Method::GET, "/metrics") => {
+            let accept = req
+                .headers()
+                .get(hyper::header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            Asked::Metrics(Format::negotiate(accept))
+        }
+        (&hyper::Method::GET, "/healthz") => Asked::Health { readyz: false },
+        (&hyper::Method::GET, "/readyz") => Asked::Health { readyz: true },
+        (&hyper::Method::GET, _) => Asked::NotFound,
+        _ => Asked::NotAllowed,
+    }
+}
+
+/// The exposition, rendered outside the state's lock: the lock is held only to take the
+/// points (an `Arc`) and the counts, so that neither the pipeline's next window nor a probe
+/// waits on a render (3.4 s with 40,000 resource attributes, when the render held the lock).
+fn metrics(shared: &Shared, format: Format) -> (StatusCode, String, &'static str) {
+    let taken = shared.state.read().map(|state| {
+        state.delivery().scrape_served();
+        (state.points(), state.delivery().counts())
+    });
+    match taken {
+        Ok((points, counts)) => (
+            StatusCode::OK,
+            render_parts(&points, &counts, &shared.target_labels, format),
+            format.content_type(),
+        ),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the export state is unavailable\n".into(),
+            "text/plain; charset=utf-8",
+        ),
+    }
+}
+
+fn respond(shared: &Shared, asked: Asked) -> Response<Full<Bytes>> {
+    let (status, body, kind) = match asked {
+        Asked::Metrics(format) => metrics(shared, format),
+        Asked::Health { readyz } => match shared.state.read() {
             Ok(state) => {
                 let input = HealthInput::of(&state, shared.started.elapsed());
-                let (code, body) = if path == "/healthz" {
-                    health(&input, &shared.limits)
-                } else {
+                drop(state);
+                let (code, body) = if readyz {
                     readiness(&input)
+                } else {
+                    health(&input, &shared.limits)
                 };
                 (code, body, "application/json")
             }
@@ -417,12 +475,12 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 "application/json",
             ),
         },
-        (&hyper::Method::GET, _) => (
+        Asked::NotFound => (
             StatusCode::NOT_FOUND,
             "try /metrics, /healthz or /readyz\n".into(),
             "text/plain; charset=utf-8",
         ),
-        _ => (
+        Asked::NotAllowed => (
             StatusCode::METHOD_NOT_ALLOWED,
             "GET only\n".into(),
             "text/plain; charset=utf-8",
@@ -438,6 +496,26 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     response
 }
 
+/// Answers a request: a render on tokio's blocking pool, since the endpoint's runtime has one
+/// worker (which also drives the gRPC exports), and a render there held every probe and
+/// export behind it; a probe at once.
+async fn answer(shared: Arc<Shared>, asked: Asked) -> Response<Full<Bytes>> {
+    match asked {
+        Asked::Metrics(_) => {
+            let on_pool = shared.clone();
+            match tokio::task::spawn_blocking(move || respond(&on_pool, asked)).await {
+                Ok(response) => response,
+                Err(_) => {
+                    let mut response = Response::new(Full::new(Bytes::from("the render failed\n")));
+                    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    response
+                }
+            }
+        }
+        other => respond(&shared, other),
+    }
+}
+
 /// Serves `/metrics`, `/healthz` and `/readyz` until the runtime stops; a failed connection only ends
 /// that connection. Call within a tokio runtime with a timer.
 pub async fn serve(
@@ -450,9 +528,9 @@ pub async fn serve(
     tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics, health at /healthz and /readyz");
     let shared = Arc::new(Shared {
         state,
-        config,
         limits,
         started: std::time::Instant::now(),
+        target_labels: target_labels(&config),
     });
     let connections = Connections::new(limits.max_connections, limits.reserved_connections);
     let mut pause = Duration::from_millis(10);
@@ -479,8 +557,9 @@ pub async fn serve(
             let service = hyper::service::service_fn(|req: Request<Incoming>| {
                 // The head is in: from now on this connection is answered, never evicted.
                 ticket.busy();
-                let response = respond(&shared, &req);
-                async move { Ok::<_, Infallible>(response) }
+                let shared = shared.clone();
+                let asked = asked(&req);
+                async move { Ok::<_, Infallible>(answer(shared, asked).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -546,6 +625,58 @@ mod tests {
     }
 
     #[test]
+    fn target_info_is_one_family_named_as_each_format_wants() {
+        let counts = crate::export::delivery::Counts::default();
+        let open = render_parts(&[], &counts, "{a=\"b\"}", Format::OpenMetrics);
+        // OpenMetrics: the info family `target`, its one sample `target_info`.
+        assert!(
+            open.starts_with(
+                "# HELP target Target metadata\n# TYPE target info\ntarget_info{a=\"b\"} 1\n"
+            ),
+            "{open}"
+        );
+        assert!(!open.contains("# HELP target_info"), "{open}");
+        let text = render_parts(&[], &counts, "{a=\"b\"}", Format::Text);
+        assert!(
+            text.starts_with(
+                "# HELP target_info Target metadata\n# TYPE target_info gauge\ntarget_info{a=\"b\"} 1\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn each_family_is_written_once_with_all_its_samples() {
+        use crate::export::point::Point;
+        let point = |def, gpu: &str, value| Point {
+            def,
+            value,
+            attributes: vec![("hw.id", gpu.to_string())],
+        };
+        // Interleaved as the state may hold them: grouped in the exposition, in order.
+        let points = [
+            point(HW_POWER, "0", 1.0),
+            point(HW_ENERGY, "0", 2.0),
+            point(HW_POWER, "1", 3.0),
+        ];
+        let counts = crate::export::delivery::Counts::default();
+        let text = render_parts(&points, &counts, "{}", Format::Text);
+        let power: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("hw_power_watts"))
+            .collect();
+        assert_eq!(power.len(), 4, "{text}");
+        assert!(power[0].starts_with("# HELP hw_power_watts "), "{text}");
+        assert!(power[2].contains("hw_id=\"0\"") && power[2].ends_with(" 1"));
+        assert!(power[3].contains("hw_id=\"1\"") && power[3].ends_with(" 3"));
+        assert_eq!(
+            text.matches("# TYPE hw_energy_joules_total counter")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
     fn values_and_help_are_spelled_as_the_formats_want() {
         assert_eq!(sample_value(f64::INFINITY), "+Inf");
         assert_eq!(sample_value(f64::NEG_INFINITY), "-Inf");
@@ -571,9 +702,23 @@ mod tests {
     }
 
     #[test]
-    fn healthz_turns_503_at_the_failed_export_threshold_and_back_on_success() {
+    fn failed_exports_alone_never_make_the_agent_unhealthy_by_default() {
+        // A collector down for an hour: the agent queues, and liveness must not restart it
+        // (that would throw the queue away).
         let limits = Limits::default();
-        assert_eq!(limits.unhealthy_after_failed_exports, 6);
+        assert_eq!(limits.unhealthy_after_failed_exports, 0);
+        let (code, body) = health(&input(Some(1), 3600, 360), &limits);
+        assert_eq!((code, status_of(&body)), (StatusCode::OK, "ok".into()));
+        // The body still says how many failed, for an SRE reading it.
+        assert!(body.contains("\"exports_failed_in_a_row\":360"), "{body}");
+    }
+
+    #[test]
+    fn healthz_turns_503_at_the_failed_export_threshold_and_back_on_success() {
+        let limits = Limits {
+            unhealthy_after_failed_exports: 6,
+            ..Limits::default()
+        };
         // Five failed intervals in a row: still healthy; the sixth: unhealthy, saying why.
         let (code, body) = health(&input(Some(1), 100, 5), &limits);
         assert_eq!(

@@ -1,7 +1,9 @@
 //! Attribute keys and values as Prometheus labels, by the OpenTelemetry → Prometheus
 //! compatibility rules: a key's characters outside `[a-zA-Z0-9_]` become `_`, runs of `_`
 //! collapse to one, a key that starts with a digit gets `key_` in front and one that starts
-//! with `__` (Prometheus reserves those) gets `key`; keys that meet after that have their values
+//! with `__` (Prometheus reserves those) gets `key`; `le` and `quantile`, which Prometheus reads
+//! as a histogram's bucket bound and a summary's quantile (an attribute named `le` failed
+//! `promtool check metrics`), become `key_le` and `key_quantile`; keys that meet after that have their values
 //! joined with `;` in the order of the original keys. Values are escaped. Whatever attribute a
 //! user sets (`OTEL_RESOURCE_ATTRIBUTES=team/owner=ml`, a Kubernetes label, unicode), the
 //! exposition stays one that Prometheus accepts: one bad name would fail the whole scrape and
@@ -30,9 +32,13 @@ pub fn label_name(key: &str) -> String {
     match out.chars().next() {
         None => "key_".into(),
         Some(c) if c.is_ascii_digit() => format!("key_{out}"),
+        _ if RESERVED.contains(&out.as_str()) => format!("key_{out}"),
         _ => out,
     }
 }
+
+/// Label names Prometheus gives a meaning of its own on any series.
+const RESERVED: [&str; 2] = ["le", "quantile"];
 
 /// A label value with `\`, `"` and line feeds escaped, as the text formats require.
 pub fn label_value(value: &str) -> String {
@@ -97,6 +103,13 @@ mod tests {
             ("_private", "_private"),
             ("", "key_"),
             ("ok_Name9", "ok_Name9"),
+            ("le", "key_le"),
+            ("quantile", "key_quantile"),
+            ("__meta_x", "key_meta_x"),
+            // Only the exact names: others that contain them are fine.
+            ("le_x", "le_x"),
+            ("model.quantile", "model_quantile"),
+            ("LE", "LE"),
         ] {
             assert_eq!(label_name(key), name, "{key:?}");
         }

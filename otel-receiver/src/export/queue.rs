@@ -1,23 +1,32 @@
 //! The sending queue of the OTLP exports, one per signal: what a collection produced (metrics)
 //! or a change of verdict announced (log records) waits here until the sender delivers it, so
 //! that a collector that is down, throttling or restarting costs a delay, not the data. Bounded
-//! in bytes (protobuf, before compression): when a new batch would not fit, the oldest batches
-//! go, and the caller counts them as dropped. The OpenTelemetry Collector's sending queue is the
-//! model; this one is in memory only.
+//! in bytes: when a new batch would not fit, the oldest batches go, and the caller counts them
+//! as dropped. The OpenTelemetry Collector's sending queue is the model; this one is in memory
+//! only.
+//!
+//! A batch waits **encoded**, as the protobuf it will be sent as (before compression), so that
+//! the bound counts what the queue really holds: the bytes of its buffers. Held decoded, as
+//! prost structures (a `String` and a `Vec` per attribute, each a heap allocation of its own),
+//! the same batches took 4.4 times their encoded size, and a full 64 MiB queue grew the agent
+//! to 287 MB (docs/benchmarks.md, "The sending queue's memory"). Encoded, a batch is decoded
+//! only when it must be cut in two (an intake refused its size) or sent over gRPC, one batch
+//! at a time.
 //!
 //! The queue, the sender and its retries are written once over [`Payload`], the request type
 //! of a signal: the metrics' `ExportMetricsServiceRequest`, the logs' `ExportLogsServiceRequest`
 //! (both implemented in `split.rs`, beside their halving).
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::delivery::Signal;
 
-/// What a signal's export request must offer the queue and the sender: its size, how many
-/// items (points, records) it carries, and a way to cut it in two when an intake refuses it as
-/// too large.
+/// What a signal's export request must offer the queue and the sender: how many items
+/// (points, records) it carries, a way to cut it in two when an intake refuses it as too
+/// large, and how two encoded requests join.
 pub trait Payload: prost::Message + Clone + Default + Send + 'static {
     /// The signal its items are counted under.
     const SIGNAL: Signal;
@@ -32,33 +41,70 @@ pub trait Payload: prost::Message + Clone + Default + Send + 'static {
     fn halve(&self) -> Option<(Self, Self)>;
 
     /// Takes `other`'s items into this request, or gives `other` back when the two cannot
-    /// travel as one. What waits while the collector is away or the sender backs off joins the
-    /// last waiting batch (as the Collector's sending queue merges requests), so that a backlog
-    /// leaves in few requests rather than one per collection or record: against a collector
-    /// that refuses every other block of requests, each success then carries all that waited.
+    /// travel as one.
     fn absorb(&mut self, other: Self) -> Result<(), Self>;
+
+    /// Joins the encoded request `other` to the encoded request `into`. What waits while the
+    /// collector is away or the sender backs off joins the last waiting batch (as the
+    /// Collector's sending queue merges requests), so that a backlog leaves in few requests
+    /// rather than one per collection or record. By default the two are decoded, joined by
+    /// [`absorb`](Payload::absorb) and encoded again; a request whose only field is a repeated
+    /// one (the metrics') joins by concatenation, which protobuf defines as the same thing.
+    fn join_encoded(into: &mut Vec<u8>, other: &[u8]) -> bool {
+        let (Ok(mut joined), Ok(other)) = (Self::decode(&into[..]), Self::decode(other)) else {
+            return false;
+        };
+        if joined.absorb(other).is_err() {
+            return false;
+        }
+        let mut encoded = Vec::with_capacity(joined.encoded_len());
+        if joined.encode(&mut encoded).is_err() {
+            return false;
+        }
+        *into = encoded;
+        true
+    }
 }
 
-/// One export's worth of items, and the windows it is the first to carry.
+/// One export's worth of items, encoded, and the windows it is the first to carry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch<R> {
-    pub request: R,
-    /// Its size as protobuf, before compression.
-    pub bytes: usize,
+    /// The request as protobuf, before compression: what the queue holds of it.
+    pub encoded: Vec<u8>,
     /// Points or records.
     pub items: u64,
     /// Windows counted delivered when this batch is (always 0 for logs).
     pub windows: u64,
+    request: PhantomData<fn() -> R>,
 }
 
 impl<R: Payload> Batch<R> {
+    /// The batch of `request`, encoded now; the request itself is not kept.
     pub fn new(request: R, windows: u64) -> Batch<R> {
+        let items = request.items();
+        Batch::encoded(request.encode_to_vec(), items, windows)
+    }
+
+    /// A batch of a request encoded already, holding `items`.
+    pub fn encoded(encoded: Vec<u8>, items: u64, windows: u64) -> Batch<R> {
         Batch {
-            bytes: request.encoded_len(),
-            items: request.items(),
-            request,
+            encoded,
+            items,
             windows,
+            request: PhantomData,
         }
+    }
+
+    /// Its size: the protobuf's length, and the memory its buffer holds (a buffer is never
+    /// larger than what it holds: `encode_to_vec` and [`Payload::join_encoded`] reserve
+    /// exactly).
+    pub fn bytes(&self) -> usize {
+        self.encoded.capacity().max(self.encoded.len())
+    }
+
+    /// The request, decoded (to be halved, or sent over gRPC).
+    pub fn request(&self) -> Result<R, prost::DecodeError> {
+        R::decode(&self.encoded[..])
     }
 }
 
@@ -99,54 +145,37 @@ impl<R: Payload> SendQueue<R> {
     /// Adds `batch` at the back; returns the batches that made room for it, oldest first.
     pub fn push(&self, batch: Batch<R>) -> Vec<Batch<R>> {
         let mut state = self.lock();
-        let evicted = Self::make_room(&mut state, batch.bytes, self.max_bytes);
-        state.bytes += batch.bytes;
+        let evicted = Self::make_room(&mut state, batch.bytes(), self.max_bytes);
+        state.bytes += batch.bytes();
         state.batches.push_back(batch);
         drop(state);
         self.ready.notify_all();
         evicted
     }
 
-    /// Adds `batch` to the last waiting batch when the two join ([`Payload::absorb`]) and stay
-    /// within `max_request_bytes`, else at the back as [`push`](SendQueue::push) does; returns
-    /// the batches that made room for it, oldest first. A joined batch's size is the sum of
-    /// its parts' (an upper bound: they share one resource and scope once joined), so that a
-    /// push costs the new part's size, not the whole batch's encoding.
+    /// Adds `batch` to the last waiting batch when the two join ([`Payload::join_encoded`]) and
+    /// stay within `max_request_bytes`, else at the back as [`push`](SendQueue::push) does;
+    /// returns the batches that made room for it, oldest first.
     pub fn push_joined(&self, batch: Batch<R>, max_request_bytes: usize) -> Vec<Batch<R>> {
         let mut state = self.lock();
-        let evicted = Self::make_room(&mut state, batch.bytes, self.max_bytes);
+        let evicted = Self::make_room(&mut state, batch.bytes(), self.max_bytes);
         let joins = state
             .batches
             .back()
-            .is_some_and(|last| last.bytes + batch.bytes <= max_request_bytes);
-        let batch = match state.batches.back_mut().filter(|_| joins) {
-            Some(last) => {
-                let Batch {
-                    request,
-                    bytes,
-                    items,
-                    windows,
-                } = batch;
-                match last.request.absorb(request) {
-                    Ok(()) => {
-                        last.windows += windows;
-                        last.bytes += bytes;
-                        last.items += items;
-                        state.bytes += bytes;
-                        None
-                    }
-                    Err(request) => Some(Batch {
-                        request,
-                        bytes,
-                        items,
-                        windows,
-                    }),
-                }
+            .is_some_and(|last| last.encoded.len() + batch.encoded.len() <= max_request_bytes);
+        let mut joined = false;
+        if let Some(last) = state.batches.back_mut().filter(|_| joins) {
+            let before = last.bytes();
+            if R::join_encoded(&mut last.encoded, &batch.encoded) {
+                last.windows += batch.windows;
+                last.items += batch.items;
+                let after = last.bytes();
+                state.bytes = state.bytes - before + after;
+                joined = true;
             }
-            None => Some(batch),
-        };
-        if let Some(batch) = batch {
-            state.bytes += batch.bytes;
+        }
+        if !joined {
+            state.bytes += batch.bytes();
             state.batches.push_back(batch);
         }
         drop(state);
@@ -159,7 +188,7 @@ impl<R: Payload> SendQueue<R> {
         let mut evicted = Vec::new();
         while !state.batches.is_empty() && state.bytes + bytes > max_bytes {
             if let Some(old) = state.batches.pop_front() {
-                state.bytes -= old.bytes;
+                state.bytes -= old.bytes();
                 evicted.push(old);
             }
         }
@@ -171,7 +200,7 @@ impl<R: Payload> SendQueue<R> {
     pub fn push_front(&self, batches: Vec<Batch<R>>) {
         let mut state = self.lock();
         for b in batches.into_iter().rev() {
-            state.bytes += b.bytes;
+            state.bytes += b.bytes();
             state.batches.push_front(b);
         }
     }
@@ -185,7 +214,7 @@ impl<R: Payload> SendQueue<R> {
         let mut state = self.lock();
         loop {
             if let Some(b) = state.batches.pop_front() {
-                state.bytes -= b.bytes;
+                state.bytes -= b.bytes();
                 state.in_flight += 1;
                 return Some(b);
             }
@@ -235,13 +264,10 @@ mod tests {
     use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
     use prost::Message as _;
 
+    /// A metrics batch of `bytes` bytes (metrics batches join by concatenation, never decoded
+    /// by the queue).
     fn batch(bytes: usize, windows: u64) -> Batch<ExportMetricsServiceRequest> {
-        Batch {
-            request: ExportMetricsServiceRequest::default(),
-            bytes,
-            items: 1,
-            windows,
-        }
+        Batch::encoded(vec![0; bytes], 1, windows)
     }
 
     /// A logs request of one resource and scope holding `records` records of `text`.
@@ -269,18 +295,23 @@ mod tests {
     fn waiting_records_join_the_last_batch_up_to_the_request_limit() {
         let q = SendQueue::new(10_000);
         let one = Batch::new(logs(1, &"x".repeat(90)), 0);
-        // One record is about 100 bytes: three join under a limit of 320, the fourth does not.
-        assert!((95..=110).contains(&one.bytes), "{} bytes", one.bytes);
+        // One record is about 100 bytes; joined, records share their resource and scope, so
+        // three take less than three times one.
+        assert!((95..=110).contains(&one.bytes()), "{} bytes", one.bytes());
         for _ in 0..4 {
             assert!(q.push_joined(one.clone(), 320).is_empty());
         }
         let (batches, bytes) = q.len();
-        assert_eq!((batches, bytes), (2, 4 * one.bytes));
+        let three = logs(3, &"x".repeat(90)).encoded_len();
+        assert!(three < 3 * one.bytes());
+        // Three join under a limit of 320 (the sum of the parts, checked before joining), the
+        // fourth does not; the queue counts exactly what it holds.
+        assert_eq!((batches, bytes), (2, three + one.bytes()));
         let first = q.pop(Duration::ZERO).expect("a batch");
-        assert_eq!((first.items, first.bytes), (3, 3 * one.bytes));
-        // The sum of the parts bounds the joined request's size.
-        assert!(first.request.encoded_len() <= first.bytes);
-        assert_eq!(first.request.resource_logs.len(), 1);
+        assert_eq!((first.items, first.bytes()), (3, three));
+        let request = first.request().expect("decodes");
+        assert_eq!(request.resource_logs.len(), 1);
+        assert_eq!(request.resource_logs[0].scope_logs[0].log_records.len(), 3);
         let second = q.pop(Duration::ZERO).expect("a batch");
         assert_eq!(second.items, 1);
         // A batch being sent is not joined: the next record starts a batch of its own.
@@ -296,7 +327,35 @@ mod tests {
         m.push_joined(batch(10, 4), 25);
         assert_eq!(m.len(), (2, 30));
         let joined = m.pop(Duration::ZERO).expect("a batch");
-        assert_eq!((joined.windows, joined.items, joined.bytes), (3, 2, 20));
+        assert_eq!((joined.windows, joined.items, joined.bytes()), (3, 2, 20));
+    }
+
+    #[test]
+    fn a_batch_costs_its_encoded_size_and_metrics_join_as_protobuf_concatenation() {
+        use opentelemetry_proto::tonic::metrics::v1::ResourceMetrics;
+        let part = |n: usize| ExportMetricsServiceRequest {
+            resource_metrics: (0..n)
+                .map(|i| ResourceMetrics {
+                    schema_url: format!("https://example.com/{i}"),
+                    ..ResourceMetrics::default()
+                })
+                .collect(),
+        };
+        let a = Batch::new(part(2), 1);
+        let b = Batch::new(part(3), 2);
+        // What the queue counts is the buffer it holds, no more.
+        assert_eq!(a.bytes(), part(2).encoded_len());
+        assert_eq!(a.encoded.capacity(), a.encoded.len());
+        let q = SendQueue::new(1 << 20);
+        q.push_joined(a.clone(), 1 << 20);
+        q.push_joined(b.clone(), 1 << 20);
+        assert_eq!(q.len(), (1, a.bytes() + b.bytes()));
+        let joined = q.pop(Duration::ZERO).expect("a batch");
+        assert_eq!(joined.encoded.capacity(), joined.encoded.len());
+        let mut whole = part(2);
+        whole.absorb(part(3)).expect("metrics always join");
+        assert_eq!(joined.request().expect("decodes"), whole);
+        assert_eq!((joined.items, joined.windows), (0, 3));
     }
 
     #[test]

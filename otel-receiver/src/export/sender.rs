@@ -1,9 +1,13 @@
 //! The sender, one per signal (metrics, logs), the same code over each signal's request type
 //! ([`Payload`]): one thread that takes batches from its [`SendQueue`] in order and sends
 //! each until it is delivered, retrying with exponential backoff (500 ms doubling to three export
-//! intervals, 30 s at most; reset by a success) and never before a collector's `Retry-After` has passed. A batch the intake
-//! refuses as too large (HTTP 413, gRPC `ResourceExhausted` on the message size) is halved and
-//! both halves sent; one it refuses for good (a redirect, 401/403, another 4xx, gRPC
+//! intervals, 30 s at most; reset by a success) and never before a collector's `Retry-After`
+//! (HTTP) or `RetryInfo` (gRPC) has passed. A batch the intake refuses as too large (HTTP 413,
+//! gRPC `ResourceExhausted` on the message size) is halved and both halves sent, the first at
+//! once and from the second refusal in a row on after the backoff; later batches go in parts
+//! of the size it took ([`SizeLimit`]), which is probed upward again after successes; a batch
+//! at [`SizeLimit::floor_bytes`] or of one item that is still refused is dropped, counted under
+//! `too_large`. One it refuses for good (a redirect, 401/403, another 4xx, gRPC
 //! `InvalidArgument`/`Unauthenticated`) is dropped, counted, as the OpenTelemetry Collector's
 //! exporters do. At shutdown it sends what it can until the deadline; the rest is counted
 //! dropped. Every attempt is counted in [`Delivery`].
@@ -42,14 +46,15 @@ pub enum Outcome {
     Refused(&'static str),
 }
 
-/// How one batch of a signal's requests `R` travels.
+/// How one batch of a signal's requests `R` travels: the request comes encoded, as the queue
+/// holds it (HTTP sends those bytes; gRPC decodes them for tonic's client).
 pub trait Transport<R>: Send {
-    fn send(&mut self, request: &R) -> Outcome;
+    fn send(&mut self, encoded: &[u8]) -> Outcome;
 }
 
 impl<R> Transport<R> for Box<dyn Transport<R>> {
-    fn send(&mut self, request: &R) -> Outcome {
-        (**self).send(request)
+    fn send(&mut self, encoded: &[u8]) -> Outcome {
+        (**self).send(encoded)
     }
 }
 
@@ -116,6 +121,74 @@ pub struct Sender<R: Payload, T: Transport<R>> {
     pub control: Arc<Control>,
     pub transport: T,
     pub backoff: Backoff,
+    pub sizes: SizeLimit,
+}
+
+/// The smallest request the sender cuts a refused batch down to: the smallest
+/// `--otlp-max-request-bytes` there is. An intake that refuses 1 KiB refuses everything;
+/// halving on to single points only multiplied the refused requests (2,016 in 7.8 s).
+pub const MIN_SPLIT_BYTES: usize = 1024;
+
+/// What the sender learnt of the intake's size limit from its 413s: batches larger than the
+/// learnt limit go in parts of at most that size, so that they are not each refused first.
+/// A limit learnt from one passing 413 must not shrink every later request for the life of the
+/// process (16 requests became 65): it holds for `hold` after the last refusal, then doubles
+/// with each success until it reaches the configured maximum, where it is forgotten. Against
+/// an intake whose limit is real, that costs one refused request per `hold`.
+#[derive(Debug, Clone)]
+pub struct SizeLimit {
+    /// The configured maximum (`--otlp-max-request-bytes`).
+    pub max_request_bytes: usize,
+    /// Below this a refused batch is dropped rather than halved ([`MIN_SPLIT_BYTES`]).
+    pub floor_bytes: usize,
+    /// How long a learnt limit holds before it is probed upward.
+    pub hold: Duration,
+    learned: Option<usize>,
+    refused_at: Option<Instant>,
+    /// 413s since the last success: from the second on, the sender backs off.
+    refusals_in_a_row: u32,
+}
+
+impl SizeLimit {
+    /// A limit of `max_request_bytes`, halved down to [`MIN_SPLIT_BYTES`] at most, held six
+    /// export intervals (a minute at the default 10 s) before probing upward.
+    pub fn new(max_request_bytes: usize, interval: Duration) -> SizeLimit {
+        SizeLimit {
+            max_request_bytes,
+            floor_bytes: MIN_SPLIT_BYTES,
+            hold: interval * 6,
+            learned: None,
+            refused_at: None,
+            refusals_in_a_row: 0,
+        }
+    }
+
+    /// The size batches are cut to before they are sent, if smaller than the maximum.
+    pub fn learned(&self) -> Option<usize> {
+        self.learned
+    }
+
+    /// The intake refused a request of `bytes` as too large: the limit becomes half of it (no
+    /// less than the floor). Returns the refusals in a row, this one included.
+    fn refused(&mut self, bytes: usize) -> u32 {
+        let half = (bytes / 2).max(self.floor_bytes);
+        self.learned = Some(self.learned.map_or(half, |l| l.min(half)));
+        self.refused_at = Some(Instant::now());
+        self.refusals_in_a_row = self.refusals_in_a_row.saturating_add(1);
+        self.refusals_in_a_row
+    }
+
+    /// A request went through: once the learnt limit has held long enough, it doubles (and is
+    /// forgotten at the maximum).
+    fn succeeded(&mut self) {
+        self.refusals_in_a_row = 0;
+        let Some(limit) = self.learned else { return };
+        if self.refused_at.is_some_and(|t| t.elapsed() < self.hold) {
+            return;
+        }
+        let up = limit.saturating_mul(2);
+        self.learned = (up < self.max_request_bytes).then_some(up);
+    }
 }
 
 /// What one batch's attempt leaves the loop to do.
@@ -151,9 +224,6 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
     /// Sends batches until stopped, or until the shutdown deadline.
     pub fn run(mut self) {
         let mut wait = self.backoff.initial;
-        // Half the size an intake refused: learnt from its 413s, so that later batches that
-        // large go in parts at once rather than each being refused first.
-        let mut limit: Option<usize> = None;
         while !self.control.stop.load(Ordering::SeqCst)
             && self
                 .control
@@ -170,7 +240,7 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
             let Some(batch) = self.queue.pop(Duration::from_millis(50)) else {
                 continue;
             };
-            let next = self.attempt(batch, &mut limit);
+            let next = self.attempt(batch);
             self.queue.settle();
             match next {
                 Next::Go => wait = self.backoff.initial,
@@ -187,31 +257,40 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
 
     /// One attempt at the batch `pop` gave; whatever comes of it is settled here: counted
     /// delivered or dropped, or put back (whole or in parts) at the front of the queue.
-    fn attempt(&mut self, batch: Batch<R>, limit: &mut Option<usize>) -> Next {
+    fn attempt(&mut self, batch: Batch<R>) -> Next {
         let signal = R::SIGNAL;
-        let batch = match limit.filter(|l| batch.bytes > *l && batch.items > 1) {
-            Some(l) => {
-                let mut windows = batch.windows;
-                let mut parts: Vec<Batch<R>> = super::split::to_fit(batch.request, l)
-                    .into_iter()
-                    .map(|p| Batch::new(p, std::mem::take(&mut windows)))
-                    .collect();
-                // The first part now, the others back at the front, in order.
-                let first = parts.remove(0);
-                self.queue.push_front(parts);
-                first
-            }
+        let limit = self.sizes.learned();
+        let batch = match limit.filter(|l| batch.encoded.len() > *l && batch.items > 1) {
+            Some(l) => match batch.request() {
+                Ok(request) => {
+                    let mut windows = batch.windows;
+                    let mut parts: Vec<Batch<R>> = super::split::to_fit(request, l)
+                        .into_iter()
+                        .map(|p| Batch::new(p, std::mem::take(&mut windows)))
+                        .collect();
+                    // The first part now, the others back at the front, in order.
+                    let first = parts.remove(0);
+                    self.queue.push_front(parts);
+                    first
+                }
+                // Our own encoding always decodes; were it not to, the batch goes whole.
+                Err(_) => batch,
+            },
             None => batch,
         };
-        let outcome = self.transport.send(&batch.request);
+        self.delivery.attempt_started(signal);
+        let outcome = self.transport.send(&batch.encoded);
         if outcome != Outcome::Delivered && self.control.stop.load(Ordering::SeqCst) {
-            // Cut short by our own shutdown (the runtime going away under the call): not the
-            // collector's failure. The batch is counted dropped with the rest.
+            // Cut short by our own shutdown (the runtime going away under the call): an
+            // attempt, failed under `shutdown`, not the collector's failure. The batch is
+            // counted dropped with the rest.
+            self.delivery.attempt_failed(signal, reason::SHUTDOWN);
             self.queue.push_front(vec![batch]);
             return Next::Stop;
         }
         match outcome {
             Outcome::Delivered => {
+                self.sizes.succeeded();
                 self.delivery
                     .batch_delivered(signal, batch.items, batch.windows);
                 Next::Go
@@ -224,19 +303,40 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
             }
             Outcome::TooLarge => {
                 self.delivery.attempt_failed(signal, reason::TOO_LARGE);
-                let half = (batch.bytes / 2).max(1);
-                *limit = Some(limit.map_or(half, |l| l.min(half)));
-                match batch.request.halve() {
+                let in_a_row = self.sizes.refused(batch.encoded.len());
+                let halves = if batch.encoded.len() > self.sizes.floor_bytes {
+                    batch.request().ok().and_then(|r| r.halve())
+                } else {
+                    None
+                };
+                match halves {
                     Some((left, right)) => {
                         let left = Batch::new(left, batch.windows);
                         self.queue.push_front(vec![left, Batch::new(right, 0)]);
                     }
-                    // One point larger than the intake takes: it cannot be sent.
-                    None => self
-                        .delivery
-                        .batch_dropped(signal, batch.items, batch.windows),
+                    // At the floor, or one item larger than the intake takes: not sent.
+                    None => {
+                        tracing::warn!(
+                            signal = signal.as_str(),
+                            items = batch.items,
+                            bytes = batch.encoded.len(),
+                            "the collector refused a request as too large even at the smallest size the agent sends; its items are dropped, counted under too_large"
+                        );
+                        self.delivery.dropped_for(
+                            signal,
+                            batch.items,
+                            batch.windows,
+                            reason::TOO_LARGE,
+                        );
+                    }
                 }
-                Next::Go
+                // One refusal is a limit to learn, at once; refusals in a row are a collector
+                // that refuses everything, which gets the backoff like any failure.
+                if in_a_row > 1 {
+                    Next::BackOff
+                } else {
+                    Next::Go
+                }
             }
             Outcome::Retry(why) => {
                 self.delivery.attempt_failed(signal, why);
@@ -294,15 +394,14 @@ pub fn http_outcome(status: u16) -> Outcome {
 }
 
 impl<R: Payload> Transport<R> for HttpTransport {
-    fn send(&mut self, request: &R) -> Outcome {
-        let body = request.encode_to_vec();
+    fn send(&mut self, encoded: &[u8]) -> Outcome {
         let (body, encoding) = if self.gzip {
-            match gzip(&body) {
+            match gzip(encoded) {
                 Ok(zipped) => (zipped, Some("gzip")),
-                Err(_) => (body, None),
+                Err(_) => (encoded.to_vec(), None),
             }
         } else {
-            (body, None)
+            (encoded.to_vec(), None)
         };
         let mut builder = http::Request::builder()
             .method(http::Method::POST)
@@ -382,6 +481,60 @@ pub struct GrpcTransport {
     pub runtime: tokio::runtime::Handle,
 }
 
+/// `google.rpc.Status`, as a gRPC server puts it in `grpc-status-details-bin` (tonic hands it
+/// over as [`tonic::Status::details`]): only the details are read.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(message, repeated, tag = "3")]
+    details: Vec<RpcAny>,
+}
+
+/// `google.protobuf.Any`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcAny {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// `google.rpc.RetryInfo`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RetryInfo {
+    #[prost(message, optional, tag = "1")]
+    retry_delay: Option<RpcDuration>,
+}
+
+/// `google.protobuf.Duration`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcDuration {
+    #[prost(int64, tag = "1")]
+    seconds: i64,
+    #[prost(int32, tag = "2")]
+    nanos: i32,
+}
+
+/// The delay a gRPC status's `RetryInfo` asks for, if it carries one: the gRPC twin of HTTP's
+/// `Retry-After`, which the OTLP specification tells a client to honour on `UNAVAILABLE` and
+/// `RESOURCE_EXHAUSTED`. Without it a collector asking for 5 s was retried every 1.5 s. The
+/// four messages are declared here with prost's derive (as the kubelet's are) rather than
+/// through tonic-types, which would bring prost-types for these few fields.
+pub fn retry_delay(status: &tonic::Status) -> Option<Duration> {
+    use prost::Message as _;
+    let details = RpcStatus::decode(status.details()).ok()?;
+    details
+        .details
+        .iter()
+        .filter(|any| any.type_url.ends_with("/google.rpc.RetryInfo"))
+        .filter_map(|any| RetryInfo::decode(&any.value[..]).ok()?.retry_delay)
+        .find_map(|d| {
+            let seconds = u64::try_from(d.seconds).ok()?;
+            let nanos = u32::try_from(d.nanos).ok()?;
+            Some(Duration::from_secs(seconds) + Duration::from_nanos(u64::from(nanos)))
+        })
+        .filter(|d| !d.is_zero())
+}
+
 /// The outcome a gRPC status stands for, with the reason it is filed under.
 pub fn grpc_outcome(status: &tonic::Status) -> Outcome {
     use tonic::Code;
@@ -417,8 +570,12 @@ pub fn grpc_outcome(status: &tonic::Status) -> Outcome {
 }
 
 impl<R: GrpcExport> Transport<R> for GrpcTransport {
-    fn send(&mut self, request: &R) -> Outcome {
-        let mut call = tonic::Request::new(request.clone());
+    fn send(&mut self, encoded: &[u8]) -> Outcome {
+        // tonic's generated client takes the message: decoded for the call, one batch at a time.
+        let Ok(request) = R::decode(encoded) else {
+            return Outcome::Refused(reason::OTHER);
+        };
+        let mut call = tonic::Request::new(request);
         *call.metadata_mut() = self.metadata.clone();
         call.set_timeout(self.timeout);
         let channel = self.channel.clone();
@@ -442,6 +599,11 @@ impl<R: GrpcExport> Transport<R> for GrpcTransport {
             }
             Ok(Err(status)) => {
                 let outcome = grpc_outcome(&status);
+                // The collector said when to come back: both senders wait until then, as for
+                // an HTTP Retry-After (the hold is capped at 10 minutes).
+                if let (Outcome::Retry(_), Some(delay)) = (outcome, retry_delay(&status)) {
+                    self.delivery.hold_for(delay);
+                }
                 if let Outcome::Retry(why) | Outcome::Refused(why) = outcome {
                     self.rejections.log_failure(
                         &self.shown,
@@ -468,9 +630,10 @@ mod tests {
     }
 
     impl Transport<ExportMetricsServiceRequest> for Scripted {
-        fn send(&mut self, request: &ExportMetricsServiceRequest) -> Outcome {
+        fn send(&mut self, encoded: &[u8]) -> Outcome {
+            let request = ExportMetricsServiceRequest::decode(encoded).expect("our encoding");
             if let Ok(mut sent) = self.sent.lock() {
-                sent.push(super::super::split::points(request));
+                sent.push(super::super::split::points(&request));
             }
             if self.answers.is_empty() {
                 Outcome::Delivered
@@ -535,6 +698,10 @@ mod tests {
                 initial: Duration::from_millis(1),
                 max: Duration::from_millis(4),
             },
+            sizes: SizeLimit {
+                floor_bytes: 1,
+                ..SizeLimit::new(1 << 20, Duration::from_secs(60))
+            },
         };
         let thread = std::thread::spawn(move || sender.run());
         let started = Instant::now();
@@ -591,6 +758,159 @@ mod tests {
             c.exports_failed.get(&(Signal::Metrics, reason::AUTH)),
             Some(&1)
         );
+    }
+
+    #[test]
+    fn a_learnt_limit_stops_at_the_floor_holds_then_doubles_back_to_the_maximum() {
+        let mut sizes = SizeLimit {
+            floor_bytes: 1024,
+            ..SizeLimit::new(4000, Duration::from_millis(10))
+        };
+        assert_eq!(sizes.hold, Duration::from_millis(60));
+        assert_eq!(sizes.learned(), None);
+        assert_eq!(sizes.refused(4000), 1);
+        assert_eq!(sizes.learned(), Some(2000));
+        // Half of 2,000 is under the floor: the floor.
+        assert_eq!(sizes.refused(2000), 2);
+        assert_eq!(sizes.learned(), Some(1024));
+        // A larger refusal does not raise it.
+        sizes.refused(3000);
+        assert_eq!(sizes.learned(), Some(1024));
+        // Within the hold, a success changes nothing but the refusals in a row.
+        sizes.succeeded();
+        assert_eq!((sizes.learned(), sizes.refusals_in_a_row), (Some(1024), 0));
+        std::thread::sleep(Duration::from_millis(70));
+        // Past it, each success doubles the limit, which is forgotten at the maximum.
+        sizes.succeeded();
+        assert_eq!(sizes.learned(), Some(2048));
+        sizes.succeeded();
+        assert_eq!(sizes.learned(), None);
+        // The default floor is the smallest --otlp-max-request-bytes.
+        assert_eq!(
+            SizeLimit::new(4_000_000, Duration::from_secs(10)).floor_bytes,
+            1024
+        );
+    }
+
+    /// A transport that answers 413 to everything, and the times it was called.
+    struct Refusing(Arc<Mutex<Vec<(Instant, u64)>>>);
+
+    impl Transport<ExportMetricsServiceRequest> for Refusing {
+        fn send(&mut self, encoded: &[u8]) -> Outcome {
+            let points = ExportMetricsServiceRequest::decode(encoded)
+                .map(|r| super::super::split::points(&r))
+                .unwrap_or(0);
+            if let Ok(mut seen) = self.0.lock() {
+                seen.push((Instant::now(), points));
+            }
+            Outcome::TooLarge
+        }
+    }
+
+    #[test]
+    fn an_intake_that_refuses_everything_gets_backoff_not_a_storm_and_the_points_are_dropped() {
+        let queue = Arc::new(SendQueue::new(1 << 20));
+        let delivery = Arc::new(Delivery::default());
+        let one = request(1).encoded_len();
+        let w = delivery.queued(256);
+        queue.push(Batch::new(request(256), w));
+        let control = Arc::new(Control::default());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sender = Sender {
+            queue: queue.clone(),
+            delivery: delivery.clone(),
+            control: control.clone(),
+            transport: Refusing(seen.clone()),
+            backoff: Backoff {
+                initial: Duration::from_millis(10),
+                max: Duration::from_millis(40),
+            },
+            // A floor of about 32 points.
+            sizes: SizeLimit {
+                floor_bytes: 32 * one,
+                ..SizeLimit::new(1 << 20, Duration::from_secs(60))
+            },
+        };
+        let thread = std::thread::spawn(move || sender.run());
+        let started = Instant::now();
+        while !control.idle(&queue) && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        control.stop();
+        let _ = thread.join();
+        let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        let sizes: Vec<u64> = seen.iter().map(|s| s.1).collect();
+        // 256 refused: the limit learnt is half its size, a little under 128 points' (each
+        // part repeats the resource and the metric), so 64 go next; refused, the limit is the
+        // floor, and each piece of 32 is sent once and dropped. Never below the floor: before,
+        // halving went on to one point a request, 511 requests for 256 points.
+        let mut expected = vec![256, 64];
+        expected.extend([32; 8]);
+        assert_eq!(sizes, expected);
+        let c = delivery.counts();
+        assert_eq!((c.points_delivered, c.points_dropped), (0, 256));
+        assert_eq!(
+            c.exports_failed.get(&(Signal::Metrics, reason::TOO_LARGE)),
+            Some(&(seen.len() as u64))
+        );
+        // From the second refusal in a row on, each request waited the backoff: 10, 20, then
+        // 40 ms at most.
+        for (i, pair) in seen.windows(2).enumerate().skip(1) {
+            let waited = pair[1].0 - pair[0].0;
+            let wanted = Duration::from_millis((10u64 << (i - 1).min(2)).min(40));
+            assert!(
+                waited >= wanted,
+                "request {}: {waited:?} < {wanted:?}",
+                i + 1
+            );
+        }
+    }
+
+    #[test]
+    fn retry_info_in_a_status_s_details_is_the_delay_to_wait() {
+        let retry = |seconds: i64, nanos: i32| RpcStatus {
+            details: vec![
+                RpcAny {
+                    type_url: "type.googleapis.com/google.rpc.ErrorInfo".into(),
+                    value: vec![1, 2, 3],
+                },
+                RpcAny {
+                    type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
+                    value: RetryInfo {
+                        retry_delay: Some(RpcDuration { seconds, nanos }),
+                    }
+                    .encode_to_vec(),
+                },
+            ],
+        };
+        let status = |details: RpcStatus| {
+            tonic::Status::with_details(
+                tonic::Code::ResourceExhausted,
+                "slow down",
+                details.encode_to_vec().into(),
+            )
+        };
+        assert_eq!(
+            retry_delay(&status(retry(5, 0))),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            retry_delay(&status(retry(0, 250_000_000))),
+            Some(Duration::from_millis(250))
+        );
+        // None, zero, negative or garbage: no delay of the collector's.
+        assert_eq!(
+            retry_delay(&tonic::Status::resource_exhausted("slow down")),
+            None
+        );
+        assert_eq!(retry_delay(&status(retry(0, 0))), None);
+        assert_eq!(retry_delay(&status(retry(-1, 0))), None);
+        let garbage = tonic::Status::with_details(
+            tonic::Code::ResourceExhausted,
+            "x",
+            vec![0xff, 0xff, 0xff].into(),
+        );
+        assert_eq!(retry_delay(&garbage), None);
     }
 
     #[test]

@@ -33,6 +33,15 @@ impl Payload for ExportMetricsServiceRequest {
         self.resource_metrics.extend(other.resource_metrics);
         Ok(())
     }
+
+    /// The request's one field is the repeated `resource_metrics`: two encodings concatenated
+    /// decode as one request with both's resources in order, which is what
+    /// [`absorb`](Payload::absorb) does, without decoding either.
+    fn join_encoded(into: &mut Vec<u8>, other: &[u8]) -> bool {
+        into.reserve_exact(other.len());
+        into.extend_from_slice(other);
+        true
+    }
 }
 
 impl Payload for ExportLogsServiceRequest {
