@@ -90,6 +90,132 @@ const SLACK: [&str; 6] = [
     "hung",
 ];
 
+/// Every trace under tests/fixtures (a CSV whose header starts with `t,`).
+fn every_fixture_trace() -> Vec<String> {
+    let mut traces = Vec::new();
+    for dir in std::fs::read_dir(repo("tests/fixtures")).expect("fixtures") {
+        let dir = dir.expect("entry").path();
+        for file in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = file.expect("entry").path();
+            let is_trace = path.extension().is_some_and(|e| e == "csv")
+                && std::fs::read_to_string(&path).is_ok_and(|t| t.starts_with("t,"));
+            if is_trace {
+                traces.push(path.display().to_string());
+            }
+        }
+    }
+    traces.sort();
+    traces
+}
+
+/// The first screen (24 lines of 100 columns) says what the GPUs did, the slack, whether the
+/// hardware is sound and the change to make first, as an instruction naming code, in words: no
+/// class id on it, whatever the fixture, and the bundled recording too.
+#[test]
+fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
+    let mut reports: Vec<(String, String)> = every_fixture_trace()
+        .into_iter()
+        .map(|trace| {
+            let report = diagnose(&["diagnose", "--trace", &trace]);
+            (trace, report)
+        })
+        .collect();
+    assert!(reports.len() >= 10, "{} fixture traces", reports.len());
+    let bundled = gpuslack(&["diagnose"]);
+    assert!(bundled.status.success(), "{}", stderr(&bundled));
+    reports.push(("bundled".into(), stdout(&bundled)));
+    let codes = [
+        "torch.compile",
+        "num_workers",
+        "pin_memory=True",
+        "non_blocking=True",
+        "torch.cuda.empty_cache()",
+        "no_sync",
+        "py-spy dump",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "cuda-gdb",
+        "torch.autocast",
+        "CUDA_VISIBLE_DEVICES",
+        "nsys profile",
+        "cudaAccessPolicyWindow",
+        "torch.sum",
+    ];
+    for (name, report) in &reports {
+        let screen: Vec<&str> = report.lines().take(24).collect();
+        let text = screen.join("\n");
+        for line in &screen {
+            assert!(
+                line.chars().count() <= 100,
+                "{name}: wider than 100:\n{line}"
+            );
+        }
+        // "idle" and "hung" are words too; the ids with an underscore are ids only.
+        let ids = SLACK.iter().chain(&["compute_bound", "memory_bound"]);
+        for class in ids.filter(|c| c.contains('_')) {
+            assert!(
+                !text.contains(class),
+                "{name}: class id {class} on the first screen:\n{text}"
+            );
+        }
+        assert!(text.contains("Bottom line: "), "{name}:\n{text}");
+        assert!(text.contains("GPU 0 · "), "{name}:\n{text}");
+        assert!(text.contains("Hardware"), "{name}:\n{text}");
+        let at = screen
+            .iter()
+            .position(|l| l.starts_with("Change first ("))
+            .unwrap_or_else(|| panic!("{name}: no change on the first screen:\n{text}"));
+        let instruction = screen.get(at + 1).copied().unwrap_or_default();
+        assert!(
+            codes
+                .iter()
+                .any(|c| instruction.contains(c)
+                    || screen.get(at + 2).is_some_and(|l| l.contains(c))),
+            "{name}: the change names no code:\n{text}"
+        );
+    }
+    // The bundled recording shows whose job it was.
+    let (_, bundled) = reports.last().expect("bundled");
+    assert!(
+        bundled.contains("job pgid:485 · pid 499 python3"),
+        "{bundled}"
+    );
+}
+
+/// Each sentence of evidence says one thing, once: the figures the issue found said twice or
+/// against their own words are gone.
+#[test]
+fn evidence_says_each_figure_once() {
+    let reference = diagnose(&["diagnose", "--trace", &fixture("h200-reference")]);
+    let flat = one_line(&reference);
+    for confusing in [
+        "emptier than GPU-Util claims",
+        ": kernels are resident",
+        "the SMs are busy (SM",
+        "is further from bare idle",
+        "is closer to bare idle",
+    ] {
+        assert!(!flat.contains(confusing), "{confusing}: {flat}");
+    }
+    assert!(
+        flat.contains("the resident kernels fill 1/141 of what GPU-Util suggests"),
+        "{flat}"
+    );
+    assert!(
+        flat.contains("120 W: a held context's level (120 W), above bare idle (77 W"),
+        "{flat}"
+    );
+    // A power cap says whether to act: this H200's limit is already its maximum.
+    let job = one_line(&diagnose(&[
+        "diagnose",
+        "--trace",
+        &fixture("h200-diagnose-job"),
+    ]));
+    assert!(
+        job.contains("At its power limit 19% of the time (sw_power_cap), already the board's 700 W maximum: nothing to raise."),
+        "{job}"
+    );
+}
+
 #[test]
 fn the_bottom_line_slack_share_is_the_sum_of_the_slack_verdicts() {
     for name in FIXTURES {

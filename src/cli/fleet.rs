@@ -76,13 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn report(args: &Args) -> Result<()> {
-    let url = args
-        .prometheus
-        .as_deref()
-        .ok_or_else(|| FleetError::BadUrl {
-            url: String::new(),
-            reason: "--prometheus URL is required".into(),
-        })?;
+    let url = args.prometheus.as_deref().ok_or(FleetError::NoUrl)?;
     let prom = Prometheus::new(url)?;
     let end = match args.at {
         Some(t) => t,

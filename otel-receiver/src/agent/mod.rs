@@ -343,7 +343,9 @@ impl Agent {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
         let counts = delivery.counts();
-        if exported {
+        if source.is_none() {
+            // Nothing was opened, so nothing ran: the caller says why, in one line.
+        } else if exported {
             say(&format!("gpuslack: {}", counts.summary()));
         } else {
             say(&format!(

@@ -18,10 +18,12 @@ use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
 use crate::thinned::Thinned;
 
+use super::first_screen::{self, Screen};
 use super::health::Health;
 use super::html::HtmlPage;
 use super::time::utc_hms;
 use super::timeline::{Band, Point, Timeline};
+use super::words;
 
 /// The version of `diagnose --format json`'s document (docs/OUTPUT.md). Fields are only ever
 /// added; a rename or a type change would change it.
@@ -492,36 +494,12 @@ impl BottomLine {
             s += &format!(" at {}", at.join(" and "));
         }
         s += &format!(
-            ". Top cause: {cause} ({:.0}% of the GPU time).",
+            ". Largest cause: {} ({:.0}% of the GPU time).",
+            words::label(cause),
             100.0 * cause_s / self.seconds.max(1e-9)
         );
-        if let Some(fix) = &self.first_fix {
-            s += &format!(
-                " Try first: remedy [{}] ({}), which would recover up to {} ({:.0}%).",
-                fix.id,
-                first_sentence(fix.text),
-                duration(fix.seconds),
-                100.0 * fix.seconds / self.seconds.max(1e-9)
-            );
-        }
         s
     }
-}
-
-/// `text` cut to `width` characters, with an ellipsis where it was cut.
-fn clip(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// A remedy's first sentence, without its full stop: what fits in the bottom line.
-fn first_sentence(text: &str) -> &str {
-    let end = text.find(". ").unwrap_or(text.len());
-    text[..end].trim_end_matches('.')
 }
 
 /// Collects reports as they stream, then renders them. Memory is bounded by the number of
@@ -547,7 +525,7 @@ fn rate(v: Option<f64>) -> String {
 }
 
 /// Wraps `text` at `width` columns, indenting continuation lines by `indent` spaces.
-fn wrap(text: &str, width: usize, indent: usize) -> String {
+pub(super) fn wrap(text: &str, width: usize, indent: usize) -> String {
     let mut out = String::new();
     let mut col = indent;
     for word in text.split_whitespace() {
@@ -566,12 +544,6 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
 }
 
 const LABEL: usize = 15;
-
-/// "GPU 0, 1".
-fn gpu_list(gpus: &BTreeSet<u32>) -> String {
-    let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
-    format!("GPU {}", list.join(", "))
-}
 
 impl HumanReport {
     /// Adds one window: to its verdict's totals, its phase, the GPU's health, owners and
@@ -933,6 +905,61 @@ impl HumanReport {
         })
     }
 
+    /// The first screen's content ([`first_screen`]): the bottom line, what each GPU did and
+    /// whose it was, its health, and the fixes ranked as the remedies are.
+    fn screen(
+        &self,
+        prices: &Prices,
+        remedies: &[Remedy],
+        facts: &impl Fn(u32) -> DeviceFacts,
+    ) -> Screen {
+        let bottom = self.bottom_line(prices);
+        let confidence = |class: Class, gpus: &BTreeSet<u32>| {
+            self.gpus
+                .iter()
+                .filter(|(g, _)| gpus.contains(g))
+                .flat_map(|(_, r)| r.phases.iter().filter(|p| p.class == class))
+                .max_by(|a, b| a.count.cmp(&b.count))
+                .map(|p| p.representative().confidence())
+        };
+        let fix = |r: &Remedy| first_screen::Fix {
+            id: r.id,
+            class: r.class,
+            remedy: r.text,
+            seconds: r.seconds,
+            gpus: r.gpus.clone(),
+            confidence: confidence(r.class, &r.gpus),
+        };
+        let gpus = self
+            .gpus
+            .iter()
+            .map(|(gpu, r)| {
+                let mut by_class: Vec<(Class, f64)> =
+                    r.by_class.iter().map(|(c, t)| (*c, t.seconds)).collect();
+                by_class.sort_by(|a, b| b.1.total_cmp(&a.1));
+                let mut f = facts(*gpu);
+                f.tdp_w = r.tdp_w.or(f.tdp_w);
+                first_screen::GpuDid {
+                    gpu: *gpu,
+                    facts: f,
+                    by_class,
+                    jobs: r.jobs.iter().cloned().collect(),
+                    owner: r.owners.ranked().first().map(|(o, _)| (*o).clone()),
+                    processes_sampled: r.processes_sampled,
+                    health: r.health.clone(),
+                }
+            })
+            .collect();
+        Screen {
+            bottom_line: bottom.text(prices),
+            priced: bottom.cost.is_some(),
+            gpus,
+            fixes: remedies.iter().filter(|r| r.is_fix).map(fix).collect(),
+            advice: remedies.iter().find(|r| !r.is_fix).map(fix),
+            seconds: bottom.seconds,
+        }
+    }
+
     /// The text report.
     pub fn render(
         &self,
@@ -956,36 +983,32 @@ impl HumanReport {
                     out,
                     "gpuslack diagnose — BUNDLED RECORDING, not this machine's GPUs"
                 )?;
-                writeln!(out, "  trace: {}", wrap(name, 92, 9))?;
-                writeln!(out, "  {}", wrap(reason, 92, 2))?;
+                writeln!(out, "  trace: {}", wrap(name, 100, 9))?;
+                writeln!(out, "  {}", wrap(reason, 100, 2))?;
             }
         }
-        writeln!(out)?;
         if self.gpus.is_empty() {
-            writeln!(out, "No samples: nothing to diagnose.")?;
+            writeln!(out, "\nNo samples: nothing to diagnose.")?;
             return Ok(());
         }
-        let bottom = self.bottom_line(&options.prices);
-        writeln!(out, "{}", wrap(&bottom.text(&options.prices), 100, 0))?;
-        let remedies = self.remedies();
-        let fixes: Vec<&Remedy> = remedies.iter().filter(|r| r.is_fix).collect();
-        if !fixes.is_empty() {
-            writeln!(out)?;
-            writeln!(out, "Fixes, ranked by the GPU time they would recover:")?;
-            for (rank, fix) in fixes.iter().enumerate() {
-                let line = format!(
-                    "  {}. {:<15}{:>11} ({:>2.0}%)  {:<9} [{}] {}",
-                    rank + 1,
-                    fix.class.as_str(),
-                    duration(fix.seconds),
-                    100.0 * fix.seconds / bottom.seconds.max(1e-9),
-                    gpu_list(&fix.gpus),
-                    fix.id,
-                    first_sentence(fix.text)
-                );
-                writeln!(out, "{}", clip(&line, 100))?;
+        // The first screen: what the GPUs did, the slack, the change to make first.
+        let header_lines = match source {
+            SourceLabel::Live { .. } => 1,
+            SourceLabel::Trace { note, .. } => 2 + wrap(note, 100, 2).lines().count(),
+            SourceLabel::Bundled { name, reason } => {
+                1 + wrap(name, 100, 9).lines().count() + wrap(reason, 100, 2).lines().count()
             }
+        };
+        let remedies = self.remedies();
+        let screen = self.screen(&options.prices, &remedies, &facts);
+        for line in screen.lines(header_lines) {
+            writeln!(out, "{line}")?;
         }
+        writeln!(
+            out,
+            "\n{:─<100}",
+            "── the details: per GPU, then every remedy "
+        )?;
         let timelines: BTreeMap<u32, Timeline> = if options.colour_strip {
             self.timelines(&facts).into_iter().collect()
         } else {
@@ -1010,14 +1033,19 @@ impl HumanReport {
         }
         writeln!(out)?;
         writeln!(out, "Remedies:")?;
+        let ids = options.verbose || options.detail;
         for r in &remedies {
-            let text = format!("[{}] {} — {}", r.id, r.class, r.text);
+            let text = if ids {
+                format!("[{}] {} — {}", r.id, r.class, r.text)
+            } else {
+                format!("[{}] {}", r.id, r.text)
+            };
             writeln!(out, "  {}", wrap(&text, 100, 6))?;
         }
         if !options.detail {
             writeln!(
                 out,
-                "\n(--detail: a block per phase with every figure; -v: the rule that decided each verdict)"
+                "\n(--detail: a block per phase with every figure; -v: the verdicts' ids and the rules that decided them)"
             )?;
         }
         Ok(())
@@ -1035,6 +1063,8 @@ impl HumanReport {
         strip: Option<&Timeline>,
     ) -> io::Result<()> {
         writeln!(out)?;
+        // Class ids where the reader asked for them; words otherwise.
+        let ids = options.verbose || options.detail;
         let name = facts.name.as_deref().unwrap_or("unknown model");
         let uuid = facts
             .uuid
@@ -1064,7 +1094,7 @@ impl HumanReport {
                 .iter()
                 .take(3)
                 .map(|(o, (_, classes, _))| {
-                    let classes: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
+                    let classes: Vec<&str> = classes.iter().map(|c| words::name(*c, ids)).collect();
                     format!("{o} during {}", classes.join(", "))
                 })
                 .collect();
@@ -1102,7 +1132,7 @@ impl HumanReport {
         )?;
         writeln!(
             out,
-            "    {:<15}{:>6} {:>12} {:>6} {:>12} {:>7} {:>9} {:>7}  remedy",
+            "    {:<19}{:>6} {:>10} {:>6} {:>12} {:>7} {:>9} {:>7}  remedy",
             "verdict", "phases", "time", "share", "energy", "power", "GPU-Util", "SM"
         )?;
         let mut rows: Vec<(&Class, &ClassTotals)> = report.by_class.iter().collect();
@@ -1117,8 +1147,8 @@ impl HumanReport {
                 .map_or(String::new(), |id| format!("[{id}]"));
             writeln!(
                 out,
-                "    {:<15}{:>6} {:>12} {:>5.0}% {:>12} {:>7} {:>9} {:>7}  {}",
-                class.as_str(),
+                "    {:<19}{:>6} {:>10} {:>5.0}% {:>12} {:>7} {:>9} {:>7}  {}",
+                words::name(**class, ids),
                 t.phases,
                 duration(t.seconds),
                 100.0 * t.seconds / total.max(1e-9),
@@ -1160,9 +1190,9 @@ impl HumanReport {
             }
             writeln!(
                 out,
-                "    {:<LABEL$}{}",
-                class.as_str(),
-                wrap(&text, 100, LABEL + 4)
+                "    {:<19}{}",
+                words::name(**class, ids),
+                wrap(&text, 100, 23)
             )?;
         }
         if report.more_phases > 0 {
@@ -1669,13 +1699,5 @@ mod tests {
         assert!(bands
             .windows(2)
             .all(|w| w[0].end == w[1].start && w[0].class != w[1].class));
-    }
-
-    #[test]
-    fn the_bottom_line_names_its_first_sentence() {
-        assert_eq!(
-            first_sentence("Tiny kernels: fuse. Then more."),
-            "Tiny kernels: fuse"
-        );
     }
 }
