@@ -13,7 +13,7 @@ use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, Confidence};
 
 use super::health::Health;
-use super::human::{duration, wrap};
+use super::units::{duration, wrap};
 use super::words;
 
 /// Lines of a terminal's first screen.

@@ -23,6 +23,8 @@ use super::health::Health;
 use super::html::HtmlPage;
 use super::time::utc_hms;
 use super::timeline::{Band, Point, Timeline};
+pub use super::units::duration;
+use super::units::wrap;
 use super::words;
 
 /// The version of `diagnose --format json`'s document (docs/OUTPUT.md). Fields are only ever
@@ -522,25 +524,6 @@ fn pct(v: Option<f64>) -> String {
 
 fn rate(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), diagnosis::rate)
-}
-
-/// Wraps `text` at `width` columns, indenting continuation lines by `indent` spaces.
-pub(super) fn wrap(text: &str, width: usize, indent: usize) -> String {
-    let mut out = String::new();
-    let mut col = indent;
-    for word in text.split_whitespace() {
-        if col > indent && col + 1 + word.chars().count() > width {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent));
-            col = indent;
-        } else if col > indent {
-            out.push(' ');
-            col += 1;
-        }
-        out.push_str(word);
-        col += word.chars().count();
-    }
-    out
 }
 
 const LABEL: usize = 15;
@@ -1325,16 +1308,6 @@ impl HumanReport {
             .collect();
         page.table(&["", "verdict", "what to do"], &rows);
         page.finish()
-    }
-}
-
-/// "45 s", "3 min 20 s", "2 h 05 min".
-pub fn duration(seconds: f64) -> String {
-    let s = seconds.round() as u64;
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
     }
 }
 

@@ -15,6 +15,7 @@ mod jsonl;
 mod table;
 mod time;
 mod timeline;
+mod units;
 mod words;
 
 pub use first_screen::{SCREEN_COLUMNS, SCREEN_LINES};
