@@ -634,34 +634,125 @@ fn the_html_page_renders_one_band_per_phase_in_a_real_browser() {
         }
         assert!(dom.contains("Bottom line: "), "{name}");
         assert!(dom.contains("<table>"), "{name}");
+        // The change to make first, in words, as on the terminal's first screen.
+        assert!(
+            dom.contains(r#"<p class="change">Change first ("#),
+            "{name}"
+        );
+        // Every phase has its row, a one-window phase marked short; each says how sure.
+        let tables: Vec<&str> = dom
+            .split("<th>phase (UTC)</th>")
+            .skip(1)
+            .map(|t| t.split("</table>").next().expect("table"))
+            .collect();
+        assert_eq!(tables.len(), phases.len(), "{name}: a phase table per GPU");
+        for (table, want) in tables.iter().zip(&phases) {
+            assert_eq!(
+                table.matches("<tr>").count(),
+                *want,
+                "{name}: one row per phase"
+            );
+            assert!(table.contains("<th>how sure</th>"), "{name}");
+        }
+        let short = json["gpus"]
+            .as_array()
+            .expect("gpus")
+            .iter()
+            .flat_map(|g| g["phases"].as_array().expect("phases"))
+            .filter(|p| p["windows"] == 1)
+            .count();
+        assert_eq!(dom.matches(">1 (short)<").count(), short, "{name}");
+        // Scales on both curves' axes, and each verdict its own colour.
+        for tick in [
+            "0 W",
+            "100%",
+            "50%",
+            "0%",
+            "(%, right axis)",
+            "power (W, left axis)",
+        ] {
+            assert!(dom.contains(tick), "{name}: {tick}");
+        }
+        let mut fills: Vec<(String, String)> = dom
+            .split(r#"<rect class="band" data-class=""#)
+            .skip(1)
+            .map(|r| {
+                let class = r.split('"').next().expect("class").to_string();
+                let fill = r.split(r#"fill=""#).nth(1).expect("fill");
+                (class, fill.split('"').next().expect("fill").to_string())
+            })
+            .collect();
+        fills.sort();
+        fills.dedup();
+        let classes: std::collections::BTreeSet<&String> = fills.iter().map(|f| &f.0).collect();
+        let colours: std::collections::BTreeSet<&String> = fills.iter().map(|f| &f.1).collect();
+        assert_eq!(
+            classes.len(),
+            colours.len(),
+            "{name}: one colour per verdict: {fills:?}"
+        );
+        assert_eq!(classes.len(), fills.len(), "{name}: {fills:?}");
     }
 }
 
-/// Writes the screenshot docs/diagnose-report.png from the two-GPU fixture when asked
-/// (`GPUSLACK_SCREENSHOT=1 cargo test --test report screenshot`).
+/// Writes the README's pictures when asked (`GPUSLACK_SCREENSHOT=1 cargo test --test report
+/// screenshot`): docs/diagnose-terminal.png, the first screen of `diagnose` where there is no
+/// GPU (the bundled recording) as a 100-column terminal shows it, and
+/// docs/diagnose-h200-job.png, the HTML page of the same job (the README's and
+/// docs/REPORT-H200.md's). Each from the current build, with paths relative to the
+/// repository, so that no local path shows.
 #[test]
 fn screenshot() {
     if std::env::var("GPUSLACK_SCREENSHOT").is_err() {
         return;
     }
     let dir = temp_dir("screenshot");
-    let page = dir.join("report.html");
-    let page_arg = page.display().to_string();
-    let trace = fixture("h200x2-scenarios");
-    let out = gpuslack(&[
-        "diagnose", "--trace", &trace, "--tdp-w", "700", "--html", &page_arg,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let shot = headless(&chromium(), &dir.join("profile"))
-        .arg("--window-size=1060,1500")
-        .arg(format!(
-            "--screenshot={}",
-            repo("docs/diagnose-report.png").display()
-        ))
-        .arg(format!("file://{}", page.display()))
+    let shoot = |page: &Path, png: &str, size: &str| {
+        let shot = headless(&chromium(), &dir.join("profile"))
+            .arg(format!("--window-size={size}"))
+            .arg(format!("--screenshot={}", repo(png).display()))
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium runs");
+        assert!(shot.status.success(), "{}", stderr(&shot));
+    };
+    // The terminal: the first 24 lines, in a <pre> of 100 columns.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["diagnose", "--html", "report.html"])
+        .current_dir(&dir)
         .output()
-        .expect("chromium runs");
-    assert!(shot.status.success(), "{}", stderr(&shot));
+        .expect("gpuslack runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let screen: Vec<String> = stdout(&out).lines().take(24).map(str::to_string).collect();
+    let escaped = screen
+        .join("\n")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let terminal = dir.join("terminal.html");
+    std::fs::write(
+        &terminal,
+        format!(
+            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0;background:#1e1e1e}}pre{{margin:0;padding:10px 12px;color:#e8e8e8;font:14px/18px 'DejaVu Sans Mono',monospace}}</style></head><body><pre>$ gpuslack diagnose\n{escaped}</pre></body></html>"
+        ),
+    )
+    .expect("write");
+    shoot(&terminal, "docs/diagnose-terminal.png", "880,470");
+    // The page, from the repository's root with the trace's path as the docs quote it.
+    let page = dir.join("page.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args([
+            "diagnose",
+            "--trace",
+            "tests/fixtures/h200-diagnose-job/samples.csv",
+            "--html",
+        ])
+        .arg(&page)
+        .current_dir(repo("."))
+        .output()
+        .expect("gpuslack runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    shoot(&page, "docs/diagnose-h200-job.png", "1060,1500");
 }
 
 #[test]

@@ -167,6 +167,33 @@ impl Screen {
         out
     }
 
+    /// The change to make first and the next two, one sentence each: the page's list.
+    pub fn changes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(fix) = self.fixes.first() {
+            out.push(format!(
+                "Change first ({}): {}",
+                self.fix_basis(fix, true),
+                words::change(fix.remedy, fix.class)
+            ));
+        } else if let Some(fix) = &self.advice {
+            out.push(format!(
+                "Change first (nothing is slack; {}): {}",
+                self.fix_basis(fix, false),
+                words::change(fix.remedy, fix.class)
+            ));
+        }
+        for fix in self.fixes.iter().skip(1).take(2) {
+            out.push(format!(
+                "Then, {} ({}): {}",
+                words::label(fix.class),
+                self.fix_basis(fix, true),
+                words::change(fix.remedy, fix.class)
+            ));
+        }
+        out
+    }
+
     /// "recovers up to 34 s, 24% of the GPU time; tiny kernels on GPU 0; how sure: high".
     fn fix_basis(&self, fix: &Fix, recovers: bool) -> String {
         let share = 100.0 * fix.seconds / self.seconds.max(1e-9);

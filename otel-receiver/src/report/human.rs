@@ -1209,6 +1209,9 @@ impl HumanReport {
         page.paragraph("note", &origin);
         page.paragraph("bottom", &self.bottom_line(prices).text(prices));
         let remedies = self.remedies();
+        for change in self.screen(prices, &remedies, &facts).changes() {
+            page.paragraph("change", &change);
+        }
         let timelines: BTreeMap<u32, Timeline> = self.timelines(&facts).into_iter().collect();
         for (gpu, r) in &self.gpus {
             let f = facts(*gpu);
@@ -1247,7 +1250,7 @@ impl HumanReport {
                 .iter()
                 .map(|(c, t)| {
                     vec![
-                        c.as_str().to_string(),
+                        format!("{} ({})", words::label(**c), c.as_str()),
                         t.phases.to_string(),
                         duration(t.seconds),
                         format!("{:.0}%", 100.0 * t.seconds / total.max(1e-9)),
@@ -1264,18 +1267,24 @@ impl HumanReport {
                 ],
                 &rows,
             );
-            let phase_rows: Vec<Vec<String>> = r
+            // Every phase kept, a one-window one marked as short (a transition, most often),
+            // so that each band of the timeline has its row.
+            let mut phase_rows: Vec<Vec<String>> = r
                 .phases
                 .iter()
-                .filter(|p| p.count >= 2)
-                .take(40)
                 .map(|p| {
                     let rep = p.representative();
                     vec![
                         format!("{}–{}", utc_hms(p.start), utc_hms(p.end)),
-                        p.class.as_str().to_string(),
+                        format!("{} ({})", words::label(p.class), p.class.as_str()),
+                        if p.count < 2 {
+                            "1 (short)".to_string()
+                        } else {
+                            p.count.to_string()
+                        },
                         fmt_opt(p.mean(|w| w.signals.power_w), " W", 0),
                         pct(p.mean(|w| w.signals.sm_pct)),
+                        rep.confidence().to_string(),
                         rep.evidence
                             .first()
                             .map_or(String::new(), |e| e.text.clone()),
@@ -1283,12 +1292,20 @@ impl HumanReport {
                     ]
                 })
                 .collect();
+            if r.more_phases > 0 {
+                phase_rows.push(vec![
+                    format!("… {} more phases", r.more_phases),
+                    "counted in the table above, not kept one by one".into(),
+                ]);
+            }
             page.table(
                 &[
                     "phase (UTC)",
                     "verdict",
+                    "windows",
                     "power (phase mean)",
                     "SM (phase mean)",
+                    "how sure",
                     "evidence (typical window)",
                     "remedy",
                 ],
@@ -1301,7 +1318,7 @@ impl HumanReport {
             .map(|r| {
                 vec![
                     format!("[{}]", r.id),
-                    r.class.as_str().to_string(),
+                    format!("{} ({})", words::label(r.class), r.class.as_str()),
                     r.text.to_string(),
                 ]
             })
