@@ -244,7 +244,7 @@ impl Screen {
 
     /// Whether the hardware is sound, per GPU (GPUs that read the same share a line), and
     /// what a throttle asks of the reader.
-    fn hardware(&self) -> Vec<String> {
+    pub fn hardware(&self) -> Vec<String> {
         let mut said: Vec<(Vec<u32>, String)> = Vec::new();
         for g in &self.gpus {
             let text = hardware_text(g);

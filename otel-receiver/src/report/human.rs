@@ -1209,7 +1209,11 @@ impl HumanReport {
         page.paragraph("note", &origin);
         page.paragraph("bottom", &self.bottom_line(prices).text(prices));
         let remedies = self.remedies();
-        for change in self.screen(prices, &remedies, &facts).changes() {
+        let screen = self.screen(prices, &remedies, &facts);
+        for line in screen.hardware() {
+            page.paragraph("note", &line);
+        }
+        for change in screen.changes() {
             page.paragraph("change", &change);
         }
         let timelines: BTreeMap<u32, Timeline> = self.timelines(&facts).into_iter().collect();

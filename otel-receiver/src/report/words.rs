@@ -9,7 +9,7 @@ use crate::diagnosis::{advice, Class};
 pub fn label(class: Class) -> &'static str {
     match class {
         Class::Idle => "idle",
-        Class::IdleHeld => "held, nothing runs",
+        Class::IdleHeld => "held but idle",
         Class::ComputeBound => "compute-limited",
         Class::MemoryBound => "memory-limited",
         Class::LaunchBound => "tiny kernels",
