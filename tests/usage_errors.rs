@@ -321,7 +321,7 @@ fn without_a_gpu_run_says_why_once_and_nothing_else() {
 }
 
 #[test]
-fn the_prometheus_log_line_shows_the_address_as_written() {
+fn the_prometheus_log_lines_show_the_address_it_listens_on() {
     let out = gpuslack(&[
         "-v",
         "run",
@@ -344,4 +344,16 @@ fn the_prometheus_log_line_shows_the_address_as_written() {
         .unwrap_or_else(|| panic!("no serving line in\n{err}"));
     assert!(line.contains("addr=127.0.0.1:"), "{line}");
     assert!(!line.contains("Some("), "{line}");
+    // The start line names the port the endpoint took, not the `:0` asked for.
+    let port: String = line
+        .split("addr=127.0.0.1:")
+        .nth(1)
+        .expect("port")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert!(
+        err.contains(&format!("Prometheus on http://127.0.0.1:{port}/metrics")),
+        "{err}"
+    );
 }
