@@ -182,8 +182,9 @@ fn usage_error(e: clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// "error: the following required arguments were not provided:\n  <TRACE>\n\nUsage: …" as
-/// "error: the following required arguments were not provided: <TRACE> (gpuslack replay --help)".
+/// `error: the following required arguments were not provided:\n  <TRACE>\n\nUsage: …` as
+/// `error: the following required arguments were not provided: <TRACE>` followed by where to
+/// read more (`; see` and the subcommand's `--help`), all on one line.
 fn one_line_usage_error(rendered: &str) -> String {
     let mut why = String::new();
     let mut tips = Vec::new();
