@@ -5,7 +5,8 @@
 //! hardware sound) and a power-cap throttle, beside idle, held, tiny-kernel, GEMM and starved
 //! phases. Nothing in it is composed: it is tests/fixtures/h200-diagnose-job as recorded.
 
-pub const NAME: &str = "h200-diagnose-job (bundled): a PyTorch job on one NVIDIA H200, recorded by gpuslack with its process list and health counters";
+pub const NAME: &str =
+    "h200-diagnose-job (bundled): a PyTorch job on an H200, its processes and health counters";
 pub const LABEL: &str = "<bundled h200-diagnose-job>";
 pub const SAMPLES_CSV: &[u8] = include_bytes!("../../tests/fixtures/h200-diagnose-job/samples.csv");
 pub const FACTS_JSON: &str =

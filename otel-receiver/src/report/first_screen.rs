@@ -136,11 +136,14 @@ impl Screen {
         }
         let next: Vec<&Fix> = self.fixes.iter().skip(1).take(2).collect();
         if !next.is_empty() {
-            out.push("Then:".into());
             for (rank, fix) in next.iter().enumerate() {
+                let prefix = format!(
+                    "{}{}. ",
+                    if rank == 0 { "Then: " } else { "      " },
+                    rank + 2
+                );
                 let text = format!(
-                    "{}. {}, up to {} back ({:.0}%) [{}]: {}",
-                    rank + 2,
+                    "{}, up to {} back ({:.0}%) [{}]: {}",
                     capitalised(words::label(fix.class)),
                     duration(fix.seconds),
                     100.0 * fix.seconds / self.seconds.max(1e-9),
@@ -149,7 +152,7 @@ impl Screen {
                 );
                 // Two lines at most: the whole remedy is numbered below.
                 let keep = if short_next { 1 } else { 2 };
-                let wrapped = format!("  {}", wrap(&text, SCREEN_COLUMNS, 5));
+                let wrapped = format!("{prefix}{}", wrap(&text, SCREEN_COLUMNS, prefix.len()));
                 let lines: Vec<&str> = wrapped.lines().collect();
                 for (i, line) in lines.iter().take(keep).enumerate() {
                     if i + 1 == keep && lines.len() > keep {
@@ -162,7 +165,7 @@ impl Screen {
         }
         let more = self.fixes.len().saturating_sub(3);
         if more > 0 {
-            out.push(format!("  ({more} more in the remedies below.)"));
+            out.push(format!("      ({more} more in the remedies below.)"));
         }
         out
     }

@@ -109,7 +109,7 @@ pub fn run(mut args: Args, verbose: u8) -> Result<ExitCode> {
                 Ok(ExitCode::from(EXIT_NO_GPU))
             }
             Err(e) => {
-                let why = format!("no NVIDIA GPU or driver was found on this machine: {e}.");
+                let why = format!("no NVIDIA GPU here: {e}.");
                 // The reason is said once, in the report's header; stderr says what is shown.
                 errln!("gpuslack: no NVIDIA GPU here; showing the recording bundled in gpuslack instead (--require-gpu exits {EXIT_NO_GPU}).");
                 let facts = TraceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
