@@ -121,6 +121,28 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         })
         .collect();
     assert!(reports.len() >= 10, "{} fixture traces", reports.len());
+    // A node of eight GPUs: the two-GPU recording's rows, copied to GPUs 2–7.
+    let two = std::fs::read_to_string(fixture("h200x2-scenarios")).expect("fixture");
+    let mut eight = String::new();
+    for (i, line) in two.lines().enumerate() {
+        if i == 0 {
+            eight += line;
+            eight.push('\n');
+            continue;
+        }
+        let (t, rest) = line.split_once(',').expect("t");
+        let (gpu, rest) = rest.split_once(',').expect("gpu");
+        let gpu: u32 = gpu.parse().expect("gpu index");
+        for copy in 0..4 {
+            eight += &format!("{t},{},{rest}\n", gpu + 2 * copy);
+        }
+    }
+    let path = temp_dir("eight").join("samples.csv");
+    std::fs::write(&path, eight).expect("write");
+    let trace = path.display().to_string();
+    let report = diagnose(&["diagnose", "--trace", &trace]);
+    assert!(report.contains("GPU 0–7 (8 GPUs)"), "{report}");
+    reports.push((trace, report));
     let bundled = gpuslack(&["diagnose"]);
     assert!(bundled.status.success(), "{}", stderr(&bundled));
     reports.push(("bundled".into(), stdout(&bundled)));
@@ -158,7 +180,10 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
             );
         }
         assert!(text.contains("Bottom line: "), "{name}:\n{text}");
-        assert!(text.contains("GPU 0 · "), "{name}:\n{text}");
+        assert!(
+            text.contains("GPU 0 · ") || text.contains("GPU 0–"),
+            "{name}:\n{text}"
+        );
         assert!(text.contains("Hardware"), "{name}:\n{text}");
         let at = screen
             .iter()

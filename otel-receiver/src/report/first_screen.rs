@@ -36,6 +36,10 @@ pub struct Screen {
     pub advice: Option<Fix>,
     /// GPU time covered, over every GPU (s): what a fix's share is of.
     pub seconds: f64,
+    /// The hardware's lines, when already said for GPUs shown together.
+    pub hardware_lines: Option<Vec<String>>,
+    /// The GPUs shown as one ([`Screen::together`]).
+    pub together: Option<BTreeSet<u32>>,
 }
 
 /// One GPU: what it did, whose it was, its health.
@@ -76,7 +80,8 @@ pub struct Fix {
 
 impl Screen {
     /// The screen's lines, after `header_lines` lines of the source's header: condensed step by
-    /// step (the next changes to one line each, then the GPUs to one line each) until it fits.
+    /// step (the next changes to one line each, then the GPUs to one line each, then all GPUs
+    /// in one line, their hardware in one) until it fits.
     pub fn lines(&self, header_lines: usize) -> Vec<String> {
         let room = SCREEN_LINES.saturating_sub(header_lines);
         let mut lines = self.layout(false, false);
@@ -86,7 +91,66 @@ impl Screen {
         if lines.len() > room {
             lines = self.layout(true, true);
         }
+        if lines.len() > room && self.gpus.len() > 1 {
+            let together = self.together();
+            lines = together.layout(true, false);
+            if lines.len() > room {
+                lines = together.layout(true, true);
+            }
+        }
         lines
+    }
+
+    /// Every GPU as one: their time summed per verdict, their hardware in one line. For a node
+    /// of many GPUs, where a line each would push the change off the screen.
+    fn together(&self) -> Screen {
+        let first = &self.gpus[0];
+        let mut by_class: Vec<(Class, f64)> = Vec::new();
+        for g in &self.gpus {
+            for (c, sec) in &g.by_class {
+                match by_class.iter_mut().find(|(k, _)| k == c) {
+                    Some(e) => e.1 += sec,
+                    None => by_class.push((*c, *sec)),
+                }
+            }
+        }
+        by_class.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut jobs: Vec<String> = self.gpus.iter().flat_map(|g| g.jobs.clone()).collect();
+        jobs.sort();
+        jobs.dedup();
+        let same_model = self.gpus.iter().all(|g| g.facts.name == first.facts.name);
+        let facts = DeviceFacts {
+            name: if same_model {
+                first.facts.name.clone()
+            } else {
+                Some("mixed models".into())
+            },
+            ..DeviceFacts::default()
+        };
+        let indices: BTreeSet<u32> = self.gpus.iter().map(|g| g.gpu).collect();
+        let hardware = self.hardware();
+        let hardware = if hardware.len() == 1 {
+            hardware
+        } else {
+            vec![format!(
+                "Hardware: {} readings differ by GPU: see each GPU's health line below.",
+                self.gpus.len()
+            )]
+        };
+        Screen {
+            gpus: vec![GpuDid {
+                gpu: 0,
+                facts,
+                by_class,
+                jobs,
+                owner: None,
+                processes_sampled: self.gpus.iter().any(|g| g.processes_sampled),
+                health: Health::default(),
+            }],
+            hardware_lines: Some(hardware),
+            together: Some(indices),
+            ..self.clone()
+        }
     }
 
     fn layout(&self, short_next: bool, short_gpus: bool) -> Vec<String> {
@@ -200,9 +264,8 @@ impl Screen {
     /// "recovers up to 34 s, 24% of the GPU time; tiny kernels on GPU 0; how sure: high".
     fn fix_basis(&self, fix: &Fix, recovers: bool) -> String {
         let share = 100.0 * fix.seconds / self.seconds.max(1e-9);
-        let gpus: Vec<String> = fix.gpus.iter().map(u32::to_string).collect();
-        let on = if self.gpus.len() > 1 {
-            format!(" on GPU {}", gpus.join(", "))
+        let on = if self.gpus.len() > 1 || self.together.is_some() {
+            format!(" on GPU {}", gpu_ranges(&fix.gpus))
         } else {
             String::new()
         };
@@ -225,7 +288,10 @@ impl Screen {
 
     /// "GPU 0 · NVIDIA H200 · 42 s · job pgid:485 · pid 499 python3 (user root, pgid 485)".
     fn gpu_line(&self, g: &GpuDid) -> String {
-        let mut parts = vec![format!("GPU {}", g.gpu)];
+        let mut parts = match &self.together {
+            Some(all) => vec![format!("GPU {} ({} GPUs)", gpu_ranges(all), all.len())],
+            None => vec![format!("GPU {}", g.gpu)],
+        };
         parts.push(
             g.facts
                 .name
@@ -248,6 +314,9 @@ impl Screen {
     /// Whether the hardware is sound, per GPU (GPUs that read the same share a line), and
     /// what a throttle asks of the reader.
     pub fn hardware(&self) -> Vec<String> {
+        if let Some(lines) = &self.hardware_lines {
+            return lines.clone();
+        }
         let mut said: Vec<(Vec<u32>, String)> = Vec::new();
         for g in &self.gpus {
             let text = hardware_text(g);
@@ -260,8 +329,7 @@ impl Screen {
         said.into_iter()
             .map(|(gpus, text)| {
                 let on = if many {
-                    let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
-                    format!(" (GPU {})", list.join(", "))
+                    format!(" (GPU {})", gpu_ranges(&gpus.into_iter().collect()))
                 } else {
                     String::new()
                 };
@@ -346,6 +414,25 @@ fn did_sentence(g: &GpuDid, most: usize) -> String {
     format!("Its time: {}.", parts.join(", "))
 }
 
+/// "0–3, 5, 7": runs of consecutive GPUs as ranges.
+fn gpu_ranges(gpus: &BTreeSet<u32>) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for g in gpus {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == *g => *end = *g,
+            _ => runs.push((*g, *g)),
+        }
+    }
+    runs.iter()
+        .map(|(a, b)| match b - a {
+            0 => a.to_string(),
+            1 => format!("{a}, {b}"),
+            _ => format!("{a}–{b}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn capitalised(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {
@@ -414,6 +501,8 @@ mod tests {
             fixes: all.into_iter().take(fixes).collect(),
             advice: Some(fix(5, Class::ComputeBound, 20.0)),
             seconds: 82.0 * f64::from(gpus),
+            hardware_lines: None,
+            together: None,
         }
     }
 
@@ -425,7 +514,7 @@ mod tests {
                     let lines = screen(gpus, fixes).lines(header);
                     let text = lines.join("\n");
                     assert!(
-                        lines.len() + header <= SCREEN_LINES || gpus == 8,
+                        lines.len() + header <= SCREEN_LINES,
                         "{gpus} GPUs, {fixes} fixes: {} lines\n{text}",
                         lines.len()
                     );
@@ -446,6 +535,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn gpus_in_a_run_read_as_a_range() {
+        assert_eq!(
+            gpu_ranges(&BTreeSet::from([0, 1, 2, 3, 5, 7, 8])),
+            "0–3, 5, 7, 8"
+        );
+        let text = screen(8, 4).lines(3).join("\n");
+        assert!(text.contains("GPU 0–7 (8 GPUs)"), "{text}");
     }
 
     #[test]

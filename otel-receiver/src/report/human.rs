@@ -940,6 +940,8 @@ impl HumanReport {
             fixes: remedies.iter().filter(|r| r.is_fix).map(fix).collect(),
             advice: remedies.iter().find(|r| !r.is_fix).map(fix),
             seconds: bottom.seconds,
+            hardware_lines: None,
+            together: None,
         }
     }
 
