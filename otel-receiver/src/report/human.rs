@@ -861,6 +861,7 @@ impl HumanReport {
                     "seconds": r.seconds,
                     "gpus": r.gpus,
                     "text": r.text,
+                    "change": words::change(r.text, r.class),
                 })
             })
             .collect();
