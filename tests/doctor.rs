@@ -47,7 +47,7 @@ fn without_a_gpu_it_says_so_with_the_fix_and_exits_69() {
     let nvml = line(&stdout, "nvml");
     assert_eq!(nvml.len(), 1, "{stdout}");
     assert!(
-        nvml[0].starts_with("FAIL  nvml        the NVIDIA driver's NVML library"),
+        nvml[0].starts_with("FAIL  nvml        NVML could not be loaded"),
         "{stdout}"
     );
     assert!(

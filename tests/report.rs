@@ -90,6 +90,157 @@ const SLACK: [&str; 6] = [
     "hung",
 ];
 
+/// Every trace under tests/fixtures (a CSV whose header starts with `t,`).
+fn every_fixture_trace() -> Vec<String> {
+    let mut traces = Vec::new();
+    for dir in std::fs::read_dir(repo("tests/fixtures")).expect("fixtures") {
+        let dir = dir.expect("entry").path();
+        for file in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = file.expect("entry").path();
+            let is_trace = path.extension().is_some_and(|e| e == "csv")
+                && std::fs::read_to_string(&path).is_ok_and(|t| t.starts_with("t,"));
+            if is_trace {
+                traces.push(path.display().to_string());
+            }
+        }
+    }
+    traces.sort();
+    traces
+}
+
+/// The first screen (24 lines of 100 columns) says what the GPUs did, the slack, whether the
+/// hardware is sound and the change to make first, as an instruction naming code, in words: no
+/// class id on it, whatever the fixture, and the bundled recording too.
+#[test]
+fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
+    let mut reports: Vec<(String, String)> = every_fixture_trace()
+        .into_iter()
+        .map(|trace| {
+            let report = diagnose(&["diagnose", "--trace", &trace]);
+            (trace, report)
+        })
+        .collect();
+    assert!(reports.len() >= 10, "{} fixture traces", reports.len());
+    // A node of eight GPUs: the two-GPU recording's rows, copied to GPUs 2–7.
+    let two = std::fs::read_to_string(fixture("h200x2-scenarios")).expect("fixture");
+    let mut eight = String::new();
+    for (i, line) in two.lines().enumerate() {
+        if i == 0 {
+            eight += line;
+            eight.push('\n');
+            continue;
+        }
+        let (t, rest) = line.split_once(',').expect("t");
+        let (gpu, rest) = rest.split_once(',').expect("gpu");
+        let gpu: u32 = gpu.parse().expect("gpu index");
+        for copy in 0..4 {
+            eight += &format!("{t},{},{rest}\n", gpu + 2 * copy);
+        }
+    }
+    let path = temp_dir("eight").join("samples.csv");
+    std::fs::write(&path, eight).expect("write");
+    let trace = path.display().to_string();
+    let report = diagnose(&["diagnose", "--trace", &trace]);
+    assert!(report.contains("GPU 0–7 (8 GPUs)"), "{report}");
+    reports.push((trace, report));
+    let bundled = gpuslack(&["diagnose"]);
+    assert!(bundled.status.success(), "{}", stderr(&bundled));
+    reports.push(("bundled".into(), stdout(&bundled)));
+    let codes = [
+        "torch.compile",
+        "num_workers",
+        "pin_memory=True",
+        "non_blocking=True",
+        "torch.cuda.empty_cache()",
+        "no_sync",
+        "py-spy dump",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "cuda-gdb",
+        "torch.autocast",
+        "CUDA_VISIBLE_DEVICES",
+        "nsys profile",
+        "cudaAccessPolicyWindow",
+        "torch.sum",
+    ];
+    for (name, report) in &reports {
+        let screen: Vec<&str> = report.lines().take(24).collect();
+        let text = screen.join("\n");
+        for line in &screen {
+            assert!(
+                line.chars().count() <= 100,
+                "{name}: wider than 100:\n{line}"
+            );
+        }
+        // "idle" and "hung" are words too; the ids with an underscore are ids only.
+        let ids = SLACK.iter().chain(&["compute_bound", "memory_bound"]);
+        for class in ids.filter(|c| c.contains('_')) {
+            assert!(
+                !text.contains(class),
+                "{name}: class id {class} on the first screen:\n{text}"
+            );
+        }
+        assert!(text.contains("Bottom line: "), "{name}:\n{text}");
+        assert!(
+            text.contains("GPU 0 · ") || text.contains("GPU 0–"),
+            "{name}:\n{text}"
+        );
+        assert!(text.contains("Hardware"), "{name}:\n{text}");
+        let at = screen
+            .iter()
+            .position(|l| l.starts_with("Change first ("))
+            .unwrap_or_else(|| panic!("{name}: no change on the first screen:\n{text}"));
+        let instruction = screen.get(at + 1).copied().unwrap_or_default();
+        assert!(
+            codes
+                .iter()
+                .any(|c| instruction.contains(c)
+                    || screen.get(at + 2).is_some_and(|l| l.contains(c))),
+            "{name}: the change names no code:\n{text}"
+        );
+    }
+    // The bundled recording shows whose job it was.
+    let (_, bundled) = reports.last().expect("bundled");
+    assert!(
+        bundled.contains("job pgid:485 · pid 499 python3"),
+        "{bundled}"
+    );
+}
+
+/// Each sentence of evidence says one thing, once: the figures the issue found said twice or
+/// against their own words are gone.
+#[test]
+fn evidence_says_each_figure_once() {
+    let reference = diagnose(&["diagnose", "--trace", &fixture("h200-reference")]);
+    let flat = one_line(&reference);
+    for confusing in [
+        "emptier than GPU-Util claims",
+        ": kernels are resident",
+        "the SMs are busy (SM",
+        "is further from bare idle",
+        "is closer to bare idle",
+    ] {
+        assert!(!flat.contains(confusing), "{confusing}: {flat}");
+    }
+    assert!(
+        flat.contains("the resident kernels fill 1/141 of what GPU-Util suggests"),
+        "{flat}"
+    );
+    assert!(
+        flat.contains("120 W: a held context's level (120 W), above bare idle (77 W"),
+        "{flat}"
+    );
+    // A power cap says whether to act: this H200's limit is already its maximum.
+    let job = one_line(&diagnose(&[
+        "diagnose",
+        "--trace",
+        &fixture("h200-diagnose-job"),
+    ]));
+    assert!(
+        job.contains("At its power limit 19% of the time (sw_power_cap), already the board's 700 W maximum: nothing to raise."),
+        "{job}"
+    );
+}
+
 #[test]
 fn the_bottom_line_slack_share_is_the_sum_of_the_slack_verdicts() {
     for name in FIXTURES {
@@ -508,34 +659,125 @@ fn the_html_page_renders_one_band_per_phase_in_a_real_browser() {
         }
         assert!(dom.contains("Bottom line: "), "{name}");
         assert!(dom.contains("<table>"), "{name}");
+        // The change to make first, in words, as on the terminal's first screen.
+        assert!(
+            dom.contains(r#"<p class="change">Change first ("#),
+            "{name}"
+        );
+        // Every phase has its row, a one-window phase marked short; each says how sure.
+        let tables: Vec<&str> = dom
+            .split("<th>phase (UTC)</th>")
+            .skip(1)
+            .map(|t| t.split("</table>").next().expect("table"))
+            .collect();
+        assert_eq!(tables.len(), phases.len(), "{name}: a phase table per GPU");
+        for (table, want) in tables.iter().zip(&phases) {
+            assert_eq!(
+                table.matches("<tr>").count(),
+                *want,
+                "{name}: one row per phase"
+            );
+            assert!(table.contains("<th>how sure</th>"), "{name}");
+        }
+        let short = json["gpus"]
+            .as_array()
+            .expect("gpus")
+            .iter()
+            .flat_map(|g| g["phases"].as_array().expect("phases"))
+            .filter(|p| p["windows"] == 1)
+            .count();
+        assert_eq!(dom.matches(">1 (short)<").count(), short, "{name}");
+        // Scales on both curves' axes, and each verdict its own colour.
+        for tick in [
+            "0 W",
+            "100%",
+            "50%",
+            "0%",
+            "(%, right axis)",
+            "power (W, left axis)",
+        ] {
+            assert!(dom.contains(tick), "{name}: {tick}");
+        }
+        let mut fills: Vec<(String, String)> = dom
+            .split(r#"<rect class="band" data-class=""#)
+            .skip(1)
+            .map(|r| {
+                let class = r.split('"').next().expect("class").to_string();
+                let fill = r.split(r#"fill=""#).nth(1).expect("fill");
+                (class, fill.split('"').next().expect("fill").to_string())
+            })
+            .collect();
+        fills.sort();
+        fills.dedup();
+        let classes: std::collections::BTreeSet<&String> = fills.iter().map(|f| &f.0).collect();
+        let colours: std::collections::BTreeSet<&String> = fills.iter().map(|f| &f.1).collect();
+        assert_eq!(
+            classes.len(),
+            colours.len(),
+            "{name}: one colour per verdict: {fills:?}"
+        );
+        assert_eq!(classes.len(), fills.len(), "{name}: {fills:?}");
     }
 }
 
-/// Writes the screenshot docs/diagnose-report.png from the two-GPU fixture when asked
-/// (`GPUSLACK_SCREENSHOT=1 cargo test --test report screenshot`).
+/// Writes the README's pictures when asked (`GPUSLACK_SCREENSHOT=1 cargo test --test report
+/// screenshot`): docs/diagnose-terminal.png, the first screen of `diagnose` where there is no
+/// GPU (the bundled recording) as a 100-column terminal shows it, and
+/// docs/diagnose-h200-job.png, the HTML page of the same job (the README's and
+/// docs/REPORT-H200.md's). Each from the current build, with paths relative to the
+/// repository, so that no local path shows.
 #[test]
 fn screenshot() {
     if std::env::var("GPUSLACK_SCREENSHOT").is_err() {
         return;
     }
     let dir = temp_dir("screenshot");
-    let page = dir.join("report.html");
-    let page_arg = page.display().to_string();
-    let trace = fixture("h200x2-scenarios");
-    let out = gpuslack(&[
-        "diagnose", "--trace", &trace, "--tdp-w", "700", "--html", &page_arg,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let shot = headless(&chromium(), &dir.join("profile"))
-        .arg("--window-size=1060,1500")
-        .arg(format!(
-            "--screenshot={}",
-            repo("docs/diagnose-report.png").display()
-        ))
-        .arg(format!("file://{}", page.display()))
+    let shoot = |page: &Path, png: &str, size: &str| {
+        let shot = headless(&chromium(), &dir.join("profile"))
+            .arg(format!("--window-size={size}"))
+            .arg(format!("--screenshot={}", repo(png).display()))
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .expect("chromium runs");
+        assert!(shot.status.success(), "{}", stderr(&shot));
+    };
+    // The terminal: the first 24 lines, in a <pre> of 100 columns.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["diagnose", "--html", "report.html"])
+        .current_dir(&dir)
         .output()
-        .expect("chromium runs");
-    assert!(shot.status.success(), "{}", stderr(&shot));
+        .expect("gpuslack runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let screen: Vec<String> = stdout(&out).lines().take(24).map(str::to_string).collect();
+    let escaped = screen
+        .join("\n")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let terminal = dir.join("terminal.html");
+    std::fs::write(
+        &terminal,
+        format!(
+            "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0;background:#1e1e1e}}pre{{margin:0;padding:10px 12px;color:#e8e8e8;font:14px/18px 'DejaVu Sans Mono',monospace}}</style></head><body><pre>$ gpuslack diagnose\n{escaped}</pre></body></html>"
+        ),
+    )
+    .expect("write");
+    shoot(&terminal, "docs/diagnose-terminal.png", "880,470");
+    // The page, from the repository's root with the trace's path as the docs quote it.
+    let page = dir.join("page.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args([
+            "diagnose",
+            "--trace",
+            "tests/fixtures/h200-diagnose-job/samples.csv",
+            "--html",
+        ])
+        .arg(&page)
+        .current_dir(repo("."))
+        .output()
+        .expect("gpuslack runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    shoot(&page, "docs/diagnose-h200-job.png", "1060,1500");
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! - imports point one way: among the modules of one parent (the top-level modules of a crate,
 //!   the files of one folder), no module imports from a module that imports it, directly or
 //!   round a longer circle; the exceptions still standing are listed, with why;
-//! - docs/ARCHITECTURE.md names every source file of every crate.
+//! - docs/ARCHITECTURE.md names every source file of every crate, and every benchmark and
+//!   example file.
 //!
 //! Imports are read from the `use` declarations and the `crate::`/`super::`/`self::` paths
 //! of each file, comments left out. A name the crate root re-exports (`crate::Sample`) counts
@@ -357,6 +358,52 @@ fn named(doc: &str, krate: &str, src: &Path, file: &Path) -> bool {
             || doc.contains(&format!("`{krate}/{folder}/`"));
     }
     false
+}
+
+/// The library's benchmarks and examples, and the scripts beside them: named by their path from
+/// the repository root, since `export.rs` alone would be the exporter's.
+const BENCHES_AND_EXAMPLES: [&str; 3] = [
+    "otel-receiver/benches",
+    "otel-receiver/examples",
+    "bench-kernels/benches",
+];
+
+#[test]
+fn the_architecture_names_every_bench_and_example_file() {
+    let doc = std::fs::read_to_string(repo().join("docs/ARCHITECTURE.md")).expect("the doc");
+    let mut missing = Vec::new();
+    for folder in BENCHES_AND_EXAMPLES {
+        let mut stack = vec![repo().join(folder)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a folder").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let rel = path
+                    .strip_prefix(repo())
+                    .expect("under the root")
+                    .display()
+                    .to_string();
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                // A script beside others may be listed by its name after its folder's first.
+                let script = !rel.ends_with(".rs") && doc.contains(&format!("`{name}`"));
+                if !doc.contains(&format!("`{rel}`")) && !script {
+                    missing.push(rel);
+                }
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md does not name these files by their full path:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]

@@ -224,7 +224,8 @@ fn reference_trace_classes_power_and_efficiency() {
     assert_eq!(graph.signals.util_pct, Some(100.0));
     assert!(graph.signals.sm_pct.expect("sm") < 2.0);
     assert!(graph.efficiency.expect("eff") < 0.01);
-    assert!(evidence_text(graph).contains("GPU-Util 100% but SM activity 1.1%"));
+    assert!(evidence_text(graph).contains("SM activity 1.1%: the resident kernels fill 1/93"));
+    assert!(evidence_text(graph).contains("GPU-Util 100% and steady"));
 
     let eager = at(&r, 0, 28.0);
     assert_eq!(eager.class, Class::LaunchBound);

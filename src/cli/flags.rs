@@ -21,6 +21,25 @@ pub fn finite(value: &str) -> std::result::Result<f64, String> {
     Ok(v)
 }
 
+/// clap's parser for a share: `0.95`, `95` or `95%` are all 95%. A bare number above 1 is a
+/// percent, since a share above 1 means nothing; `1` is 100%. What the README and `--help`
+/// quote ("default 95%") is what the flag takes.
+pub fn share(value: &str) -> std::result::Result<f64, String> {
+    let text = value.trim();
+    let (number, percent) = match text.strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (text, false),
+    };
+    let v = finite(number)?;
+    let share = if percent || v > 1.0 { v / 100.0 } else { v };
+    if !(0.0..=1.0).contains(&share) {
+        return Err(format!(
+            "{value:?} is not a share from 0 to 1 or a percent from 0 to 100"
+        ));
+    }
+    Ok(share)
+}
+
 /// `value` seconds as a duration, refused unless finite and within `min..=max`.
 pub fn seconds(flag: &str, value: f64, min: f64, max: f64) -> Result<Duration> {
     if !(value.is_finite() && value >= min && value <= max) {
@@ -78,5 +97,24 @@ mod tests {
         }
         assert_eq!(finite("0.95"), Ok(0.95));
         assert_eq!(finite("-1"), Ok(-1.0));
+    }
+
+    #[test]
+    fn a_share_is_taken_as_written_or_as_a_percent() {
+        for (text, want) in [
+            ("0.95", 0.95),
+            ("95", 0.95),
+            ("95%", 0.95),
+            ("1", 1.0),
+            ("100", 1.0),
+            ("0", 0.0),
+            ("0.5%", 0.005),
+        ] {
+            let got = share(text).expect(text);
+            assert!((got - want).abs() < 1e-12, "{text}: {got}");
+        }
+        for bad in ["101", "-1", "nan", "95%%", "x", "150%"] {
+            assert!(share(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

@@ -88,13 +88,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn report(args: &Args) -> Result<()> {
-    let url = args
-        .prometheus
-        .as_deref()
-        .ok_or_else(|| FleetError::BadUrl {
-            url: String::new(),
-            reason: "--prometheus URL is required".into(),
-        })?;
+    let url = args.prometheus.as_deref().ok_or(FleetError::NoUrl)?;
     if !(1.0..=1e6).contains(&args.max_answer_mib) {
         anyhow::bail!(
             "--max-answer-mib must be from 1 to 1000000, got {}",

@@ -104,7 +104,10 @@ pub const EXIT_NO_GPU: u8 = 69;
 
 pub fn main() -> ExitCode {
     open_closed_standard_descriptors();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     // The agent logs what it samples, where it exports and each verdict change at INFO; the
     // other commands print their reports and stay quiet below WARN.
     let agent = matches!(cli.command, Command::Run(_));
@@ -146,6 +149,86 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, parsed. A value may start with `-` (`--speed -1`): it is refused by the
+/// flag's own check, by name, rather than taken for an unknown flag.
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    fn negatives(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            let takes_value = a.get_action().takes_values();
+            a.allow_negative_numbers(takes_value)
+        })
+        .mut_subcommands(negatives)
+    }
+    let matches = negatives(Cli::command()).try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
+/// A usage error as one line on stderr, exit 2: clap's message with its indented details and
+/// tips folded in, and where to read more; help and the version print as clap prints them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    }
+    // Where clap's message has no usage line, the subcommand typed names the help to read.
+    let typed = std::env::args().nth(1).filter(|a| {
+        <Cli as clap::CommandFactory>::command()
+            .get_subcommands()
+            .any(|c| c.get_name() == a)
+    });
+    let mut rendered = e.render().to_string();
+    if !rendered.contains("Usage: ") {
+        if let Some(sub) = typed {
+            rendered += &format!("\nUsage: gpuslack {sub}");
+        }
+    }
+    errln!("{}", one_line_usage_error(&rendered));
+    ExitCode::from(2)
+}
+
+/// `error: the following required arguments were not provided:\n  <TRACE>\n\nUsage: …` as
+/// `error: the following required arguments were not provided: <TRACE>` followed by where to
+/// read more (`; see` and the subcommand's `--help`), all on one line.
+fn one_line_usage_error(rendered: &str) -> String {
+    let mut why = String::new();
+    let mut tips = Vec::new();
+    let mut usage = None;
+    for line in rendered.lines() {
+        let text = line.trim();
+        if text.is_empty() || text.starts_with("For more information") {
+            continue;
+        }
+        if let Some(u) = text.strip_prefix("Usage: ") {
+            usage = Some(u.to_string());
+        } else if let Some(tip) = text.strip_prefix("tip: ") {
+            tips.push(tip.to_string());
+        } else if usage.is_none() {
+            if !why.is_empty() {
+                why.push(' ');
+            }
+            why.push_str(text);
+        }
+    }
+    if !tips.is_empty() {
+        why += &format!(" ({})", tips.join("; "));
+    }
+    // "gpuslack replay [OPTIONS] <TRACE>" → "gpuslack replay --help".
+    let command: Vec<&str> = usage
+        .as_deref()
+        .unwrap_or("gpuslack")
+        .split_whitespace()
+        .take_while(|w| !w.starts_with('[') && !w.starts_with('<') && !w.starts_with('-'))
+        .collect();
+    format!("{why}; see `{} --help`", command.join(" "))
 }
 
 /// Gives a standard descriptor that was closed at start (`2>&-`, a supervisor that closes
@@ -287,5 +370,24 @@ fn quiet_repeats(meta: &tracing::Metadata<'_>) -> bool {
             seen.insert(meta.callsite(), now);
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usage_error_is_one_line_naming_what_and_where_to_read() {
+        let rendered = "error: the following required arguments were not provided:\n  <TRACE>\n\nUsage: gpuslack replay <TRACE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line_usage_error(rendered),
+            "error: the following required arguments were not provided: <TRACE>; see `gpuslack replay --help`"
+        );
+        let rendered = "error: unexpected argument '--fromat' found\n\n  tip: a similar argument exists: '--format'\n\nUsage: gpuslack replay --format <FORMAT> <TRACE>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line_usage_error(rendered),
+            "error: unexpected argument '--fromat' found (a similar argument exists: '--format'); see `gpuslack replay --help`"
+        );
     }
 }

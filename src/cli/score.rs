@@ -19,11 +19,13 @@ pub struct Args {
     pub labels: PathBuf,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// Fail (exit 1) when the overall share of right windows is below this.
-    #[arg(long, default_value_t = 0.95, value_parser = super::flags::finite)]
+    /// Fail (exit 1) when the overall share of right windows is below this: a share (0.95) or
+    /// a percent (95 or 95%).
+    #[arg(long, value_name = "SHARE", default_value = "95%", value_parser = super::flags::share)]
     pub min_overall: f64,
-    /// Fail (exit 1) when any segment's share of right windows is below this.
-    #[arg(long, default_value_t = 0.80, value_parser = super::flags::finite)]
+    /// Fail (exit 1) when any segment's share of right windows is below this: a share (0.8) or
+    /// a percent (80 or 80%).
+    #[arg(long, value_name = "SHARE", default_value = "80%", value_parser = super::flags::share)]
     pub min_segment: f64,
     /// Print the score as JSON.
     #[arg(long)]
@@ -73,9 +75,6 @@ impl CadenceReport {
 
 pub fn run(mut args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
-    // Shares of windows: a threshold past 1 fails every score, one below 0 passes every one.
-    super::flags::factor("--min-overall", args.min_overall, 0.0, 1.0, None)?;
-    super::flags::factor("--min-segment", args.min_segment, 0.0, 1.0, None)?;
     let labels = Labels::load(&args.labels)?;
     if args.pipeline.tdp_w.is_none() {
         args.pipeline.tdp_w = labels.tdp_w;
@@ -178,12 +177,32 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             );
         }
     }
-    let worst = score.worst().map_or(0.0, |s| s.share());
-    Ok(
-        if score.overall() >= args.min_overall && worst >= args.min_segment {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        },
-    )
+    // A failing score says which figure failed, on stderr, whatever the format.
+    let mut failed = false;
+    if score.overall() < args.min_overall {
+        errln!(
+            "gpuslack: score failed: {}/{} windows right overall ({:.1}%), under --min-overall {:.1}%",
+            score.correct(),
+            score.windows(),
+            100.0 * score.overall(),
+            100.0 * args.min_overall
+        );
+        failed = true;
+    }
+    if let Some(worst) = score.worst().filter(|s| s.share() < args.min_segment) {
+        errln!(
+            "gpuslack: score failed: segment {:?} on GPU {} has {:.1}% of its {} windows right, under --min-segment {:.1}%",
+            worst.scenario,
+            worst.gpu,
+            100.0 * worst.share(),
+            worst.windows,
+            100.0 * args.min_segment
+        );
+        failed = true;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

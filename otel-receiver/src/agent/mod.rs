@@ -249,9 +249,13 @@ impl Agent {
                 .with_top_processes(options.process_series)
                 .with_owner_series(options.owner_series),
         ));
+        // The address the endpoint really listens on (`:0` asks for any free port), for the
+        // start line.
+        let mut bound = None;
         if let Some(addr) = config.prometheus {
             let listener =
                 prometheus::bind(addr).map_err(|source| AgentError::Listen { addr, source })?;
+            bound = listener.local_addr().ok();
             let (state, config) = (state.clone(), config.clone());
             let limits = Limits {
                 unhealthy_after_failed_exports: options.unhealthy_after_failed_exports,
@@ -292,7 +296,9 @@ impl Agent {
             if source.live_clock() {
                 pipeline = pipeline.tolerating_clock_steps();
             }
-            source.announce(pipeline.window_s(), &destinations(config));
+            let mut shown = config.clone();
+            shown.prometheus = bound.or(config.prometheus);
+            source.announce(pipeline.window_s(), &destinations(&shown));
             drive(
                 &mut **source,
                 &mut pipeline,
@@ -343,7 +349,9 @@ impl Agent {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
         let counts = delivery.counts();
-        if exported {
+        if source.is_none() {
+            // Nothing was opened, so nothing ran: the caller says why, in one line.
+        } else if exported {
             say(&format!("gpuslack: {}", counts.summary()));
         } else {
             say(&format!(

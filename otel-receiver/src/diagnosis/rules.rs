@@ -644,13 +644,17 @@ fn quiet(x: &RuleInput) -> Option<Verdict> {
     match (s.power_w, x.baselines.as_ref(), x.power.held) {
         (Some(power), Some(base), Some(held)) => {
             let threshold = base.held_threshold_w();
-            let text = format!(
-                "{power:.0} W is {} bare idle ({:.0} W) than a held context ({:.0} W; {})",
-                if held { "further from" } else { "closer to" },
-                base.idle_w,
-                base.held_idle_w,
-                base.origin
-            );
+            let text = if held {
+                format!(
+                    "{power:.0} W: a held context's level ({:.0} W), above bare idle ({:.0} W; {})",
+                    base.held_idle_w, base.idle_w, base.origin
+                )
+            } else {
+                format!(
+                    "{power:.0} W: bare idle's level ({:.0} W), below a held context ({:.0} W; {})",
+                    base.idle_w, base.held_idle_w, base.origin
+                )
+            };
             let class = if held { Class::IdleHeld } else { Class::Idle };
             verdict(
                 class,
@@ -684,7 +688,10 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
         "util_gpu",
         util / 100.0,
         Some(th.launch_util_pct / 100.0),
-        format!("GPU-Util {}: kernels are resident", pct(util)),
+        format!(
+            "GPU-Util {} and steady: the kernels come evenly, not in bursts",
+            pct(util)
+        ),
     );
     let (Some(sm), Some(intensity)) = (s.sm_pct, s.intensity()) else {
         let intensity = x.power.intensity.filter(|i| *i < th.work_load_per_util)?;
@@ -716,8 +723,7 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
             intensity,
             Some(th.launch_intensity_max),
             format!(
-                "GPU-Util {} but SM activity {}: the SMs are {:.0}× emptier than GPU-Util claims, the kernels are tiny",
-                pct(util),
+                "SM activity {}: the resident kernels fill 1/{:.0} of what GPU-Util suggests, so they are tiny",
                 pct(sm),
                 1.0 / intensity.max(1e-3)
             ),
@@ -838,11 +844,9 @@ fn bursts(x: &RuleInput) -> Option<Verdict> {
             s.intensity().unwrap_or(1.0),
             Some(th.launch_intensity_max),
             format!(
-                "and when it runs the SMs are busy (SM {} for GPU-Util {}, peaks of {}, pipes or DRAM {}): real work, arriving in bursts",
-                pct(sm),
-                pct(util),
-                pct(s.sm_max_pct.unwrap_or(sm)),
-                pct(drawn)
+                "while resident the kernels fill {} of the SMs (SM activity {}): real work, arriving in bursts",
+                pct(100.0 * s.intensity().unwrap_or(1.0).min(1.0)),
+                pct(sm)
             ),
         )
     } else {

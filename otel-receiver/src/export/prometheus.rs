@@ -525,7 +525,14 @@ pub async fn serve(
     limits: Limits,
 ) -> std::io::Result<()> {
     let listener = TcpListener::from_std(listener)?;
-    tracing::info!(addr = ?listener.local_addr().ok(), "serving Prometheus metrics at /metrics, health at /healthz and /readyz");
+    match listener.local_addr() {
+        Ok(addr) => {
+            tracing::info!(%addr, "serving Prometheus metrics at /metrics, health at /healthz and /readyz")
+        }
+        Err(_) => {
+            tracing::info!("serving Prometheus metrics at /metrics, health at /healthz and /readyz")
+        }
+    }
     let shared = Arc::new(Shared {
         state,
         limits,

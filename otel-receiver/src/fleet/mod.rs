@@ -75,6 +75,9 @@ pub enum FleetError {
         /// What was looked for, and where.
         what: String,
     },
+    /// No `--prometheus` was given: there is nothing to read the fleet from.
+    #[error("--prometheus URL is required: the query API's base URL, e.g. http://prometheus:9090")]
+    NoUrl,
     /// `--since` does not parse.
     #[error("--since {0:?}: not a duration such as 90s, 30m, 12h, 7d or 2w")]
     BadDuration(String),
@@ -87,7 +90,7 @@ impl FleetError {
     pub fn exit_code(&self) -> u8 {
         match self {
             FleetError::NoData { .. } => 1,
-            FleetError::BadUrl { .. } | FleetError::BadDuration(_) => 2,
+            FleetError::BadUrl { .. } | FleetError::NoUrl | FleetError::BadDuration(_) => 2,
             FleetError::Unreachable { .. } => 69,
             FleetError::NotPrometheus { .. }
             | FleetError::Query { .. }

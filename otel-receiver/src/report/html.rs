@@ -23,6 +23,7 @@ pub struct HtmlPage {
 const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:24px auto;color:#222}\
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}\
 p.bottom{font-size:15px;background:#fff6e0;padding:10px 14px;border-left:4px solid #e3672b}\
+p.change{font-size:14px;margin:4px 0;padding:6px 14px;border-left:4px solid #3a91d4}\
 table{border-collapse:collapse;margin:8px 0;font-size:13px}\
 td,th{padding:3px 9px;border-bottom:1px solid #eee;text-align:left}\
 td.n{text-align:right}p.note{color:#666;font-size:13px}pre{font-size:12px;background:#f6f6f6;padding:8px}";
@@ -42,7 +43,8 @@ impl HtmlPage {
         self
     }
 
-    /// A paragraph; `class` styles it (`bottom` for the bottom line, `note` for small print).
+    /// A paragraph; `class` styles it (`bottom` for the bottom line, `change` for a change to
+    /// make, `note` for small print).
     pub fn paragraph(&mut self, class: &str, text: &str) -> &mut Self {
         let _ = write!(
             self.body,

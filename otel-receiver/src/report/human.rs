@@ -19,10 +19,14 @@ use crate::sample::Metric;
 use crate::text;
 use crate::thinned::Thinned;
 
+use super::first_screen::{self, Screen};
 use super::health::Health;
 use super::html::HtmlPage;
 use super::time::utc_hms;
 use super::timeline::{Band, Point, Timeline};
+pub use super::units::duration;
+use super::units::wrap;
+use super::words;
 
 /// The version of `diagnose --format json`'s document (docs/OUTPUT.md). Fields are only ever
 /// added; a rename or a type change would change it.
@@ -587,36 +591,12 @@ impl BottomLine {
             s += &format!(" at {}", at.join(" and "));
         }
         s += &format!(
-            ". Top cause: {cause} ({:.0}% of the GPU time).",
+            ". Largest cause: {} ({:.0}% of the GPU time).",
+            words::label(cause),
             100.0 * cause_s / self.seconds.max(1e-9)
         );
-        if let Some(fix) = &self.first_fix {
-            s += &format!(
-                " Try first: remedy [{}] ({}), which would recover up to {} ({:.0}%).",
-                fix.id,
-                first_sentence(fix.text),
-                duration(fix.seconds),
-                100.0 * fix.seconds / self.seconds.max(1e-9)
-            );
-        }
         s
     }
-}
-
-/// `text` cut to `width` characters, with an ellipsis where it was cut.
-fn clip(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// A remedy's first sentence, without its full stop: what fits in the bottom line.
-fn first_sentence(text: &str) -> &str {
-    let end = text.find(". ").unwrap_or(text.len());
-    text[..end].trim_end_matches('.')
 }
 
 /// Collects reports as they stream, then renders them. Memory is bounded by the number of
@@ -641,32 +621,7 @@ fn rate(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), diagnosis::rate)
 }
 
-/// Wraps `text` at `width` columns, indenting continuation lines by `indent` spaces.
-fn wrap(text: &str, width: usize, indent: usize) -> String {
-    let mut out = String::new();
-    let mut col = indent;
-    for word in text.split_whitespace() {
-        if col > indent && col + 1 + word.chars().count() > width {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent));
-            col = indent;
-        } else if col > indent {
-            out.push(' ');
-            col += 1;
-        }
-        out.push_str(word);
-        col += word.chars().count();
-    }
-    out
-}
-
 const LABEL: usize = 15;
-
-/// "GPU 0, 1".
-fn gpu_list(gpus: &BTreeSet<u32>) -> String {
-    let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
-    format!("GPU {}", list.join(", "))
-}
 
 impl HumanReport {
     /// Adds one window: to its verdict's totals, its phase, the GPU's health, owners and
@@ -1008,6 +963,7 @@ impl HumanReport {
                     "seconds": r.seconds,
                     "gpus": r.gpus,
                     "text": r.text,
+                    "change": words::change(r.text, r.class),
                 })
             })
             .collect();
@@ -1035,6 +991,63 @@ impl HumanReport {
         })
     }
 
+    /// The first screen's content ([`first_screen`]): the bottom line, what each GPU did and
+    /// whose it was, its health, and the fixes ranked as the remedies are.
+    fn screen(
+        &self,
+        prices: &Prices,
+        remedies: &[Remedy],
+        facts: &impl Fn(u32) -> DeviceFacts,
+    ) -> Screen {
+        let bottom = self.bottom_line(prices);
+        let confidence = |class: Class, gpus: &BTreeSet<u32>| {
+            self.gpus
+                .iter()
+                .filter(|(g, _)| gpus.contains(g))
+                .flat_map(|(_, r)| r.phases.iter().filter(|p| p.class == class))
+                .max_by(|a, b| a.count.cmp(&b.count))
+                .map(|p| p.representative().confidence())
+        };
+        let fix = |r: &Remedy| first_screen::Fix {
+            id: r.id,
+            class: r.class,
+            remedy: r.text,
+            seconds: r.seconds,
+            gpus: r.gpus.clone(),
+            confidence: confidence(r.class, &r.gpus),
+        };
+        let gpus = self
+            .gpus
+            .iter()
+            .map(|(gpu, r)| {
+                let mut by_class: Vec<(Class, f64)> =
+                    r.by_class.iter().map(|(c, t)| (*c, t.seconds)).collect();
+                by_class.sort_by(|a, b| b.1.total_cmp(&a.1));
+                let mut f = facts(*gpu);
+                f.tdp_w = r.tdp_w.or(f.tdp_w);
+                first_screen::GpuDid {
+                    gpu: *gpu,
+                    facts: f,
+                    by_class,
+                    jobs: r.jobs.iter().cloned().collect(),
+                    owner: r.owners.ranked().first().map(|(o, _)| (*o).clone()),
+                    processes_sampled: r.processes_sampled,
+                    health: r.health.clone(),
+                }
+            })
+            .collect();
+        Screen {
+            bottom_line: bottom.text(prices),
+            priced: bottom.cost.is_some(),
+            gpus,
+            fixes: remedies.iter().filter(|r| r.is_fix).map(fix).collect(),
+            advice: remedies.iter().find(|r| !r.is_fix).map(fix),
+            seconds: bottom.seconds,
+            hardware_lines: None,
+            together: None,
+        }
+    }
+
     /// The text report.
     pub fn render(
         &self,
@@ -1058,36 +1071,32 @@ impl HumanReport {
                     out,
                     "gpuslack diagnose — BUNDLED RECORDING, not this machine's GPUs"
                 )?;
-                writeln!(out, "  trace: {}", wrap(name, 92, 9))?;
-                writeln!(out, "  {}", wrap(reason, 92, 2))?;
+                writeln!(out, "  trace: {}", wrap(name, 100, 9))?;
+                writeln!(out, "  {}", wrap(reason, 100, 2))?;
             }
         }
-        writeln!(out)?;
         if self.gpus.is_empty() {
-            writeln!(out, "No samples: nothing to diagnose.")?;
+            writeln!(out, "\nNo samples: nothing to diagnose.")?;
             return Ok(());
         }
-        let bottom = self.bottom_line(&options.prices);
-        writeln!(out, "{}", wrap(&bottom.text(&options.prices), 100, 0))?;
-        let remedies = self.remedies();
-        let fixes: Vec<&Remedy> = remedies.iter().filter(|r| r.is_fix).collect();
-        if !fixes.is_empty() {
-            writeln!(out)?;
-            writeln!(out, "Fixes, ranked by the GPU time they would recover:")?;
-            for (rank, fix) in fixes.iter().enumerate() {
-                let line = format!(
-                    "  {}. {:<15}{:>11} ({:>2.0}%)  {:<9} [{}] {}",
-                    rank + 1,
-                    fix.class.as_str(),
-                    duration(fix.seconds),
-                    100.0 * fix.seconds / bottom.seconds.max(1e-9),
-                    gpu_list(&fix.gpus),
-                    fix.id,
-                    first_sentence(fix.text)
-                );
-                writeln!(out, "{}", clip(&line, 100))?;
+        // The first screen: what the GPUs did, the slack, the change to make first.
+        let header_lines = match source {
+            SourceLabel::Live { .. } => 1,
+            SourceLabel::Trace { note, .. } => 2 + wrap(note, 100, 2).lines().count(),
+            SourceLabel::Bundled { name, reason } => {
+                1 + wrap(name, 100, 9).lines().count() + wrap(reason, 100, 2).lines().count()
             }
+        };
+        let remedies = self.remedies();
+        let screen = self.screen(&options.prices, &remedies, &facts);
+        for line in screen.lines(header_lines) {
+            writeln!(out, "{line}")?;
         }
+        writeln!(
+            out,
+            "\n{:─<100}",
+            "── the details: per GPU, then every remedy "
+        )?;
         let timelines: BTreeMap<u32, Timeline> = if options.colour_strip {
             self.timelines(&facts).into_iter().collect()
         } else {
@@ -1112,14 +1121,19 @@ impl HumanReport {
         }
         writeln!(out)?;
         writeln!(out, "Remedies:")?;
+        let ids = options.verbose || options.detail;
         for r in &remedies {
-            let text = format!("[{}] {} — {}", r.id, r.class, r.text);
+            let text = if ids {
+                format!("[{}] {} — {}", r.id, r.class, r.text)
+            } else {
+                format!("[{}] {}", r.id, r.text)
+            };
             writeln!(out, "  {}", wrap(&text, 100, 6))?;
         }
         if !options.detail {
             writeln!(
                 out,
-                "\n(--detail: a block per phase with every figure; -v: the rule that decided each verdict)"
+                "\n(--detail: a block per phase with every figure; -v: the verdicts' ids and the rules that decided them)"
             )?;
         }
         Ok(())
@@ -1137,6 +1151,8 @@ impl HumanReport {
         strip: Option<&Timeline>,
     ) -> io::Result<()> {
         writeln!(out)?;
+        // Class ids where the reader asked for them; words otherwise.
+        let ids = options.verbose || options.detail;
         let name = facts.name.as_deref().unwrap_or("unknown model");
         let uuid = facts
             .uuid
@@ -1169,7 +1185,7 @@ impl HumanReport {
                 .iter()
                 .take(3)
                 .map(|(o, (_, classes, _))| {
-                    let classes: Vec<&str> = classes.iter().map(|c| c.as_str()).collect();
+                    let classes: Vec<&str> = classes.iter().map(|c| words::name(*c, ids)).collect();
                     format!("{o} during {}", classes.join(", "))
                 })
                 .collect();
@@ -1207,7 +1223,7 @@ impl HumanReport {
         )?;
         writeln!(
             out,
-            "    {:<15}{:>6} {:>12} {:>6} {:>12} {:>7} {:>9} {:>7}  remedy",
+            "    {:<19}{:>6} {:>10} {:>6} {:>12} {:>7} {:>9} {:>7}  remedy",
             "verdict", "phases", "time", "share", "energy", "power", "GPU-Util", "SM"
         )?;
         let mut rows: Vec<(&Class, &ClassTotals)> = report.by_class.iter().collect();
@@ -1222,8 +1238,8 @@ impl HumanReport {
                 .map_or(String::new(), |id| format!("[{id}]"));
             writeln!(
                 out,
-                "    {:<15}{:>6} {:>12} {:>5.0}% {:>12} {:>7} {:>9} {:>7}  {}",
-                class.as_str(),
+                "    {:<19}{:>6} {:>10} {:>5.0}% {:>12} {:>7} {:>9} {:>7}  {}",
+                words::name(**class, ids),
                 t.phases,
                 duration(t.seconds),
                 100.0 * t.seconds / total.max(1e-9),
@@ -1272,9 +1288,9 @@ impl HumanReport {
             }
             writeln!(
                 out,
-                "    {:<LABEL$}{}",
-                class.as_str(),
-                wrap(&text, 100, LABEL + 4)
+                "    {:<19}{}",
+                words::name(**class, ids),
+                wrap(&text, 100, 23)
             )?;
         }
         if report.more_phases > 0 {
@@ -1308,6 +1324,13 @@ impl HumanReport {
         page.paragraph("note", &origin);
         page.paragraph("bottom", &self.bottom_line(prices).text(prices));
         let remedies = self.remedies();
+        let screen = self.screen(prices, &remedies, &facts);
+        for line in screen.hardware() {
+            page.paragraph("note", &line);
+        }
+        for change in screen.changes() {
+            page.paragraph("change", &change);
+        }
         let timelines: BTreeMap<u32, Timeline> = self.timelines(&facts).into_iter().collect();
         for (gpu, r) in &self.gpus {
             let f = facts(*gpu);
@@ -1346,7 +1369,7 @@ impl HumanReport {
                 .iter()
                 .map(|(c, t)| {
                     vec![
-                        c.as_str().to_string(),
+                        format!("{} ({})", words::label(**c), c.as_str()),
                         t.phases.to_string(),
                         duration(t.seconds),
                         format!("{:.0}%", 100.0 * t.seconds / total.max(1e-9)),
@@ -1363,18 +1386,24 @@ impl HumanReport {
                 ],
                 &rows,
             );
-            let phase_rows: Vec<Vec<String>> = r
+            // Every phase kept, a one-window one marked as short (a transition, most often),
+            // so that each band of the timeline has its row.
+            let mut phase_rows: Vec<Vec<String>> = r
                 .phases
                 .iter()
-                .filter(|p| p.count >= 2)
-                .take(40)
                 .map(|p| {
                     let rep = p.representative();
                     vec![
                         format!("{}–{}", utc_hms(p.start), utc_hms(p.end)),
-                        p.class.as_str().to_string(),
+                        format!("{} ({})", words::label(p.class), p.class.as_str()),
+                        if p.count < 2 {
+                            "1 (short)".to_string()
+                        } else {
+                            p.count.to_string()
+                        },
                         fmt_opt(p.mean(|w| w.signals.power_w), " W", 0),
                         pct(p.mean(|w| w.signals.sm_pct)),
+                        rep.confidence().to_string(),
                         rep.evidence
                             .first()
                             .map_or(String::new(), |e| e.text.clone()),
@@ -1382,12 +1411,20 @@ impl HumanReport {
                     ]
                 })
                 .collect();
+            if r.more_phases > 0 {
+                phase_rows.push(vec![
+                    format!("… {} more phases", r.more_phases),
+                    "counted in the table above, not kept one by one".into(),
+                ]);
+            }
             page.table(
                 &[
                     "phase (UTC)",
                     "verdict",
+                    "windows",
                     "power (phase mean)",
                     "SM (phase mean)",
+                    "how sure",
                     "evidence (typical window)",
                     "remedy",
                 ],
@@ -1400,23 +1437,13 @@ impl HumanReport {
             .map(|r| {
                 vec![
                     format!("[{}]", r.id),
-                    r.class.as_str().to_string(),
+                    format!("{} ({})", words::label(r.class), r.class.as_str()),
                     r.text.to_string(),
                 ]
             })
             .collect();
         page.table(&["", "verdict", "what to do"], &rows);
         page.finish()
-    }
-}
-
-/// "45 s", "3 min 20 s", "2 h 05 min".
-pub fn duration(seconds: f64) -> String {
-    let s = seconds.round() as u64;
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
     }
 }
 
@@ -1781,13 +1808,5 @@ mod tests {
         assert!(bands
             .windows(2)
             .all(|w| w[0].end == w[1].start && w[0].class != w[1].class));
-    }
-
-    #[test]
-    fn the_bottom_line_names_its_first_sentence() {
-        assert_eq!(
-            first_sentence("Tiny kernels: fuse. Then more."),
-            "Tiny kernels: fuse"
-        );
     }
 }

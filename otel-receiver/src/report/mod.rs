@@ -7,6 +7,7 @@
 // (Cargo.toml's [workspace.lints]) is waived for this module until they are.
 #![allow(missing_docs)]
 
+mod first_screen;
 mod health;
 mod html;
 mod human;
@@ -14,7 +15,10 @@ mod jsonl;
 mod table;
 mod time;
 mod timeline;
+mod units;
+mod words;
 
+pub use first_screen::{SCREEN_COLUMNS, SCREEN_LINES};
 pub use health::{Finding, Health};
 pub use html::HtmlPage;
 pub use human::{
@@ -25,3 +29,4 @@ pub use jsonl::{WindowRecord, JSONL_SCHEMA};
 pub use table::TableWriter;
 pub use time::utc_hms;
 pub use timeline::{class_colour, escape, Band, Point, Timeline};
+pub use words::{change, label};

@@ -45,34 +45,37 @@ pub struct Timeline {
     pub activity_label: &'static str,
 }
 
-/// A colour per verdict: healthy work in greens and blues, waiting in ambers, stopped in reds,
-/// idle in greys, so that a page reads at a glance.
+/// A colour per verdict, each of its own hue and of its own lightness: CIE L* 94, 85, 76 … 22,
+/// nine apart, so that neighbouring bands part on a greyscale print or for a reader who cannot
+/// tell the hues apart (a unit test holds the steps). Idle is near white, a held context grey,
+/// waiting yellow and orange, healthy work blue and green, tiny kernels magenta, copies purple,
+/// a hang the darkest red.
 pub fn class_colour(class: Class) -> &'static str {
     match class {
-        Class::Idle => "#c8c8c8",
-        Class::IdleHeld => "#8c8c8c",
-        Class::ComputeBound => "#2e9e44",
-        Class::MemoryBound => "#2f7fc1",
-        Class::LaunchBound => "#e8a33d",
-        Class::TransferBound => "#b07cc6",
-        Class::InputStarved => "#e3672b",
-        Class::SyncWait => "#d8c13a",
-        Class::Hung => "#c62828",
+        Class::Idle => "#ededed",
+        Class::SyncWait => "#f3d34f",
+        Class::InputStarved => "#ffa85a",
+        Class::IdleHeld => "#9ca3b0",
+        Class::MemoryBound => "#3a91d4",
+        Class::LaunchBound => "#c83e8b",
+        Class::ComputeBound => "#0f6e20",
+        Class::TransferBound => "#5d3096",
+        Class::Hung => "#6d0c0a",
     }
 }
 
 /// The 256-colour terminal code nearest each [`class_colour`].
 fn class_ansi(class: Class) -> u8 {
     match class {
-        Class::Idle => 250,
-        Class::IdleHeld => 244,
-        Class::ComputeBound => 34,
-        Class::MemoryBound => 32,
-        Class::LaunchBound => 214,
-        Class::TransferBound => 140,
-        Class::InputStarved => 202,
-        Class::SyncWait => 184,
-        Class::Hung => 160,
+        Class::Idle => 255,
+        Class::IdleHeld => 247,
+        Class::ComputeBound => 28,
+        Class::MemoryBound => 68,
+        Class::LaunchBound => 162,
+        Class::TransferBound => 55,
+        Class::InputStarved => 215,
+        Class::SyncWait => 221,
+        Class::Hung => 88,
     }
 }
 
@@ -95,7 +98,7 @@ pub fn escape(text: &str) -> String {
 /// SVG geometry, in px.
 const WIDTH_PX: f64 = 960.0;
 const LEFT_PX: f64 = 56.0;
-const RIGHT_PX: f64 = 12.0;
+const RIGHT_PX: f64 = 44.0;
 const BAND_TOP_PX: f64 = 22.0;
 const BAND_PX: f64 = 26.0;
 const CURVE_TOP_PX: f64 = 58.0;
@@ -212,14 +215,31 @@ impl Timeline {
         curve("activity", "#1f77b4", &|p: &Point| {
             p.activity_pct.map(|a| a / 100.0)
         });
+        // Scales: power on the left (0, half, top), activity on the right (0, 50, 100%), a
+        // dotted line at half of both.
+        let right = WIDTH_PX - RIGHT_PX;
         let _ = write!(
             s,
-            "<text x=\"4\" y=\"{}\" fill=\"#d62728\">{}</text><text x=\"4\" y=\"{}\" fill=\"#1f77b4\">{}</text>",
-            CURVE_TOP_PX + 12.0,
-            power_top.map_or("power".into(), |w| format!("{w:.0} W")),
-            CURVE_TOP_PX + 26.0,
-            escape(self.activity_label),
+            "<line x1=\"{LEFT_PX}\" y1=\"{mid}\" x2=\"{right}\" y2=\"{mid}\" stroke=\"#ccc\" stroke-dasharray=\"2,3\"/>",
+            mid = y(0.5)
         );
+        for share in [1.0, 0.5, 0.0] {
+            let ty = y(share) + 4.0;
+            if let Some(top) = power_top {
+                let _ = write!(
+                    s,
+                    "<text x=\"{}\" y=\"{ty}\" text-anchor=\"end\" fill=\"#d62728\">{:.0} W</text>",
+                    LEFT_PX - 4.0,
+                    top * share
+                );
+            }
+            let _ = write!(
+                s,
+                "<text x=\"{}\" y=\"{ty}\" fill=\"#1f77b4\">{:.0}%</text>",
+                right + 4.0,
+                100.0 * share
+            );
+        }
         // Time axis: five ticks.
         let axis_y = CURVE_TOP_PX + CURVE_PX + 13.0;
         for i in 0..=4 {
@@ -236,20 +256,26 @@ impl Timeline {
                 super::utc_hms(t)
             );
         }
-        // Legend.
+        // Legend: each verdict in words, then what the curves are.
         let mut lx = LEFT_PX;
         let ly = axis_y + 16.0;
         for class in self.classes() {
+            let name = super::words::label(class);
             let _ = write!(
                 s,
-                r#"<rect x="{lx}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{ly}">{}</text>"#,
+                r##"<rect x="{lx}" y="{}" width="10" height="10" fill="{}" stroke="#888" stroke-width="0.5"/><text x="{}" y="{ly}">{}</text>"##,
                 ly - 9.0,
                 class_colour(class),
                 lx + 13.0,
-                class.as_str()
+                escape(name)
             );
-            lx += 20.0 + 6.5 * class.as_str().len() as f64;
+            lx += 20.0 + 6.0 * name.chars().count() as f64;
         }
+        let _ = write!(
+            s,
+            "<text x=\"{right}\" y=\"{ly}\" text-anchor=\"end\"><tspan fill=\"#d62728\">— power (W, left axis)</tspan> <tspan fill=\"#1f77b4\">— {} (%, right axis)</tspan></text>",
+            escape(self.activity_label)
+        );
         s.push_str("</svg>");
         s
     }
@@ -377,6 +403,53 @@ mod tests {
     fn strip_gives_each_cell_the_verdict_that_held_most_of_it() {
         assert_eq!(timeline().strip(6, false), "..CCCC");
         let coloured = timeline().strip(6, true);
-        assert!(coloured.starts_with("\x1b[38;5;250m██") && coloured.ends_with("\x1b[0m"));
+        assert!(coloured.starts_with("\x1b[38;5;255m██") && coloured.ends_with("\x1b[0m"));
+    }
+
+    /// CIE L* of an `#rrggbb` colour: its lightness as a greyscale print shows it.
+    fn lightness(hex: &str) -> f64 {
+        let channel = |i: usize| {
+            let c = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")) / 255.0;
+            if c <= 0.04045 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        let y = 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5);
+        116.0 * y.cbrt() - 16.0
+    }
+
+    #[test]
+    fn every_class_has_a_lightness_of_its_own() {
+        let mut all: Vec<(f64, Class)> = Class::ALL
+            .iter()
+            .map(|c| (lightness(class_colour(*c)), *c))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in all.windows(2) {
+            assert!(
+                pair[1].0 - pair[0].0 >= 8.0,
+                "{} (L* {:.1}) and {} (L* {:.1}) read alike in greyscale",
+                pair[0].1,
+                pair[0].0,
+                pair[1].1,
+                pair[1].0
+            );
+        }
+        // The pair the issue found alike: tiny kernels and starved input.
+        let apart = lightness(class_colour(Class::InputStarved))
+            - lightness(class_colour(Class::LaunchBound));
+        assert!(apart > 20.0, "{apart}");
+    }
+
+    #[test]
+    fn the_curves_have_scales() {
+        let svg = timeline().svg();
+        for tick in ["700 W", "350 W", "0 W", "100%", "50%", "0%"] {
+            assert!(svg.contains(&format!(">{tick}</text>")), "{tick}: {svg}");
+        }
+        assert!(svg.contains("SM active (%, right axis)"), "{svg}");
+        assert!(svg.contains("power (W, left axis)"), "{svg}");
     }
 }

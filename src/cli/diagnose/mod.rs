@@ -113,14 +113,14 @@ pub fn run(mut args: Args, verbose: u8) -> Result<ExitCode> {
                 Ok(ExitCode::from(EXIT_NO_GPU))
             }
             Err(e) => {
-                let why = format!("no NVIDIA GPU or driver was found on this machine: {e}");
-                errln!("gpuslack: {why}; showing the bundled recorded trace instead (--require-gpu: exit {EXIT_NO_GPU}).");
+                let why = format!("no NVIDIA GPU here: {e}.");
+                // The reason is said once, in the report's header; stderr says what is shown.
+                errln!("gpuslack: no NVIDIA GPU here; showing the recording bundled in gpuslack instead (--require-gpu exits {EXIT_NO_GPU}).");
                 let facts = TraceFacts::from_json(bundled::FACTS_JSON, "bundled facts.json")?;
-                let reader =
-                    TraceReader::new("<bundled h200-reference>".into(), bundled::SAMPLES_CSV)?;
+                let reader = TraceReader::new(bundled::LABEL.into(), bundled::SAMPLES_CSV)?;
                 let label = SourceLabel::Bundled {
                     name: bundled::NAME.into(),
-                    reason: format!("{why}. This is a recording from a real H200, shipped inside gpuslack, so you can see what a report looks like."),
+                    reason: why,
                 };
                 report_trace(&args, reader, facts, label)
             }

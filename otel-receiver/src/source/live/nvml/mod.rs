@@ -48,7 +48,7 @@ use crate::spec::LiveFigures;
 /// Why NVML could not be opened. Each message names what to check.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("the NVIDIA driver's NVML library (libnvidia-ml.so.1) could not be loaded: {0}; is the NVIDIA driver installed?")]
+    #[error("NVML could not be loaded ({0}): the NVIDIA driver is not installed, or its libraries are not on the loader's path")]
     /// libnvidia-ml.so.1 cannot be loaded.
     NoLibrary(String),
     #[error("the NVIDIA driver is not loaded (NVML: {0}); check `nvidia-smi`")]
