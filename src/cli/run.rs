@@ -95,7 +95,7 @@ fn say(line: &str) {
 }
 
 /// What `gpuslack doctor` finds of the host, said once in the startup log of a live agent (a
-/// DaemonSet's first lines): the C library, processes whose environment cannot be read, a
+/// DaemonSet's first lines), once its GPUs answered: the C library, processes whose environment cannot be read, a
 /// profiler holding the counters, the kubelet. The GPUs are the agent's own first log lines;
 /// the collector is not probed here (the first export says how it went).
 fn node_check(kubelet_socket: &std::path::Path) {
@@ -129,10 +129,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             path: path.clone(),
             speed: args.speed,
         },
-        None => {
-            node_check(&args.sampling.kubelet_socket);
-            Input::Live(args.sampling.live_options()?)
-        }
+        None => Input::Live(args.sampling.live_options()?),
     };
     let options = AgentOptions {
         export: config,
@@ -148,7 +145,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut shutdown = Shutdown::install()?;
     let outcome = Agent::new(options).run_input(
         &input,
-        |facts| args.pipeline.pipeline_for_trace(facts),
+        |facts| {
+            // Once the GPUs answered: a node without one says that in one line, nothing more.
+            if args.replay.is_none() {
+                node_check(&args.sampling.kubelet_socket);
+            }
+            args.pipeline.pipeline_for_trace(facts)
+        },
         shutdown.stop(),
     );
     match outcome {
