@@ -226,6 +226,18 @@ fn every_usage_error_is_one_line_that_says_why() {
             2,
             "<JOB>",
         ),
+        // doctor: its own flags and run's export flags, each refused by name
+        (vec!["doctor", "--format", "yaml"], 2, "--format"),
+        (
+            vec!["doctor", "--prometheus", "not an address"],
+            1,
+            "--prometheus",
+        ),
+        (
+            vec!["doctor", "--config", "/nonexistent/gpuslack.toml"],
+            1,
+            "/nonexistent/gpuslack.toml",
+        ),
         // no such command
         (vec!["nosuchcommand"], 2, "'nosuchcommand'"),
     ];
