@@ -247,7 +247,8 @@ impl Agent {
         let state = Arc::new(RwLock::new(
             ExportState::with_delivery(delivery.clone())
                 .with_top_processes(options.process_series)
-                .with_owner_series(options.owner_series),
+                .with_owner_series(options.owner_series)
+                .with_selection(config.metrics.clone()),
         ));
         if let Some(addr) = config.prometheus {
             let listener =
@@ -511,6 +512,7 @@ mod tests {
                 prometheus: None,
                 service_name: "test".into(),
                 resource_attributes: Vec::new(),
+                metrics: Default::default(),
             },
             process_series: 1,
             owner_series: 4,
