@@ -308,10 +308,16 @@ impl Agent {
             )
         });
         // Measured before lingering and flushing: the cost of sampling, not of waiting.
-        let usage = match &source {
+        let mut usage = match &source {
             Some(source) if options.usage && result.is_ok() => source.usage(),
             _ => Vec::new(),
         };
+        // What a backend that bills series pays per GPU for the configured metric set.
+        if options.usage && result.is_ok() {
+            if let Ok(state) = publisher.state.read() {
+                usage.push(state.series_usage());
+            }
+        }
         let finite = source.as_ref().is_some_and(|s| s.finite());
         if finite && config.prometheus.is_some() && !stop.requested() {
             stop.wait(options.linger);

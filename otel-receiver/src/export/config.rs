@@ -1012,14 +1012,14 @@ mod tests {
     fn the_metric_set_and_lists_layer_file_then_environment_then_flags() {
         use crate::export::selection::MetricSet;
         let file = file_layer_from_str(
-            "[metrics]\nset = \"dcgm\"\ninclude = [\"gpuslack.throttle\"]\nexclude = [\"hw.power\"]\n",
+            "[metrics]\nset = \"dcgm\"\ninclude = [\"gpuslack.fan.speed\"]\nexclude = [\"hw.power\"]\n",
             "gpuslack.toml",
         )
         .expect("file");
         let none = |_: &str| None;
         let c = resolve(vec![file.clone()], &none).expect("file alone");
         assert_eq!(c.metrics.set(), MetricSet::Dcgm);
-        assert!(c.metrics.has("gpuslack.throttle"));
+        assert!(c.metrics.has("gpuslack.fan.speed"));
         assert!(!c.metrics.has("hw.power"));
         // The environment's set and include replace the file's; the file's exclude stays.
         let vars = env(&[
@@ -1033,7 +1033,7 @@ mod tests {
         assert!(warnings.is_empty());
         let c = resolve(vec![file.clone(), from_env.clone()], &none).expect("env");
         assert_eq!(c.metrics.set(), MetricSet::Lean);
-        assert!(c.metrics.has("gpuslack.clock.memory") && !c.metrics.has("gpuslack.throttle"));
+        assert!(c.metrics.has("gpuslack.clock.memory") && !c.metrics.has("gpuslack.fan.speed"));
         assert!(!c.metrics.has("hw.power"));
         // A flag's set wins over both.
         let flags = Layer {

@@ -42,6 +42,43 @@ impl ExportState {
     }
 }
 
+impl ExportState {
+    /// Series per GPU of the configured set now (points of the GPU's own, without the agent's):
+    /// what a backend that bills series pays for each GPU; `run --usage` prints it.
+    pub fn series_per_gpu(&self) -> std::collections::BTreeMap<u32, usize> {
+        let mut out: std::collections::BTreeMap<u32, usize> =
+            self.gpus().map(|v| (v.gpu, 0)).collect();
+        let index_of: std::collections::BTreeMap<String, u32> =
+            self.gpus().map(|v| (v.gpu.to_string(), v.gpu)).collect();
+        for p in self.points().iter() {
+            let gpu = p
+                .attributes
+                .iter()
+                .find(|(k, _)| *k == "gpuslack.gpu.index")
+                .and_then(|(_, v)| index_of.get(v));
+            if let Some(gpu) = gpu {
+                *out.entry(*gpu).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    /// `run --usage`'s line on the series: the set, the series of each GPU and the most.
+    pub fn series_usage(&self) -> String {
+        let per_gpu = self.series_per_gpu();
+        let most = per_gpu.values().copied().max().unwrap_or(0);
+        let each: Vec<String> = per_gpu
+            .iter()
+            .map(|(gpu, n)| format!("GPU {gpu} {n}"))
+            .collect();
+        format!(
+            "series per GPU ({} metric set): {most} at most ({}); docs/EXPORT.md, \"What it costs\"",
+            self.selection().set().name(),
+            each.join(", ")
+        )
+    }
+}
+
 /// Every point of the agent's own metrics.
 pub fn agent_points(c: &Counts) -> Vec<Point> {
     let mut out = Vec::new();
@@ -866,7 +903,9 @@ mod tests {
             s.processes = Some(jobs[k.min(27)].clone());
             s.with(Metric::Nprocs, 1.0)
         });
-        let mut state = ExportState::default().with_owner_series(4);
+        let mut state = ExportState::default()
+            .with_owner_series(4)
+            .with_selection(crate::export::selection::Selection::full());
         let mut series_seen = Vec::new();
         for r in &reports {
             state.update(r, &DeviceFacts::default());
@@ -1004,7 +1043,7 @@ mod tests {
         assert_eq!(of(ECC_ERRORS), 0, "read, never above zero");
         assert_eq!(of(XID_LAST), 0);
         assert_eq!(of(HW_ERRORS), 0, "no error kind ever counted one");
-        assert_eq!(of(THROTTLE), 0, "not in the lean set");
+        assert_eq!(of(THROTTLE), 0, "no clock-event reason was ever seen");
         assert_eq!(of(DIAGNOSIS_ENERGY), 0, "not in the lean set");
         let d = all.iter().find(|p| p.def == DIAGNOSIS).expect("verdict");
         assert_eq!(d.value, 1.0);

@@ -85,7 +85,7 @@ impl MetricSet {
 
 /// The lean set. `gpuslack.diagnosis.headroom` joins it where the catalogue has it (one series a
 /// GPU, budgeted): see [`HEADROOM`].
-const LEAN: [&str; 24] = [
+const LEAN: [&str; 25] = [
     "hw.power",
     "hw.energy",
     "hw.gpu.utilization",
@@ -98,6 +98,7 @@ const LEAN: [&str; 24] = [
     "gpuslack.sm.activity",
     "gpuslack.dram.activity",
     "gpuslack.power.tdp",
+    "gpuslack.throttle",
     "gpuslack.efficiency",
     "gpuslack.diagnosis",
     "gpuslack.diagnosis.time",
@@ -272,7 +273,7 @@ pub struct Selection {
 }
 
 /// The set exported where no layer names one.
-pub const DEFAULT_SET: MetricSet = MetricSet::Full;
+pub const DEFAULT_SET: MetricSet = MetricSet::Lean;
 
 impl Default for Selection {
     /// The default set, whole.
@@ -414,7 +415,11 @@ mod tests {
     fn includes_add_excludes_win_and_the_agent_is_not_selected() {
         let s = Selection::new(
             MetricSet::Lean,
-            &["gpuslack.throttle".into(), "hw.power".into()],
+            &[
+                "gpuslack.throttle".into(),
+                "gpuslack.clock.sm".into(),
+                "hw.power".into(),
+            ],
             &["hw.power".into()],
         )
         .expect("valid");
@@ -425,7 +430,8 @@ mod tests {
             matches!(agent, Err(SelectionError::AgentMetric { .. })),
             "{agent:?}"
         );
-        assert!(!s.includes(&catalogue::CLOCK_SM));
+        assert!(s.includes(&catalogue::CLOCK_SM));
+        assert!(!s.includes(&catalogue::CLOCK_MEMORY));
         assert_eq!(s.shape(), Shape::Lean);
         let full = Selection::new(MetricSet::Full, &[], &[]).expect("full");
         assert_eq!(full, Selection::full());

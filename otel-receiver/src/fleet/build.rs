@@ -36,7 +36,10 @@ fn waiting(class: &str) -> bool {
     matches!(class, "sync_wait" | "hung")
 }
 
-/// Seconds and joules of each series' class, keyed by `key(sample)`.
+/// Seconds and joules of each series' class, keyed by `key(sample)`. Joules without a class
+/// (the owner's `hw.energy`, what the lean set exports) are split over the key's verdicts in the
+/// shares of their seconds; joules with one (the full set's `gpuslack.diagnosis.energy`, or a
+/// rule over it) go to their class.
 fn by_key(
     time: &[Sample],
     energy: &[Sample],
@@ -44,10 +47,14 @@ fn by_key(
 ) -> BTreeMap<String, ByVerdict> {
     let mut out: BTreeMap<String, ByVerdict> = BTreeMap::new();
     let mut joules: HashMap<(String, String), f64> = HashMap::new();
+    let mut unsplit: BTreeMap<String, f64> = BTreeMap::new();
     for s in energy {
-        *joules
-            .entry((key(s), s.label("gpuslack_diagnosis_class").to_string()))
-            .or_default() += finite(s.value);
+        let class = s.label("gpuslack_diagnosis_class");
+        if class.is_empty() {
+            *unsplit.entry(key(s)).or_default() += finite(s.value);
+        } else {
+            *joules.entry((key(s), class.to_string())).or_default() += finite(s.value);
+        }
     }
     for s in time {
         let k = key(s);
@@ -60,6 +67,21 @@ fn by_key(
     // Energy without time (cannot happen with the agent's series; kept rather than lost).
     for ((k, class), j) in joules {
         add(out.entry(k).or_default(), &class, 0.0, j);
+    }
+    for (k, j) in unsplit {
+        let by = out.entry(k).or_default();
+        let seconds: f64 = by.values().map(|v| v.seconds).sum();
+        if seconds > 0.0 {
+            let shares: Vec<(String, f64)> = by
+                .iter()
+                .map(|(class, v)| (class.clone(), v.seconds / seconds))
+                .collect();
+            for (class, share) in shares {
+                add(by, &class, 0.0, j * share);
+            }
+        } else {
+            add(by, "", 0.0, j);
+        }
     }
     out
 }
@@ -81,16 +103,18 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         "process_owner",
         "gpuslack_diagnosis_class",
     ];
+    // The owner's energy has no verdict: by the owner's labels only.
+    let owner_by = &by[..3];
     let (time_q, energy_q, source) = if options.from_rules {
         (
             promql::sum_rule(promql::TIME_RULE, &by, options.since_s),
-            promql::sum_rule(promql::ENERGY_RULE, &by, options.since_s),
+            promql::sum_rule(promql::ENERGY_RULE, owner_by, options.since_s),
             promql::TIME_RULE,
         )
     } else {
         (
             promql::sum_rise(TIME, &by, options.since_s),
-            promql::sum_rise(ENERGY, &by, options.since_s),
+            promql::sum_rise(ENERGY, owner_by, options.since_s),
             TIME,
         )
     };
@@ -303,7 +327,7 @@ pub fn job_report(
         });
     }
     let energy = prom.query(
-        &promql::sum_rise(&promql::of_job(ENERGY, job), &by, options.since_s),
+        &promql::sum_rise(&promql::of_job(ENERGY, job), &by[..3], options.since_s),
         options.end,
     )?;
     let hosts = prom.query(
