@@ -364,6 +364,13 @@ fn the_datadog_preset_sends_at_most_25_custom_metrics_a_gpu_with_delta_counters(
         c.job_scrape,
         c.job_otlp
     );
+    // And with 28 owners through the GPU: one export's tag sets.
+    assert!(
+        c.churn_scrape <= 25 && c.churn_otlp <= 25,
+        "{} {}",
+        c.churn_scrape,
+        c.churn_otlp
+    );
 }
 
 #[test]

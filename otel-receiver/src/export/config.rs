@@ -848,13 +848,19 @@ fn preset_layer(
             })
     };
     match preset {
-        Preset::Datadog => {
-            // ≤ 25 custom metrics a GPU: what deploy/datadog's monitors and dashboard read.
+        Preset::Datadog | Preset::DatadogAgent => {
+            // ≤ 25 custom metrics a GPU: what deploy/datadog's monitors and dashboard read;
+            // the Agent's OTLP ingest bills them as custom metrics too.
             layer.metric_set = Some(Written {
                 origin: "preset",
                 field: "datadog",
                 value: MetricSet::Datadog.name().into(),
             });
+        }
+        Preset::Honeycomb => {}
+    }
+    match preset {
+        Preset::Datadog => {
             let site = env("DD_SITE").unwrap_or_else(|| "datadoghq.com".into());
             layer.endpoint = Some(format!("https://otlp.{site}"));
             layer.protocol = Some(Protocol::HttpProtobuf);
@@ -1066,6 +1072,38 @@ mod tests {
         };
         let c = resolve(vec![preset, over], &dd).expect("datadog, lean");
         assert_eq!(c.metrics.set(), MetricSet::Lean);
+    }
+
+    #[test]
+    fn each_preset_brings_the_set_its_backend_bills_for() {
+        use crate::export::selection::MetricSet;
+        let e = env(&[("DD_API_KEY", "k"), ("HONEYCOMB_API_KEY", "h")]);
+        let with = |preset| {
+            resolve(
+                vec![Layer {
+                    preset: Some(preset),
+                    ..Layer::default()
+                }],
+                &e,
+            )
+            .expect("preset")
+        };
+        let dd = with(Preset::Datadog);
+        assert_eq!(dd.metrics.set(), MetricSet::Datadog);
+        assert_eq!(
+            dd.otlp.as_ref().map(|o| o.temporality),
+            Some(Temporality::Delta)
+        );
+        let agent = with(Preset::DatadogAgent);
+        assert_eq!(agent.metrics.set(), MetricSet::Datadog);
+        assert_eq!(
+            agent.otlp.as_ref().map(|o| o.temporality),
+            Some(Temporality::Delta)
+        );
+        // Honeycomb: the lean set, and the verdicts as events (the log records) as before.
+        let hc = with(Preset::Honeycomb);
+        assert_eq!(hc.metrics.set(), MetricSet::Lean);
+        assert!(hc.otlp.as_ref().is_some_and(|o| o.logs.is_some()));
     }
 
     #[test]
