@@ -445,3 +445,35 @@ fn a_bad_selection_is_an_error_that_names_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("selects no metric"), "{err}");
 }
+
+/// Every metric name in a Datadog query (`avg:gpuslack.efficiency{*} by {host}` →
+/// `gpuslack.efficiency`).
+fn datadog_metrics(query: &str) -> Vec<String> {
+    query
+        .split([':', '(', ')', ',', ' '])
+        .filter(|part| part.contains('{'))
+        .filter_map(|part| part.split('{').next())
+        .filter(|m| m.starts_with("hw.") || m.starts_with("gpuslack."))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_datadog_set_holds_every_metric_the_monitors_read() {
+    use gpuslack_receiver::export::selection::{MetricSet, Selection};
+    let datadog = Selection::new(MetricSet::Datadog, &[], &[]).expect("the set");
+    let text = std::fs::read_to_string(repo("deploy/datadog/monitors.json")).expect("monitors");
+    let monitors: Value = serde_json::from_str(&text).expect("JSON");
+    let mut read = 0;
+    for m in monitors.as_array().expect("a list") {
+        let query = m["query"].as_str().expect("a query");
+        for metric in datadog_metrics(query) {
+            read += 1;
+            assert!(
+                metric.starts_with("gpuslack.agent.") || datadog.has(&metric),
+                "{metric} ({query}) is not in the datadog set"
+            );
+        }
+    }
+    assert!(read >= 15, "{read} metrics read");
+}
