@@ -32,7 +32,7 @@ print("result=%s series=%d eval_s=%.3f samples=%s" % (r[0]["value"][1] if len(r)
 }
 echo "series (head + blocks): $(q 'count({__name__=~".+"})')"
 echo "per family:"
-for m in gpuslack_diagnosis_time_seconds_total gpuslack_diagnosis_energy_joules_total gpuslack_diagnosis_ratio gpuslack_job_info; do
+for m in gpuslack_diagnosis_time_seconds_total hw_energy_joules_total gpuslack_diagnosis_ratio gpuslack_job_info; do
   echo "  $m: $(q "count(last_over_time($m[1d]))")"
 done
 echo "job rule, GPU-seconds by job and verdict over 5m: $(q 'count(sum by (gpuslack_job_id, gpuslack_diagnosis_class) (rate(gpuslack_diagnosis_time_seconds_total{gpuslack_job_id!=""}[5m])))')"

@@ -4,8 +4,8 @@ openmetrics`: the scale benchmark of docs/benchmarks.md ("Fleet at scale") and, 
 
 What it writes is what Prometheus would have scraped from `gpuslack run` on every node at the
 export cadence, with the agent's own names and labels:
-- `gpuslack_diagnosis_time_seconds_total` and `gpuslack_diagnosis_energy_joules_total`, per GPU,
-  class and owner, the owner series kept as the agent keeps them (the top `--keep-owners` jobs
+- `gpuslack_diagnosis_time_seconds_total` per GPU, class and owner, and `hw_energy_joules_total`
+  per GPU and owner (the owner's energy: what `gpuslack fleet` reads), the owner series kept as the agent keeps them (the top `--keep-owners` jobs
   by GPU time, "nobody" and `gpuslack_owner="other"` into which the rest are folded), each
   exported at every scrape while kept, constant while its owner is away;
 - `gpuslack_diagnosis_ratio`, 1 for the current verdict, with the GPU's labels only (gauges
@@ -111,7 +111,7 @@ def main():
     files = {k: open(os.path.join(a.out, k + ".om") if k in wanted else os.devnull, "w", buffering=1 << 22)
              for k in ("time", "energy", "ratio", "info", "target")}
     files["time"].write("# TYPE gpuslack_diagnosis_time_seconds counter\n# UNIT gpuslack_diagnosis_time_seconds seconds\n")
-    files["energy"].write("# TYPE gpuslack_diagnosis_energy_joules counter\n# UNIT gpuslack_diagnosis_energy_joules joules\n")
+    files["energy"].write("# TYPE hw_energy_joules counter\n# UNIT hw_energy_joules joules\n")
     files["ratio"].write("# TYPE gpuslack_diagnosis_ratio gauge\n")
     files["info"].write("# TYPE gpuslack_job_info gauge\n")
     files["target"].write("# TYPE target_info gauge\n")
@@ -175,11 +175,15 @@ def main():
                 for c in CLASSES:
                     head = '{%s%s,gpuslack_diagnosis_class="%s"} ' % (gpu, labels, c)
                     lt = "gpuslack_diagnosis_time_seconds_total" + head
-                    le = "gpuslack_diagnosis_energy_joules_total" + head
                     w_time.write("".join("%s%d %s\n" % (lt, v, ts[first + i]) for i, v in enumerate(secs[c])))
-                    w_energy.write("".join("%s%d %s\n" % (le, v, ts[first + i]) for i, v in enumerate(joules[c])))
-                    samples += 2 * len(secs[c])
-                    series += 2
+                    samples += len(secs[c])
+                    series += 1
+                # The owner's energy, over its verdicts: one series.
+                le = "hw_energy_joules_total{%s%s} " % (gpu, labels)
+                total = [sum(joules[c][i] for c in CLASSES) for i in range(len(joules[CLASSES[0]]))]
+                w_energy.write("".join("%s%d %s\n" % (le, v, ts[first + i]) for i, v in enumerate(total)))
+                samples += len(total)
+                series += 1
             # Gauges: the current verdict, with the GPU's labels only, as the agent's; the
             # owner is on the info series, one per job that held the GPU.
             w_ratio, w_info = files["ratio"], files["info"]

@@ -852,6 +852,7 @@ fn processes_and_their_owner_reach_the_collector() {
     let port = free_port();
     let _agent = Server(
         Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+            .env("GPUSLACK_METRICS", "full")
             .args([
                 "run",
                 "--replay",
@@ -1134,7 +1135,8 @@ fn any_resource_attribute_keeps_the_scrape_valid_in_prometheus_and_promtool() {
         .as_str()
         .and_then(|v| v.parse().ok())
         .expect("a count");
-    assert!(samples > 100, "{samples} samples");
+    // Two GPUs in the default, lean set: about 20 series each, and the agent's own.
+    assert!(samples > 30, "{samples} samples");
     assert_eq!(stored, samples + 5, "every sample is a stored series");
     let mut check = Command::new(common::promtool())
         .args(["check", "metrics"])

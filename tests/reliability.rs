@@ -1686,6 +1686,9 @@ fn a_size_limit_a_429_and_a_10_s_restart_lose_no_metrics_and_no_log_record() {
             "http/protobuf".into(),
             "--otlp-compression".into(),
             "none".into(),
+            // The full set's exports: larger than the intake's 8,000 bytes without the limit.
+            "--metrics".into(),
+            "full".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         args

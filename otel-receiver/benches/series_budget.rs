@@ -9,7 +9,13 @@
 //! after its last sample). Gauges name no owner, so they add none with a new owner.
 //! The windows are the two-GPU fixture's busiest, with each GPU's owner set as the agent would.
 //!
-//! `cargo bench -p gpuslack-receiver --bench series_budget` (about a minute in release).
+//! It runs the metric set `GPUSLACK_BENCH_SET` names (lean, the default; full; dcgm; datadog)
+//! for `GPUSLACK_BENCH_HOURS` hours (24 unless set), and reports the gzipped size of each OTLP
+//! export too (what goes over the wire with the default compression).
+//!
+//! `cargo bench -p gpuslack-receiver --bench series_budget` (about a minute in release);
+//! `GPUSLACK_BENCH_SET=full GPUSLACK_BENCH_HOURS=2 cargo bench --profile dev -p
+//! gpuslack-receiver --bench series_budget` for one set, two hours, unoptimised.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashSet;
@@ -21,6 +27,7 @@ use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::export::catalogue::Kind;
 use gpuslack_receiver::export::config::{resolve, Layer};
 use gpuslack_receiver::export::otlp::SharedReader;
+use gpuslack_receiver::export::selection::{MetricSet, Selection};
 use gpuslack_receiver::export::state::DEFAULT_OWNER_SERIES;
 use gpuslack_receiver::export::{otlp, prometheus, split, ExportState};
 use gpuslack_receiver::source::replay::replay;
@@ -34,12 +41,25 @@ use prost::Message;
 
 const SCENARIOS: &[u8] = include_bytes!("../../tests/fixtures/h200x2-scenarios/samples.csv");
 const GPUS: u32 = 8;
-const DAY_S: u32 = 24 * 3600;
+/// The simulated time, 24 h unless `GPUSLACK_BENCH_HOURS` says otherwise.
+fn day_s() -> u32 {
+    std::env::var("GPUSLACK_BENCH_HOURS")
+        .ok()
+        .and_then(|h| h.parse::<u32>().ok())
+        .unwrap_or(24)
+        * 3600
+}
 const WINDOW_S: u32 = 2;
 const EXPORT_S: u32 = 10;
 const OWNER_S: u32 = 300;
-/// docs/EXPORT.md's bound per GPU at the defaults.
-const BOUND_PER_GPU: usize = 369;
+/// docs/EXPORT.md's bound per GPU of each set ("What it costs"; the full set's: "Series
+/// budget").
+fn bound_per_gpu(set: MetricSet) -> usize {
+    match set {
+        MetricSet::Full => 369,
+        MetricSet::Lean | MetricSet::Dcgm | MetricSet::Datadog => 45,
+    }
+}
 
 /// The fixture's windows of GPU 0 in its busiest stretch: the pattern each GPU repeats.
 fn pattern() -> Vec<WindowReport> {
@@ -57,10 +77,16 @@ fn pattern() -> Vec<WindowReport> {
 }
 
 fn main() {
+    let set =
+        MetricSet::parse(&std::env::var("GPUSLACK_BENCH_SET").unwrap_or_else(|_| "lean".into()))
+            .expect("GPUSLACK_BENCH_SET");
+    let day = day_s();
     let pattern = pattern();
     let config = resolve(vec![Layer::default()], &|_| None).expect("config");
     let state = Arc::new(RwLock::new(
-        ExportState::default().with_owner_series(DEFAULT_OWNER_SERIES),
+        ExportState::default()
+            .with_owner_series(DEFAULT_OWNER_SERIES)
+            .with_selection(Selection::new(set, &[], &[]).expect("the set")),
     ));
     let reader = SharedReader::default();
     let provider = SdkMeterProvider::builder()
@@ -82,6 +108,7 @@ fn main() {
     let t0 = 1_796_025_900.0;
     let (mut max_series, mut sum_series, mut exports) = (0usize, 0usize, 0usize);
     let (mut max_otlp, mut sum_otlp, mut max_text, mut sum_text) = (0usize, 0usize, 0usize, 0usize);
+    let mut sum_gzip = 0usize;
     let mut owners = std::collections::BTreeSet::new();
     // Distinct series (metric and attribute set, hashed) within the current hour and the day.
     let (mut hour_seen, mut day_seen) = (HashSet::new(), HashSet::new());
@@ -89,7 +116,7 @@ fn main() {
     let mut hour_gauges = HashSet::new();
     let exports_an_hour = (3600 / EXPORT_S) as usize;
     let started = std::time::Instant::now();
-    for w in 0..DAY_S / WINDOW_S {
+    for w in 0..day / WINDOW_S {
         let start = t0 + f64::from(w * WINDOW_S);
         let mut state_w = state.write().expect("state");
         for gpu in 0..GPUS {
@@ -116,7 +143,11 @@ fn main() {
             let request = ExportMetricsServiceRequest::from(&rm);
             let points = split::points(&request) as usize;
             assert_eq!(split::overflowed(&request), 0, "no point folded");
-            let otlp_bytes = request.encode_to_vec().len();
+            let encoded = request.encode_to_vec();
+            let otlp_bytes = encoded.len();
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            std::io::Write::write_all(&mut gz, &encoded).expect("gzip");
+            sum_gzip += gz.finish().expect("gzip").len();
             let text = prometheus::render(
                 &state.read().expect("state"),
                 &config,
@@ -149,27 +180,31 @@ fn main() {
         }
     }
     let agent_series = 20; // gpuslack.agent.* and the like, per node
+    let bound = bound_per_gpu(set);
     assert!(
-        max_series <= GPUS as usize * BOUND_PER_GPU + agent_series,
+        max_series <= GPUS as usize * bound + agent_series,
         "{max_series} series at most, bound {}",
-        GPUS as usize * BOUND_PER_GPU
+        GPUS as usize * bound
     );
     println!(
-        "{GPUS} GPUs, 24 h, export every {EXPORT_S} s, a new owner every {OWNER_S} s on each GPU ({} owners in all), --owner-series {DEFAULT_OWNER_SERIES}",
+        "metric set {}: {GPUS} GPUs, {} h, export every {EXPORT_S} s, a new owner every {OWNER_S} s on each GPU ({} owners in all), --owner-series {DEFAULT_OWNER_SERIES}",
+        set.name(),
+        day / 3600,
         owners.len()
     );
     println!(
-        "series per export: max {max_series}, mean {} ({} per GPU at most; bound {BOUND_PER_GPU})",
+        "series per export: max {max_series}, mean {} ({} per GPU at most; bound {bound})",
         sum_series / exports.max(1),
         max_series / GPUS as usize
     );
     println!(
-        "OTLP protobuf per export: max {max_otlp} B, mean {} B; /metrics text: max {max_text} B, mean {} B",
+        "OTLP protobuf per export: max {max_otlp} B, mean {} B, gzipped mean {} B; /metrics text: max {max_text} B, mean {} B",
         sum_otlp / exports.max(1),
+        sum_gzip / exports.max(1),
         sum_text / exports.max(1)
     );
     println!(
-        "distinct series: max {max_hour} within an hour ({} per GPU; {max_hour_gauges} of them not counters), {} over the day ({} not counters)",
+        "distinct series: max {max_hour} within an hour ({} per GPU; {max_hour_gauges} of them not counters), {} over the run ({} not counters)",
         max_hour / GPUS as usize,
         day_seen.len(),
         gauges_seen.len()

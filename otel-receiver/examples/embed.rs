@@ -82,6 +82,7 @@ fn main() -> ExitCode {
             prometheus: None,
             service_name: "embed".into(),
             resource_attributes: Vec::new(),
+            metrics: Default::default(),
         },
         process_series: 4,
         owner_series: 4,

@@ -8,7 +8,8 @@ use anyhow::{anyhow, Result};
 use gpuslack_receiver::export::config::{
     checked_millis, checked_queue_mib, checked_request_bytes, env_layer, file_layer,
     is_sdk_exporter_variable, is_unsupported_exporter_variable, parse_compression, parse_listen,
-    parse_preset, parse_protocol, parse_temporality, resolve, ExportConfig, Layer, Secret,
+    parse_names, parse_preset, parse_protocol, parse_temporality, resolve, ExportConfig, Layer,
+    Secret, Written,
 };
 
 #[derive(clap::Args, Debug, Clone)]
@@ -67,6 +68,17 @@ pub struct ExportArgs {
     /// time; former ones fold into one `other` owner (docs/EXPORT.md, "Series budget").
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub owner_series: u16,
+    /// The metrics exported: lean, full, dcgm or datadog (docs/EXPORT.md, "Metric sets";
+    /// GPUSLACK_METRICS, the config file's `metrics.set`).
+    #[arg(long = "metrics", value_name = "SET")]
+    pub metric_set: Option<String>,
+    /// Metric names to add to the set, comma-separated or repeated (GPUSLACK_METRICS_INCLUDE).
+    #[arg(long, value_name = "NAMES")]
+    pub metrics_include: Vec<String>,
+    /// Metric names to leave out of the set, comma-separated or repeated; they win over
+    /// includes (GPUSLACK_METRICS_EXCLUDE).
+    #[arg(long, value_name = "NAMES")]
+    pub metrics_exclude: Vec<String>,
 }
 
 /// `GPUSLACK_PRESET`, where `--preset` is not given: the way a DaemonSet or a systemd
@@ -178,6 +190,20 @@ impl ExportArgs {
         if self.no_otlp_logs {
             layer.logs = Some(false);
         }
+        layer.metric_set = self.metric_set.clone().map(|value| Written {
+            origin: "flag",
+            field: "--metrics",
+            value,
+        });
+        let names = |given: &[String], field: &'static str| {
+            (!given.is_empty()).then(|| Written {
+                origin: "flag",
+                field,
+                value: given.iter().flat_map(|g| parse_names(g)).collect(),
+            })
+        };
+        layer.metrics_include = names(&self.metrics_include, "--metrics-include");
+        layer.metrics_exclude = names(&self.metrics_exclude, "--metrics-exclude");
         if let Some(a) = &self.prometheus {
             layer.prometheus = Some(parse_listen(a).ok_or_else(|| {
                 bad(

@@ -15,9 +15,15 @@ pub fn tool(var: &str) -> String {
     })
 }
 
+/// The metric set the helpers' runs export unless a test names another: the whole table, whose
+/// metrics the export and reliability tests check one by one (tests/series.rs, tests/fleet*.rs
+/// and the deployment tests run the default, lean set).
+pub const TESTS_METRIC_SET: (&str, &str) = ("GPUSLACK_METRICS", "full");
+
 pub fn gpuslack(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuslack"));
     cmd.args(args);
+    cmd.env(TESTS_METRIC_SET.0, TESTS_METRIC_SET.1);
     for var in [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_HEADERS",
@@ -50,6 +56,7 @@ pub fn serve_replay(trace: &str, port: u16, linger_s: u32, extra: &[&str]) -> Se
         .args(["--linger-s", &linger_s.to_string()])
         .args(["--prometheus", &format!("127.0.0.1:{port}")])
         .args(extra)
+        .env(TESTS_METRIC_SET.0, TESTS_METRIC_SET.1)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -247,7 +247,8 @@ impl Agent {
         let state = Arc::new(RwLock::new(
             ExportState::with_delivery(delivery.clone())
                 .with_top_processes(options.process_series)
-                .with_owner_series(options.owner_series),
+                .with_owner_series(options.owner_series)
+                .with_selection(config.metrics.clone()),
         ));
         // The address the endpoint really listens on (`:0` asks for any free port), for the
         // start line.
@@ -313,10 +314,16 @@ impl Agent {
             )
         });
         // Measured before lingering and flushing: the cost of sampling, not of waiting.
-        let usage = match &source {
+        let mut usage = match &source {
             Some(source) if options.usage && result.is_ok() => source.usage(),
             _ => Vec::new(),
         };
+        // What a backend that bills series pays per GPU for the configured metric set.
+        if options.usage && result.is_ok() {
+            if let Ok(state) = publisher.state.read() {
+                usage.push(state.series_usage());
+            }
+        }
         let finite = source.as_ref().is_some_and(|s| s.finite());
         if finite && config.prometheus.is_some() && !stop.requested() {
             stop.wait(options.linger);
@@ -519,6 +526,7 @@ mod tests {
                 prometheus: None,
                 service_name: "test".into(),
                 resource_attributes: Vec::new(),
+                metrics: Default::default(),
             },
             process_series: 1,
             owner_series: 4,

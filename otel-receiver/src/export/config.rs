@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::delivery::Signal;
 pub use super::endpoint::Endpoint;
 pub use super::secret::Secret;
+use super::selection::{MetricSet, Selection};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -69,6 +70,9 @@ pub struct ExportConfig {
     pub prometheus: Option<SocketAddr>,
     pub service_name: String,
     pub resource_attributes: Vec<(String, String)>,
+    /// The metrics exported, on OTLP and Prometheus alike, and their shape (the lean set unless
+    /// a layer or the preset names another).
+    pub metrics: Selection,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -193,6 +197,76 @@ pub struct Layer {
     pub sdk_disabled: Option<bool>,
     pub max_request_bytes: Option<usize>,
     pub queue_bytes: Option<usize>,
+    /// The metric set's name, with where it was written (for the error a typo gives).
+    pub metric_set: Option<Written>,
+    /// Metric names added to the set; a layer's list replaces the one below.
+    pub metrics_include: Option<Written<Vec<String>>>,
+    /// Metric names taken from the set (an exclude wins over an include).
+    pub metrics_exclude: Option<Written<Vec<String>>>,
+}
+
+/// A value with the place it was written: `--metrics`, `GPUSLACK_METRICS`, the config file's
+/// `metrics.set`. An error in it names the place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written<T = String> {
+    pub origin: &'static str,
+    pub field: &'static str,
+    pub value: T,
+}
+
+/// `a,b, c` as names; empty pieces are dropped.
+pub fn parse_names(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The environment variable naming the metric set (`lean`, `full`, `dcgm`, `datadog`).
+pub const METRICS_VARIABLE: &str = "GPUSLACK_METRICS";
+/// The environment variable of metric names to add, comma-separated.
+pub const METRICS_INCLUDE_VARIABLE: &str = "GPUSLACK_METRICS_INCLUDE";
+/// The environment variable of metric names to leave out, comma-separated.
+pub const METRICS_EXCLUDE_VARIABLE: &str = "GPUSLACK_METRICS_EXCLUDE";
+
+/// The selection the merged layers name; an unknown set or metric, or nothing selected, is an
+/// error naming where it was written.
+fn selection(merged: &Layer) -> Result<Selection, ConfigError> {
+    let set = match &merged.metric_set {
+        Some(w) => MetricSet::parse(&w.value).map_err(|e| ConfigError::Invalid {
+            origin: w.origin,
+            field: w.field,
+            problem: e.to_string(),
+        })?,
+        None => super::selection::DEFAULT_SET,
+    };
+    let list =
+        |w: &Option<Written<Vec<String>>>| w.as_ref().map(|w| w.value.clone()).unwrap_or_default();
+    Selection::new(
+        set,
+        &list(&merged.metrics_include),
+        &list(&merged.metrics_exclude),
+    )
+    .map_err(|e| {
+        // The place of the list that names the unknown metric; else the set's.
+        let unknown = match &e {
+            super::selection::SelectionError::UnknownMetric { name, .. } => Some(name),
+            _ => None,
+        };
+        let place = [&merged.metrics_include, &merged.metrics_exclude]
+            .into_iter()
+            .flatten()
+            .find(|w| unknown.is_some_and(|u| w.value.iter().any(|n| n.trim() == u)))
+            .map(|w| (w.origin, w.field))
+            .or(merged.metric_set.as_ref().map(|w| (w.origin, w.field)))
+            .unwrap_or(("metrics", "set"));
+        ConfigError::Invalid {
+            origin: place.0,
+            field: place.1,
+            problem: e.to_string(),
+        }
+    })
 }
 
 impl fmt::Debug for Layer {
@@ -216,6 +290,9 @@ impl Layer {
         self.sdk_disabled = over.sdk_disabled.or(self.sdk_disabled);
         self.max_request_bytes = over.max_request_bytes.or(self.max_request_bytes);
         self.queue_bytes = over.queue_bytes.or(self.queue_bytes);
+        self.metric_set = over.metric_set.or(self.metric_set);
+        self.metrics_include = over.metrics_include.or(self.metrics_include);
+        self.metrics_exclude = over.metrics_exclude.or(self.metrics_exclude);
         self.endpoint = over.endpoint.or(self.endpoint);
         self.protocol = over.protocol.or(self.protocol);
         self.headers.extend(over.headers);
@@ -512,6 +589,22 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> (Layer, Vec<ConfigErro
         layer.resource_attributes = parse_pairs(&v).unwrap_or_default().into_iter().collect();
     }
     layer.service_name = get("OTEL_SERVICE_NAME");
+    // gpuslack's own: a bad value is an error when the layers resolve, naming the variable.
+    layer.metric_set = get(METRICS_VARIABLE).map(|value| Written {
+        origin: ORIGIN,
+        field: METRICS_VARIABLE,
+        value,
+    });
+    for (name, slot) in [
+        (METRICS_INCLUDE_VARIABLE, &mut layer.metrics_include),
+        (METRICS_EXCLUDE_VARIABLE, &mut layer.metrics_exclude),
+    ] {
+        *slot = get(name).map(|v| Written {
+            origin: ORIGIN,
+            field: name,
+            value: parse_names(&v),
+        });
+    }
     (layer, warnings)
 }
 
@@ -542,6 +635,16 @@ struct FileConfig {
     otlp: Option<FileOtlp>,
     prometheus: Option<FilePrometheus>,
     resource: Option<FileResource>,
+    metrics: Option<FileMetrics>,
+}
+
+/// `[metrics]`: the set and the names added to it or taken from it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMetrics {
+    set: Option<String>,
+    include: Option<Vec<String>>,
+    exclude: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -701,6 +804,23 @@ fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
         layer.service_name = r.service_name;
         layer.resource_attributes = r.attributes.unwrap_or_default();
     }
+    if let Some(m) = file.metrics {
+        layer.metric_set = m.set.map(|value| Written {
+            origin: ORIGIN,
+            field: "metrics.set",
+            value,
+        });
+        layer.metrics_include = m.include.map(|value| Written {
+            origin: ORIGIN,
+            field: "metrics.include",
+            value,
+        });
+        layer.metrics_exclude = m.exclude.map(|value| Written {
+            origin: ORIGIN,
+            field: "metrics.exclude",
+            value,
+        });
+    }
     Ok(layer)
 }
 
@@ -747,6 +867,18 @@ fn preset_layer(
                 problem: "must be set in the environment for this preset".into(),
             })
     };
+    match preset {
+        Preset::Datadog | Preset::DatadogAgent => {
+            // ≤ 25 custom metrics a GPU: what deploy/datadog's monitors and dashboard read;
+            // the Agent's OTLP ingest bills them as custom metrics too.
+            layer.metric_set = Some(Written {
+                origin: "preset",
+                field: "datadog",
+                value: MetricSet::Datadog.name().into(),
+            });
+        }
+        Preset::Honeycomb => {}
+    }
     match preset {
         Preset::Datadog => {
             let site = env("DD_SITE").unwrap_or_else(|| "datadoghq.com".into());
@@ -833,6 +965,7 @@ pub fn resolve(
         _ => None,
     };
     Ok(ExportConfig {
+        metrics: selection(&merged)?,
         otlp,
         otlp_disabled: sdk_disabled,
         prometheus: merged.prometheus,
@@ -899,6 +1032,139 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| vars.get(k).cloned()
+    }
+
+    #[test]
+    fn the_metric_set_and_lists_layer_file_then_environment_then_flags() {
+        use crate::export::selection::MetricSet;
+        let file = file_layer_from_str(
+            "[metrics]\nset = \"dcgm\"\ninclude = [\"gpuslack.fan.speed\"]\nexclude = [\"hw.power\"]\n",
+            "gpuslack.toml",
+        )
+        .expect("file");
+        let none = |_: &str| None;
+        let c = resolve(vec![file.clone()], &none).expect("file alone");
+        assert_eq!(c.metrics.set(), MetricSet::Dcgm);
+        assert!(c.metrics.has("gpuslack.fan.speed"));
+        assert!(!c.metrics.has("hw.power"));
+        // The environment's set and include replace the file's; the file's exclude stays.
+        let vars = env(&[
+            ("GPUSLACK_METRICS", "Lean"),
+            (
+                "GPUSLACK_METRICS_INCLUDE",
+                "gpuslack.clock.sm, gpuslack.clock.memory",
+            ),
+        ]);
+        let (from_env, warnings) = env_layer(&vars);
+        assert!(warnings.is_empty());
+        let c = resolve(vec![file.clone(), from_env.clone()], &none).expect("env");
+        assert_eq!(c.metrics.set(), MetricSet::Lean);
+        assert!(c.metrics.has("gpuslack.clock.memory") && !c.metrics.has("gpuslack.fan.speed"));
+        assert!(!c.metrics.has("hw.power"));
+        // A flag's set wins over both.
+        let flags = Layer {
+            metric_set: Some(Written {
+                origin: "flag",
+                field: "--metrics",
+                value: "full".into(),
+            }),
+            ..Layer::default()
+        };
+        let c = resolve(vec![file, from_env, flags], &none).expect("flags");
+        assert_eq!(c.metrics.set(), MetricSet::Full);
+        // No layer: the default set. The Datadog preset brings its own, under the layers.
+        let c = resolve(vec![Layer::default()], &none).expect("default");
+        assert_eq!(c.metrics.set(), crate::export::selection::DEFAULT_SET);
+        let dd = env(&[("DD_API_KEY", "k")]);
+        let preset = Layer {
+            preset: Some(Preset::Datadog),
+            ..Layer::default()
+        };
+        let c = resolve(vec![preset.clone()], &dd).expect("datadog");
+        assert_eq!(c.metrics.set(), MetricSet::Datadog);
+        let over = Layer {
+            metric_set: Some(Written {
+                origin: "flag",
+                field: "--metrics",
+                value: "lean".into(),
+            }),
+            ..Layer::default()
+        };
+        let c = resolve(vec![preset, over], &dd).expect("datadog, lean");
+        assert_eq!(c.metrics.set(), MetricSet::Lean);
+    }
+
+    #[test]
+    fn each_preset_brings_the_set_its_backend_bills_for() {
+        use crate::export::selection::MetricSet;
+        let e = env(&[("DD_API_KEY", "k"), ("HONEYCOMB_API_KEY", "h")]);
+        let with = |preset| {
+            resolve(
+                vec![Layer {
+                    preset: Some(preset),
+                    ..Layer::default()
+                }],
+                &e,
+            )
+            .expect("preset")
+        };
+        let dd = with(Preset::Datadog);
+        assert_eq!(dd.metrics.set(), MetricSet::Datadog);
+        assert_eq!(
+            dd.otlp.as_ref().map(|o| o.temporality),
+            Some(Temporality::Delta)
+        );
+        let agent = with(Preset::DatadogAgent);
+        assert_eq!(agent.metrics.set(), MetricSet::Datadog);
+        assert_eq!(
+            agent.otlp.as_ref().map(|o| o.temporality),
+            Some(Temporality::Delta)
+        );
+        // Honeycomb: the lean set, and the verdicts as events (the log records) as before.
+        let hc = with(Preset::Honeycomb);
+        assert_eq!(hc.metrics.set(), MetricSet::Lean);
+        assert!(hc.otlp.as_ref().is_some_and(|o| o.logs.is_some()));
+    }
+
+    #[test]
+    fn a_bad_selection_names_where_it_was_written() {
+        let none = |_: &str| None;
+        let (typo, _) = env_layer(env(&[("GPUSLACK_METRICS", "laen")]));
+        let e = resolve(vec![typo], &none).expect_err("a set typo");
+        assert_eq!(
+            e.to_string(),
+            "environment: `GPUSLACK_METRICS`: unknown metric set \"laen\" (did you mean \"lean\"?): the sets are lean, full, dcgm and datadog"
+        );
+        let file = file_layer_from_str("[metrics]\ninclude = [\"hw.temprature\"]\n", "g.toml")
+            .expect("read: names are checked at resolve");
+        let e = resolve(vec![file], &none).expect_err("an unknown metric");
+        assert!(
+            e.to_string().starts_with("config file: `metrics.include`: unknown metric \"hw.temprature\" (did you mean \"hw.temperature\"?)"),
+            "{e}"
+        );
+        let flags = Layer {
+            metric_set: Some(Written {
+                origin: "flag",
+                field: "--metrics",
+                value: "dcgm".into(),
+            }),
+            metrics_exclude: Some(Written {
+                origin: "flag",
+                field: "--metrics-exclude",
+                value: crate::export::catalogue::ALL
+                    .iter()
+                    .map(|d| d.name.to_string())
+                    .collect(),
+            }),
+            ..Layer::default()
+        };
+        let e = resolve(vec![flags], &none).expect_err("nothing selected");
+        assert_eq!(
+            e.to_string(),
+            "flag: `--metrics`: the metric set dcgm with these includes and excludes selects no metric: nothing would be exported"
+        );
+        let e = file_layer_from_str("[metrics]\nsett = \"lean\"\n", "g.toml").expect_err("key");
+        assert!(e.to_string().contains("sett"), "{e}");
     }
 
     #[test]

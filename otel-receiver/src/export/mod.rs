@@ -19,6 +19,7 @@ pub mod prometheus;
 pub mod prometheus_labels;
 pub mod queue;
 pub mod secret;
+pub mod selection;
 pub mod sender;
 pub mod split;
 pub mod state;

@@ -964,7 +964,10 @@ mod tests {
         // 64 GPUs, each held by 16 jobs in turn (2 s each), with the counters read.
         let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
         let mut pipeline = Pipeline::new(2.0, diagnoser);
-        let mut state = ExportState::default().with_owner_series(16);
+        // The full set: every owner's every counter, the most series a GPU can have.
+        let mut state = ExportState::default()
+            .with_owner_series(16)
+            .with_selection(crate::export::selection::Selection::full());
         let facts = DeviceFacts::default();
         let jobs: Vec<Arc<Vec<GpuProcess>>> = (0..16)
             .map(|k| {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::catalogue::*;
 use super::delivery::Counts;
 use super::point::{owner_attributes, Attributes, Point};
+use super::selection::Shape;
 use super::state::{ExportState, GpuView, COUNTED_ERRORS};
 use crate::attribution::GpuProcess;
 use crate::diagnosis::Class;
@@ -23,10 +24,13 @@ impl ExportState {
     /// Every point of every GPU, made once per window and shared by a collection's
     /// instruments and the scrapes.
     pub fn points(&self) -> Arc<Vec<Point>> {
+        let selection = self.selection();
         let make = || -> Arc<Vec<Point>> {
+            self.mark_collected();
             Arc::new(
                 self.gpus()
-                    .flat_map(|view| points(view, self.top_processes()))
+                    .flat_map(|view| shaped_points(view, self.top_processes(), selection.shape()))
+                    .filter(|p| selection.includes(&p.def))
                     .collect(),
             )
         };
@@ -35,6 +39,43 @@ impl ExportState {
             return make();
         };
         cached.get_or_insert_with(make).clone()
+    }
+}
+
+impl ExportState {
+    /// Series per GPU of the configured set now (points of the GPU's own, without the agent's):
+    /// what a backend that bills series pays for each GPU; `run --usage` prints it.
+    pub fn series_per_gpu(&self) -> std::collections::BTreeMap<u32, usize> {
+        let mut out: std::collections::BTreeMap<u32, usize> =
+            self.gpus().map(|v| (v.gpu, 0)).collect();
+        let index_of: std::collections::BTreeMap<String, u32> =
+            self.gpus().map(|v| (v.gpu.to_string(), v.gpu)).collect();
+        for p in self.points().iter() {
+            let gpu = p
+                .attributes
+                .iter()
+                .find(|(k, _)| *k == "gpuslack.gpu.index")
+                .and_then(|(_, v)| index_of.get(v));
+            if let Some(gpu) = gpu {
+                *out.entry(*gpu).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    /// `run --usage`'s line on the series: the set, the series of each GPU and the most.
+    pub fn series_usage(&self) -> String {
+        let per_gpu = self.series_per_gpu();
+        let most = per_gpu.values().copied().max().unwrap_or(0);
+        let each: Vec<String> = per_gpu
+            .iter()
+            .map(|(gpu, n)| format!("GPU {gpu} {n}"))
+            .collect();
+        format!(
+            "series per GPU ({} metric set): {most} at most ({}); docs/EXPORT.md, \"What it costs\"",
+            self.selection().set().name(),
+            each.join(", ")
+        )
     }
 }
 
@@ -356,9 +397,19 @@ fn share(pct: Option<f64>) -> Option<f64> {
     pct.map(|p| p / 100.0)
 }
 
-/// Every point of every metric for one GPU, with its `top` processes. A metric the source did
-/// not sample has no point; a health counter read as zero is a point of 0.
+/// Every point of every metric for one GPU, with its `top` processes, in the full shape. A
+/// metric the source did not sample has no point; a health counter read as zero is a point of 0.
 pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
+    shaped_points(view, top, Shape::Full)
+}
+
+/// Every point of every metric for one GPU in `shape` ([`Shape`]: the lean one makes one series
+/// of the verdict and of the health state, no series of a zero that never moved, and counters
+/// per owner only for the owner's energy and verdict time).
+pub fn shaped_points(view: &GpuView, top: usize, shape: Shape) -> Vec<Point> {
+    let lean = shape == Shape::Lean;
+    // In the lean shape, a health count or an engine's use is a series once it was above zero.
+    let moved = |m: Metric| !lean || view.ever_nonzero(m);
     let r = &view.report;
     let s = &r.signals;
     let w = &r.stats;
@@ -381,11 +432,15 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
         ("general", s.util_pct),
         (
             "encoder",
-            w.mean(Metric::UtilEnc).or(view.held(Metric::UtilEnc)),
+            w.mean(Metric::UtilEnc)
+                .or(view.held(Metric::UtilEnc))
+                .filter(|_| moved(Metric::UtilEnc)),
         ),
         (
             "decoder",
-            w.mean(Metric::UtilDec).or(view.held(Metric::UtilDec)),
+            w.mean(Metric::UtilDec)
+                .or(view.held(Metric::UtilDec))
+                .filter(|_| moved(Metric::UtilDec)),
         ),
     ] {
         push(HW_GPU_UTILIZATION, share(value), attr("hw.gpu.task", task));
@@ -424,7 +479,10 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     if let Some(state) = health_state(view) {
         for candidate in ["ok", "degraded", "failed"] {
             let value = if candidate == state { 1.0 } else { 0.0 };
-            push(HW_STATUS, Some(value), attr("hw.state", candidate));
+            // Lean: the state the GPU is in, one series; the zeros of the others say nothing.
+            if !lean || value > 0.0 {
+                push(HW_STATUS, Some(value), attr("hw.state", candidate));
+            }
         }
     }
     push(SM_ACTIVITY, share(s.sm_pct), vec![]);
@@ -445,7 +503,11 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     push(POWER_MAX_LIMIT, view.facts.power_limit_max_w, vec![]);
     push(POWER_TDP, r.tdp_w, vec![]);
     if w.clock_reasons.samples() > 0 {
-        for (reason, share) in w.clock_reasons.shares() {
+        for (i, (reason, share)) in w.clock_reasons.shares().enumerate() {
+            // Lean: a reason never seen is no series.
+            if lean && !view.throttle_seen(i) {
+                continue;
+            }
             push(
                 THROTTLE,
                 Some(share),
@@ -461,6 +523,10 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     // (a label set that only the current class carried would change shape with every verdict).
     for class in Class::ALL {
         let current = if class == r.class { 1.0 } else { 0.0 };
+        // Lean: one series, the current verdict's (a one-hot of nine is one series).
+        if lean && current == 0.0 {
+            continue;
+        }
         push(
             DIAGNOSIS,
             Some(current),
@@ -481,7 +547,7 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     ] {
         push(
             ECC_ERRORS,
-            view.held(metric),
+            view.held(metric).filter(|_| moved(metric)),
             vec![
                 ("error.type", kind.into()),
                 ("gpuslack.ecc.counter", counter.into()),
@@ -490,41 +556,118 @@ pub fn points(view: &GpuView, top: usize) -> Vec<Point> {
     }
     push(
         REMAPPED_ROWS,
-        view.held(Metric::RemapCorrected),
+        view.held(Metric::RemapCorrected)
+            .filter(|_| moved(Metric::RemapCorrected)),
         attr("error.type", "corrected"),
     );
     push(
         REMAPPED_ROWS,
-        view.held(Metric::RemapUncorrected),
+        view.held(Metric::RemapUncorrected)
+            .filter(|_| moved(Metric::RemapUncorrected)),
         attr("error.type", "uncorrected"),
     );
-    push(REMAP_PENDING, view.held(Metric::RemapPending), vec![]);
-    push(REMAP_FAILED, view.held(Metric::RemapFailed), vec![]);
+    for (def, m) in [
+        (REMAP_PENDING, Metric::RemapPending),
+        (REMAP_FAILED, Metric::RemapFailed),
+    ] {
+        push(def, view.held(m).filter(|_| moved(m)), vec![]);
+    }
     push(
         RETIRED_PAGES,
-        view.held(Metric::RetiredSingleBit),
+        view.held(Metric::RetiredSingleBit)
+            .filter(|_| moved(Metric::RetiredSingleBit)),
         attr("gpuslack.retirement.cause", "single_bit"),
     );
     push(
         RETIRED_PAGES,
-        view.held(Metric::RetiredDoubleBit),
+        view.held(Metric::RetiredDoubleBit)
+            .filter(|_| moved(Metric::RetiredDoubleBit)),
         attr("gpuslack.retirement.cause", "double_bit"),
     );
-    push(
-        RETIREMENT_PENDING,
-        view.held(Metric::RetiredPending),
-        vec![],
-    );
-    push(XID_LAST, view.held(Metric::XidLast), vec![]);
+    for (def, m) in [
+        (RETIREMENT_PENDING, Metric::RetiredPending),
+        (XID_LAST, Metric::XidLast),
+    ] {
+        push(def, view.held(m).filter(|_| moved(m)), vec![]);
+    }
     device_points(view, &mut push);
     process_points(view, top, &mut push);
     assignment_points(view, &mut push);
     job_info_point(view, &mut out);
     gpu_info_point(view, &mut out);
     xid_points(view, &mut out);
-    counter_points(view, &mut out);
+    match shape {
+        Shape::Full => counter_points(view, &mut out),
+        Shape::Lean => lean_counter_points(view, &mut out),
+    }
     out
 }
+
+/// The lean shape's counters. Per owner, only what a job's cost needs: its energy and its time
+/// (and, where selected, energy) in each verdict it had, so that a job's and a team's waste
+/// add up to the GPU-second. Every other counter is the GPU's, one series whoever holds it
+/// (never renamed, so a delta backend never counts one twice), and an error kind is a series
+/// once it counted one.
+fn lean_counter_points(view: &GpuView, out: &mut Vec<Point>) {
+    let s = &view.report.signals;
+    let identity = identity_attributes(view);
+    for (owner, c) in view.owners() {
+        let base: Attributes = identity.iter().chain(owner).cloned().collect();
+        let mut push = |def: MetricDef, value: f64, own: Attributes| {
+            out.push(Point {
+                def,
+                value,
+                attributes: point_attributes(&base, &own),
+            });
+        };
+        push(HW_ENERGY, c.energy_j, vec![]);
+        for class in Class::ALL {
+            let Some(spent) = c.spent.get(&class).filter(|s| s.seconds > 0.0) else {
+                continue;
+            };
+            let class_attr = || vec![("gpuslack.diagnosis.class", class.as_str().to_string())];
+            push(DIAGNOSIS_TIME, spent.seconds, class_attr());
+            push(DIAGNOSIS_ENERGY, spent.energy_j, class_attr());
+        }
+    }
+    let t = view.total();
+    let mut push = |def: MetricDef, value: f64, own: Attributes| {
+        out.push(Point {
+            def,
+            value,
+            attributes: point_attributes(&identity, &own),
+        });
+    };
+    let direction = |d: &str| vec![("network.io.direction", d.to_string())];
+    if s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some() {
+        push(HW_GPU_IO, t.pcie_rx_bytes, direction("receive"));
+        push(HW_GPU_IO, t.pcie_tx_bytes, direction("transmit"));
+    }
+    if s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some() {
+        push(NVLINK_IO, t.nvlink_rx_bytes, direction("receive"));
+        push(NVLINK_IO, t.nvlink_tx_bytes, direction("transmit"));
+    }
+    for (i, (source, kind)) in ERROR_KINDS.into_iter().enumerate() {
+        if view.error_counted(i) && t.errors[i] > 0.0 {
+            let attrs = vec![
+                ("error.type", kind.to_string()),
+                ("gpuslack.error.source", source.to_string()),
+            ];
+            push(HW_ERRORS, t.errors[i], attrs);
+        }
+    }
+}
+
+/// `hw.errors`' kinds, in the order of [`COUNTED_ERRORS`]: (source, type).
+const ERROR_KINDS: [(&str, &str); COUNTED_ERRORS.len()] = [
+    ("ecc", "corrected"),
+    ("ecc", "uncorrected"),
+    ("pcie", "replay"),
+    ("nvlink", "crc"),
+    ("nvlink", "replay"),
+    ("nvlink", "recovery"),
+    ("driver", "xid"),
+];
 
 /// The counters of one GPU, one series per owner that held it (docs/EXPORT.md): each rises
 /// only while its owner holds the GPU, and together they add up to the GPU's total.
@@ -533,15 +676,6 @@ fn counter_points(view: &GpuView, out: &mut Vec<Point>) {
     let identity = identity_attributes(view);
     let pcie = s.pcie_rx_mib_s.is_some() || s.pcie_tx_mib_s.is_some();
     let nvlink = s.nvlink_rx_mib_s.is_some() || s.nvlink_tx_mib_s.is_some();
-    const ERROR_KINDS: [(&str, &str); COUNTED_ERRORS.len()] = [
-        ("ecc", "corrected"),
-        ("ecc", "uncorrected"),
-        ("pcie", "replay"),
-        ("nvlink", "crc"),
-        ("nvlink", "replay"),
-        ("nvlink", "recovery"),
-        ("driver", "xid"),
-    ];
     for (owner, c) in view.owners() {
         let base: Attributes = identity.iter().chain(owner).cloned().collect();
         let mut push = |def: MetricDef, value: f64, own: Attributes| {
@@ -770,7 +904,9 @@ mod tests {
             s.processes = Some(jobs[k.min(27)].clone());
             s.with(Metric::Nprocs, 1.0)
         });
-        let mut state = ExportState::default().with_owner_series(4);
+        let mut state = ExportState::default()
+            .with_owner_series(4)
+            .with_selection(crate::export::selection::Selection::full());
         let mut series_seen = Vec::new();
         for r in &reports {
             state.update(r, &DeviceFacts::default());
@@ -821,6 +957,172 @@ mod tests {
             .sum();
         let windows: f64 = reports.iter().map(|r| r.stats.duration_s()).sum();
         assert!((time - windows).abs() < 1e-6, "{time} vs {windows}");
+    }
+
+    /// What a backend holds after 28 jobs, one after another, each holding the GPU for 4 s (two
+    /// windows) at 100 W, busy then idle, in the lean set, collected every `collect_every`
+    /// windows and at the end: the last value of every series it saw (name and attributes),
+    /// the series of each collection, and the export state.
+    struct Backend {
+        last: std::collections::BTreeMap<String, f64>,
+        per_collection: Vec<usize>,
+        state: ExportState,
+        windows_s: f64,
+    }
+
+    fn churn_in_lean(collect_every: usize) -> Backend {
+        let jobs: Vec<std::sync::Arc<Vec<GpuProcess>>> = (0..28)
+            .map(|k| {
+                std::sync::Arc::new(vec![GpuProcess {
+                    pid: 5000 + k,
+                    name: Some("train".into()),
+                    ..GpuProcess::default()
+                }])
+            })
+            .collect();
+        let reports = reports(28 * 4, |t, s| {
+            let k = ((t - 100.0) / 4.0).floor() as usize;
+            let busy = (t - 100.0) % 4.0 < 2.0;
+            let mut s = s
+                .with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0)
+                .with(Metric::UtilGpu, if busy { 100.0 } else { 0.0 })
+                .with(Metric::GpmSm, if busy { 90.0 } else { 0.0 })
+                .with(Metric::EccVolatileCorrected, 0.0)
+                .with(Metric::XidEvents, 0.0)
+                .with(Metric::XidLast, 0.0);
+            s.processes = Some(jobs[k.min(27)].clone());
+            s.with(Metric::Nprocs, 1.0)
+        });
+        let lean = crate::export::selection::Selection::new(
+            crate::export::selection::MetricSet::Lean,
+            &[],
+            &[],
+        )
+        .expect("lean");
+        let mut state = ExportState::default().with_selection(lean);
+        let mut last = std::collections::BTreeMap::new();
+        let mut per_collection = Vec::new();
+        let mut collect = |state: &ExportState| {
+            let points = state.points();
+            per_collection.push(points.len());
+            for p in points.iter() {
+                last.insert(format!("{}{:?}", p.def.name, p.attributes), p.value);
+            }
+        };
+        for (i, r) in reports.iter().enumerate() {
+            state.update(r, &DeviceFacts::default());
+            if i % collect_every == collect_every - 1 {
+                collect(&state);
+            }
+        }
+        collect(&state);
+        Backend {
+            last,
+            per_collection,
+            state,
+            windows_s: reports.iter().map(|r| r.stats.duration_s()).sum(),
+        }
+    }
+
+    impl Backend {
+        fn sum(&self, name: &str) -> f64 {
+            self.last
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{name}[")))
+                .map(|(_, v)| v)
+                .sum()
+        }
+    }
+
+    #[test]
+    fn lean_one_series_for_the_verdict_and_no_zero_that_never_moved() {
+        let backend = churn_in_lean(1);
+        let all = backend.state.points();
+        let of = |def: MetricDef| all.iter().filter(|p| p.def == def).count();
+        assert_eq!(of(DIAGNOSIS), 1, "the current verdict only");
+        assert_eq!(of(HW_STATUS), 1, "the current health state only");
+        assert_eq!(of(ECC_ERRORS), 0, "read, never above zero");
+        assert_eq!(of(XID_LAST), 0);
+        assert_eq!(of(HW_ERRORS), 0, "no error kind ever counted one");
+        assert_eq!(of(THROTTLE), 0, "no clock-event reason was ever seen");
+        assert_eq!(of(DIAGNOSIS_ENERGY), 0, "not in the lean set");
+        let d = all.iter().find(|p| p.def == DIAGNOSIS).expect("verdict");
+        assert_eq!(d.value, 1.0);
+        assert!(attr_of(d, "gpuslack.diagnosis.confidence").is_some());
+    }
+
+    #[test]
+    fn lean_former_owners_end_once_collected_and_the_sums_add_up() {
+        // A collection every window: a former owner's series end at the next window.
+        let backend = churn_in_lean(1);
+        let energy = backend
+            .state
+            .points()
+            .iter()
+            .filter(|p| p.def == HW_ENERGY)
+            .count();
+        assert!(energy <= 2, "{energy}");
+        let max = backend.per_collection.iter().max().copied().unwrap_or(0);
+        assert!(max <= 30, "{:?}", backend.per_collection);
+        // The backend's last value of each series adds up to the GPU's time and energy: every
+        // job's series kept what it counted, and none was counted twice.
+        let time = backend.sum("gpuslack.diagnosis.time");
+        assert!(
+            (time - backend.windows_s).abs() < 1e-6,
+            "{time} vs {}",
+            backend.windows_s
+        );
+        let view = backend.state.get(0).expect("gpu 0");
+        let joules = backend.sum("hw.energy");
+        assert!(
+            (joules - view.energy_j()).abs() < 1e-6,
+            "{joules} vs {}",
+            view.energy_j()
+        );
+        // Each of the 28 jobs has time series of its own: none was folded away.
+        let jobs: std::collections::BTreeSet<&str> = backend
+            .last
+            .keys()
+            .filter(|k| k.starts_with("gpuslack.diagnosis.time["))
+            .filter_map(|k| k.split("(\"process.pid\", \"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert_eq!(jobs.len(), 28, "{jobs:?}");
+    }
+
+    #[test]
+    fn lean_owners_no_export_carried_fold_into_the_owner_less_series_once() {
+        // A collection every 8 windows (16 s): four jobs come and go between two of them.
+        let backend = churn_in_lean(8);
+        let view = backend.state.get(0).expect("gpu 0");
+        // Never more than the current owner, one former one and the owner-less series.
+        assert!(view.owners().count() <= 3, "{}", view.owners().count());
+        let max = backend.per_collection.iter().max().copied().unwrap_or(0);
+        assert!(max <= 30, "{:?}", backend.per_collection);
+        // Still every GPU-second and joule once: what was folded no export had carried.
+        let time = backend.sum("gpuslack.diagnosis.time");
+        assert!(
+            (time - backend.windows_s).abs() < 1e-6,
+            "{time} vs {}",
+            backend.windows_s
+        );
+        let joules = backend.sum("hw.energy");
+        assert!(
+            (joules - view.energy_j()).abs() < 1e-6,
+            "{joules} vs {}",
+            view.energy_j()
+        );
+        // Some jobs went whole into the owner-less series, none of them twice.
+        let owner_less = backend
+            .last
+            .keys()
+            .filter(|k| k.starts_with("gpuslack.diagnosis.time[") && !k.contains("process.pid"))
+            .count();
+        assert!(
+            owner_less >= 1,
+            "{:?}",
+            backend.last.keys().collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! collect. Its size is fixed by the number of GPUs, so a stalled exporter never makes it grow.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::delivery::Delivery;
 use super::point::{job_attributes, owner_attributes, Attributes, Point};
+use super::selection::{Selection, Shape};
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Class, Spent, WindowReport};
 use crate::sample::Metric;
@@ -109,6 +111,25 @@ impl Counters {
         }
     }
 
+    /// What `self` counted beyond `exported`: the part of an owner's counts no export carried.
+    fn minus(&self, exported: &Counters) -> Counters {
+        let mut rest = self.clone();
+        rest.energy_j -= exported.energy_j;
+        rest.pcie_rx_bytes -= exported.pcie_rx_bytes;
+        rest.pcie_tx_bytes -= exported.pcie_tx_bytes;
+        rest.nvlink_rx_bytes -= exported.nvlink_rx_bytes;
+        rest.nvlink_tx_bytes -= exported.nvlink_tx_bytes;
+        for (mine, theirs) in rest.errors.iter_mut().zip(exported.errors) {
+            *mine -= theirs;
+        }
+        for (class, spent) in &exported.spent {
+            let mine = rest.spent.entry(*class).or_default();
+            mine.seconds -= spent.seconds;
+            mine.energy_j -= spent.energy_j;
+        }
+        rest
+    }
+
     /// GPU time held, the ranking of owners.
     fn seconds(&self) -> f64 {
         self.spent.values().map(|s| s.seconds).sum()
@@ -120,6 +141,9 @@ impl Counters {
 struct Owned {
     owner: Attributes,
     counters: Counters,
+    /// The counters as the last collection (an OTLP export, a scrape) carried them: the lean
+    /// shape ends a former owner's series once they equal `counters`.
+    exported: Counters,
     last_end: f64,
 }
 
@@ -139,6 +163,16 @@ pub struct GpuView {
     errors: [SinceStart; COUNTED_ERRORS.len()],
     /// The counters split by owner, the current one last touched.
     owned: Vec<Owned>,
+    /// Every counter of the GPU since the agent started, whoever held it: the lean shape's
+    /// GPU-level counters (PCIe and NVLink bytes, errors).
+    total: Counters,
+    /// Whether each metric was ever read above zero: the lean shape makes no series of a
+    /// health count or an engine that never moved.
+    ever_nonzero: [bool; Metric::COUNT],
+    /// The clock-event reasons ever seen (bit i: the i-th of the window's reasons).
+    throttle_seen: u64,
+    /// The export state's window count when this GPU last took one in.
+    last_gen: u64,
     /// The last reading of each metric read more slowly than windows close (health counters
     /// every 10 s, memory temperature and encoder use every second): its latest window max.
     held: [Option<f64>; Metric::COUNT],
@@ -191,6 +225,10 @@ impl GpuView {
             energy_integrated_j: 0.0,
             errors: [SinceStart::default(); COUNTED_ERRORS.len()],
             owned: Vec::new(),
+            total: Counters::default(),
+            ever_nonzero: [false; Metric::COUNT],
+            throttle_seen: 0,
+            last_gen: 0,
             held: [None; Metric::COUNT],
             announced: report.class,
             pending: None,
@@ -297,9 +335,74 @@ impl GpuView {
         }
     }
 
+    /// Every counter of the GPU since the agent started, whoever held it.
+    pub fn total(&self) -> &Counters {
+        &self.total
+    }
+
+    /// Whether `metric` was ever read above zero.
+    pub fn ever_nonzero(&self, metric: Metric) -> bool {
+        self.ever_nonzero[metric as usize]
+    }
+
+    /// Whether the `i`-th clock-event reason of a window's shares was ever seen.
+    pub fn throttle_seen(&self, i: usize) -> bool {
+        i < 64 && self.throttle_seen & (1 << i) != 0
+    }
+
     /// Each owner's attributes (empty: nobody held the GPU) and its counters.
     pub fn owners(&self) -> impl Iterator<Item = (&Attributes, &Counters)> {
         self.owned.iter().map(|o| (&o.owner, &o.counters))
+    }
+
+    /// The lean shape's owners: the current one, the owner-less series (nobody held the GPU, and
+    /// what no export carried of a former owner), and at most one former owner whose last
+    /// counts no collection has carried yet. A former owner's series end once a collection
+    /// carried their last value: the backend keeps that value, so a sum over a range still adds
+    /// up, and nothing is counted twice (no series takes over what another already exported).
+    fn lean_counters_of(&mut self, report: &WindowReport) -> &mut Counters {
+        let owner = owner_attributes(report);
+        let former = |o: &Owned| !o.owner.is_empty() && o.owner != owner;
+        self.owned
+            .retain(|o| !(former(o) && o.counters == o.exported));
+        loop {
+            let waiting: Vec<usize> = (0..self.owned.len())
+                .filter(|i| former(&self.owned[*i]))
+                .collect();
+            let Some(oldest) = waiting
+                .iter()
+                .copied()
+                .min_by(|a, b| self.owned[*a].last_end.total_cmp(&self.owned[*b].last_end))
+                .filter(|_| waiting.len() > 1)
+            else {
+                break;
+            };
+            let gone = self.owned.remove(oldest);
+            let rest = gone.counters.minus(&gone.exported);
+            match self.owned.iter_mut().find(|o| o.owner.is_empty()) {
+                Some(o) => o.counters.absorb(&rest),
+                None => self.owned.push(Owned {
+                    owner: Attributes::new(),
+                    counters: rest,
+                    exported: Counters::default(),
+                    last_end: gone.last_end,
+                }),
+            }
+        }
+        let i = match self.owned.iter().position(|o| o.owner == owner) {
+            Some(i) => i,
+            None => {
+                self.owned.push(Owned {
+                    owner,
+                    counters: Counters::default(),
+                    exported: Counters::default(),
+                    last_end: report.stats.end,
+                });
+                self.owned.len() - 1
+            }
+        };
+        self.owned[i].last_end = report.stats.end;
+        &mut self.owned[i].counters
     }
 
     /// The counters of the owner of `report`'s window, made if it is new; past `kept` owners
@@ -330,6 +433,7 @@ impl GpuView {
                         None => self.owned.push(Owned {
                             owner: other.clone(),
                             counters: gone.counters,
+                            exported: Counters::default(),
                             last_end: gone.last_end,
                         }),
                     }
@@ -337,6 +441,7 @@ impl GpuView {
                 self.owned.push(Owned {
                     owner,
                     counters: Counters::default(),
+                    exported: Counters::default(),
                     last_end: report.stats.end,
                 });
                 self.owned.len() - 1
@@ -346,8 +451,16 @@ impl GpuView {
         &mut self.owned[i].counters
     }
 
-    /// Takes in one window's readings; `kept` owners keep counters of their own.
-    fn add(&mut self, report: &WindowReport, kept: usize) {
+    /// Takes in one window's readings; `kept` owners keep counters of their own (the full
+    /// shape). `collected` is the window count at the last collection, `gen` this window's.
+    fn add(&mut self, report: &WindowReport, kept: usize, shape: Shape, collected: u64, gen: u64) {
+        // A collection since this GPU's last window carried every owner's counts as they are.
+        if self.last_gen > 0 && collected >= self.last_gen {
+            for o in &mut self.owned {
+                o.exported.clone_from(&o.counters);
+            }
+        }
+        self.last_gen = gen;
         let stats = &report.stats;
         let seconds = stats.duration_s();
         let s = &report.signals;
@@ -377,6 +490,14 @@ impl GpuView {
         for metric in Metric::ALL {
             if let Some(v) = stats.max(metric) {
                 self.held[metric as usize] = Some(v);
+                self.ever_nonzero[metric as usize] |= v > 0.0;
+            }
+        }
+        if stats.clock_reasons.samples() > 0 {
+            for (i, (_, share)) in stats.clock_reasons.shares().enumerate() {
+                if share > 0.0 && i < 64 {
+                    self.throttle_seen |= 1 << i;
+                }
             }
         }
         if stats.max(Metric::PcieLinkGen).is_some() {
@@ -390,16 +511,22 @@ impl GpuView {
                 self.count_xid(stats.max(Metric::XidLast), error_deltas[i]);
             }
         }
-        let c = self.counters_of(report, kept);
-        c.energy_j += energy_delta;
-        c.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        c.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        c.nvlink_rx_bytes += s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        c.nvlink_tx_bytes += s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
-        for (total, delta) in c.errors.iter_mut().zip(error_deltas) {
-            *total += delta;
-        }
-        c.spent.entry(report.class).or_default().add(report);
+        let count = |c: &mut Counters| {
+            c.energy_j += energy_delta;
+            c.pcie_rx_bytes += s.pcie_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
+            c.pcie_tx_bytes += s.pcie_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+            c.nvlink_rx_bytes += s.nvlink_rx_mib_s.unwrap_or(0.0) * MIB * seconds;
+            c.nvlink_tx_bytes += s.nvlink_tx_mib_s.unwrap_or(0.0) * MIB * seconds;
+            for (total, delta) in c.errors.iter_mut().zip(error_deltas) {
+                *total += delta;
+            }
+            c.spent.entry(report.class).or_default().add(report);
+        };
+        count(&mut self.total);
+        count(match shape {
+            Shape::Full => self.counters_of(report, kept),
+            Shape::Lean => self.lean_counters_of(report),
+        });
         self.follow_job(report);
         self.report = report.clone();
     }
@@ -448,9 +575,15 @@ pub struct ExportState {
     top_processes: usize,
     /// Owners with counters of their own per GPU ([`DEFAULT_OWNER_SERIES`]).
     owner_series: usize,
+    /// The metrics exported and their shape: applied here, once, for OTLP and Prometheus.
+    selection: Selection,
     /// Every GPU's points, made at the first collection after a window and shared by every
     /// instrument and scrape until the next: an OTLP collection asks once per instrument.
     points: Mutex<Option<Arc<Vec<Point>>>>,
+    /// Windows taken in so far, and their count when a collection last made the points: what
+    /// tells the lean shape that an export carried an owner's last counts.
+    gen: u64,
+    collected: AtomicU64,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -469,6 +602,16 @@ impl ExportState {
     pub fn with_top_processes(mut self, top: usize) -> Self {
         self.top_processes = top;
         self
+    }
+
+    /// Exports the metrics of `selection`, in its shape.
+    pub fn with_selection(mut self, selection: Selection) -> Self {
+        self.selection = selection;
+        self
+    }
+
+    pub fn selection(&self) -> &Selection {
+        &self.selection
     }
 
     /// Keeps counters of their own for `n` owners of each GPU (at least 1: the current one).
@@ -503,6 +646,11 @@ impl ExportState {
         &self.points
     }
 
+    /// Notes that a collection made the points of every window taken in so far.
+    pub(super) fn mark_collected(&self) {
+        self.collected.store(self.gen, Ordering::Relaxed);
+    }
+
     pub fn get(&self, gpu: u32) -> Option<&GpuView> {
         self.gpus.get(&gpu)
     }
@@ -522,7 +670,14 @@ impl ExportState {
             GpuView::new(gpu, facts, report)
         });
         view.facts = facts.clone();
-        view.add(report, self.owner_series.max(1));
+        self.gen += 1;
+        view.add(
+            report,
+            self.owner_series.max(1),
+            self.selection.shape(),
+            self.collected.load(Ordering::Relaxed),
+            self.gen,
+        );
         if first {
             return Some(ClassChange {
                 gpu,

@@ -92,7 +92,10 @@ fn joules_by(
 }
 
 /// Seconds and joules of each series' class, keyed by `key(sample)`; values no counter can
-/// have left out and counted in `check`.
+/// have left out and counted in `check`. Joules without a class (the owner's `hw.energy`, what
+/// the lean set exports) are split over the key's verdicts in the shares of their seconds;
+/// joules with one (the full set's `gpuslack.diagnosis.energy`, or a rule over it) go to their
+/// class.
 fn by_key(
     time: &[Sample],
     mut joules: HashMap<(String, String), f64>,
@@ -100,6 +103,15 @@ fn by_key(
     key: impl Fn(&Sample) -> String,
 ) -> BTreeMap<String, ByVerdict> {
     let mut out: BTreeMap<String, ByVerdict> = BTreeMap::new();
+    let mut unsplit: BTreeMap<String, f64> = BTreeMap::new();
+    joules.retain(|(k, class), j| {
+        if class.is_empty() {
+            *unsplit.entry(k.clone()).or_default() += *j;
+            false
+        } else {
+            true
+        }
+    });
     for s in time {
         let Some(seconds) = check.rise(s.value, check.max_seconds) else {
             continue;
@@ -115,6 +127,21 @@ fn by_key(
     for ((k, class), j) in joules {
         add(out.entry(k).or_default(), &class, 0.0, j);
     }
+    for (k, j) in unsplit {
+        let by = out.entry(k).or_default();
+        let seconds: f64 = by.values().map(|v| v.seconds).sum();
+        if seconds > 0.0 {
+            let shares: Vec<(String, f64)> = by
+                .iter()
+                .map(|(class, v)| (class.clone(), v.seconds / seconds))
+                .collect();
+            for (class, share) in shares {
+                add(by, &class, 0.0, j * share);
+            }
+        } else {
+            add(by, "", 0.0, j);
+        }
+    }
     out
 }
 
@@ -126,16 +153,18 @@ pub fn fleet_report(prom: &Prometheus, options: &Options) -> Result<FleetReport,
         "process_owner",
         "gpuslack_diagnosis_class",
     ];
+    // The owner's energy has no verdict: by the owner's labels only.
+    let owner_by = &by[..3];
     let (time_q, energy_q, source) = if options.from_rules {
         (
             promql::sum_rule(promql::TIME_RULE, &by, options.since_s),
-            promql::sum_rule(promql::ENERGY_RULE, &by, options.since_s),
+            promql::sum_rule(promql::ENERGY_RULE, owner_by, options.since_s),
             promql::TIME_RULE,
         )
     } else {
         (
             promql::sum_rise(TIME, &by, options.since_s),
-            promql::sum_rise(ENERGY, &by, options.since_s),
+            promql::sum_rise(ENERGY, owner_by, options.since_s),
             TIME,
         )
     };
@@ -369,7 +398,7 @@ pub fn job_report(
     let mut check = Believable::over(options.since_s);
     let joules = joules_by(
         prom.query(
-            &promql::sum_rise(&promql::of_job(ENERGY, job), &by, options.since_s),
+            &promql::sum_rise(&promql::of_job(ENERGY, job), &by[..3], options.since_s),
             options.end,
         )?,
         &mut check,

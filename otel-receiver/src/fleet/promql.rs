@@ -10,8 +10,10 @@
 
 /// The GPU-seconds counter.
 pub const TIME: &str = "gpuslack_diagnosis_time_seconds_total";
-/// The joules counter.
-pub const ENERGY: &str = "gpuslack_diagnosis_energy_joules_total";
+/// The joules counter: the owner's energy (`hw.energy`, a series per owner in every metric
+/// set), split over its verdicts by their GPU time where the report needs it per verdict (the
+/// lean set has no energy per verdict; `fleet/build.rs`, `by_key`).
+pub const ENERGY: &str = "hw_energy_joules_total";
 /// The verdict gauge: 1 for the current verdict.
 pub const RATIO: &str = "gpuslack_diagnosis_ratio";
 /// The per-GPU job info series (one per GPU, its current owner's job), where exported.
@@ -20,8 +22,8 @@ pub const JOB_INFO: &str = "gpuslack_job_info";
 /// The hourly rise of [`TIME`] by job, team, user and verdict
 /// (deploy/prometheus/gpuslack-fleet-rules.yml), for `fleet --from-rules`.
 pub const TIME_RULE: &str = "gpuslack:diagnosis_time_seconds:rise1h";
-/// The same of [`ENERGY`].
-pub const ENERGY_RULE: &str = "gpuslack:diagnosis_energy_joules:rise1h";
+/// The hourly rise of [`ENERGY`] by job, team and user.
+pub const ENERGY_RULE: &str = "gpuslack:energy_joules:rise1h";
 
 /// `sum by (labels) (sum_over_time(rule[range]))`: the hourly rises telescope, so their sum
 /// over the range is the range's rise.
