@@ -146,6 +146,8 @@ fn diagnose_of_hostile_names_prints_no_control_character_or_bidi_mark() {
         page.contains("\\u{202e}gnp.exe"),
         "the page names the process"
     );
+    // The trace (a 100,000-character name on every process row) is ~150 MB: not left behind.
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
