@@ -874,6 +874,7 @@ mod tests {
                 slurm_account: Some("vision".into()),
                 slurm_partition: Some("h200".into()),
             },
+            profiler: None,
         }
     }
 
