@@ -509,3 +509,101 @@ fn two_jobs_on_one_host_are_judged_apart() {
     }
     assert!(checked >= 24, "{checked} windows checked");
 }
+
+/// `gpuslack replay TRACE --format jsonl`: one JSON object a window.
+fn replay_jsonl(trace: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .arg("replay")
+        .arg(trace)
+        .args(["--format", "jsonl"])
+        .output()
+        .expect("gpuslack runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect()
+}
+
+#[test]
+fn a_profiler_named_on_the_process_makes_the_window_low_and_says_which() {
+    // The GEMM loop under Nsight Compute (h200-profiler-and-shared's `gemm_under_ncu`), as
+    // recorded, and again with the profiler the agent reads from the process's environment
+    // (CUDA_INJECTION64_PATH under nsight-compute) on the recorded process, PID 496.
+    let src = fixture("h200-profiler-and-shared");
+    let text = std::fs::read_to_string(src.join("samples.csv")).expect("fixture");
+    let (t0, t1) = phase("h200-profiler-and-shared", "gemm_under_ncu");
+    let mut lines = text.lines();
+    let header = lines.next().expect("header");
+    let rows: Vec<&str> = lines
+        .filter(|l| {
+            l.split(',')
+                .next()
+                .and_then(|t| t.parse::<f64>().ok())
+                .is_some_and(|t| t >= t0 && t < t1)
+        })
+        .collect();
+    let recorded = r#"""pgid"":471}]""#;
+    let profiled = r#"""pgid"":471,""profiler"":""Nsight Compute (ncu)""}]""#;
+    assert!(
+        rows.iter().filter(|r| r.contains(recorded)).count() >= 7,
+        "the phase lists its process once a second"
+    );
+    let dir = std::env::temp_dir().join(format!("gpuslack-profiler-{}", std::process::id()));
+    let write = |name: &str, rows: &[String]| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).expect("dir");
+        std::fs::copy(src.join("samples.facts.json"), d.join("samples.facts.json")).expect("facts");
+        let path = d.join("samples.csv");
+        std::fs::write(&path, format!("{header}\n{}\n", rows.join("\n"))).expect("trace");
+        replay_jsonl(&path)
+    };
+    let plain = write(
+        "plain",
+        &rows.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+    );
+    let marked = write(
+        "profiled",
+        &rows
+            .iter()
+            .map(|r| r.replace(recorded, profiled))
+            .collect::<Vec<_>>(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(plain.len(), marked.len());
+    assert!(plain.len() >= 3, "{} windows", plain.len());
+    let mut compared = 0;
+    for (p, m) in plain.iter().zip(&marked) {
+        // Without the field (a trace recorded before it existed): no profiler is named.
+        assert!(p["processes"][0].get("profiler").is_none(), "{p}");
+        let reason = p["confidence_reason"].as_str().expect("reason");
+        assert!(!reason.contains("Nsight Compute"), "{reason}");
+        if m["processes"][0]["profiler"] != "Nsight Compute (ncu)" {
+            continue;
+        }
+        compared += 1;
+        // With it: low, the reason and the first evidence name the tool and the process, and
+        // the remedy is the profiler's, not a loader's; the class itself is unchanged.
+        assert_eq!(m["confidence"], "low", "{m}");
+        let reason = m["confidence_reason"].as_str().expect("reason");
+        assert!(
+            reason.starts_with(
+                "Nsight Compute (ncu) injected into PID 496 (python3) holds the counters"
+            ),
+            "{reason}"
+        );
+        assert_eq!(m["evidence"][0]["signal"], "profiler_process", "{m}");
+        let remedy = m["remedy"].as_str().expect("remedy");
+        assert!(
+            remedy.starts_with("A profiler held the GPU's performance counters"),
+            "{remedy}"
+        );
+        assert_eq!(m["class"], p["class"]);
+        assert_ne!(p["confidence"], "low", "{p}");
+    }
+    assert!(compared >= 3, "{compared} windows with the profiler");
+}

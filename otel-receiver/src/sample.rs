@@ -474,6 +474,11 @@ pub struct GpuProcess {
     /// one job by the engine that aggregates them (docs/EXPORT.md, `gpuslack.job.info`).
     #[serde(default, flatten)]
     pub identity: JobIdentity,
+    /// The profiler attached to the process, where its environment or its executable names
+    /// one ("Nsight Compute (ncu)", `attribution::procfs`): while it runs, the GPU's counters
+    /// are the profiler's, and the window's verdict says so (docs/DIAGNOSIS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiler: Option<String>,
 }
 
 /// What a process's environment says of the job it belongs to, each field where set: a
@@ -560,12 +565,13 @@ mod tests {
     #[test]
     fn the_processes_column_carries_the_job_identity_flat() {
         // As `record` writes it and tests/fleet.rs poses nodes with it.
-        let cell = r#"[{"pid":4100,"name":"python","rank":1,"local_rank":0,"world_size":2,"job_key":"10.0.0.1:29500","slurm_account":"vision"}]"#;
+        let cell = r#"[{"pid":4100,"name":"python","rank":1,"local_rank":0,"world_size":2,"job_key":"10.0.0.1:29500","slurm_account":"vision","profiler":"Nsight Compute (ncu)"}]"#;
         let list: Vec<GpuProcess> = serde_json::from_str(cell).expect("a processes cell");
         let p = &list[0];
         assert_eq!((p.identity.rank, p.identity.world_size), (Some(1), Some(2)));
         assert_eq!(p.identity.slurm_account.as_deref(), Some("vision"));
         assert_eq!(p.job().as_deref(), Some("torch:10.0.0.1:29500"));
+        assert_eq!(p.profiler.as_deref(), Some("Nsight Compute (ncu)"));
         let written = serde_json::to_string(&list).expect("written");
         assert_eq!(
             serde_json::from_str::<Vec<GpuProcess>>(&written).expect("read back"),
@@ -575,6 +581,12 @@ mod tests {
         let old: Vec<GpuProcess> = serde_json::from_str(r#"[{"pid":7,"pgid":5}]"#).expect("old");
         assert!(old[0].identity.is_empty());
         assert_eq!(old[0].job().as_deref(), Some("pgid:5"));
+        // No profiler read: none written, so older readers of the column see what they knew.
+        assert_eq!(old[0].profiler, None);
+        assert_eq!(
+            serde_json::to_string(&old).expect("written"),
+            r#"[{"pid":7,"pgid":5}]"#
+        );
         assert!(
             !written.contains("null"),
             "absent fields are left out: {written}"

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::sample::Sample;
 pub use crate::sample::{GpuProcess, PodContainer};
 use kubelet::{GpuIds, PodWatcher};
-use procfs::{CpuMeter, EnvironJob, Procfs};
+use procfs::{CpuMeter, Environ, Procfs};
 
 /// The job a GPU's processes form: the first of their job names (the same on every GPU of a
 /// job, since they share it).
@@ -106,7 +106,7 @@ pub struct Attributor {
     /// start time, so that a reused PID is read afresh, with when it was last seen, so that
     /// the map stays the size of the GPUs' users. An unreadable one is kept as empty, not
     /// retried every second.
-    environs: HashMap<(u32, u64), (EnvironJob, f64)>,
+    environs: HashMap<(u32, u64), (Environ, f64)>,
 }
 
 impl Attributor {
@@ -146,12 +146,16 @@ impl Attributor {
                 };
                 let (cpu_pct, thread_pct) = self.cpu.rate(&host, t);
                 let procfs = &self.procfs;
-                let ((identity, slurm_env), seen) = self
+                let (environ, seen) = self
                     .environs
                     .entry((p.pid, host.start_ticks))
                     .or_insert_with(|| (procfs.environ_job(p.pid).unwrap_or_default(), t));
                 *seen = t;
-                let (identity, slurm_env) = (identity.clone(), slurm_env.clone());
+                // A profiler's own process (one holding a context) by its name, else one
+                // attached to the job by its environment.
+                let profiler = procfs::profiler_by_name(&host.name)
+                    .map(String::from)
+                    .or_else(|| environ.profiler.clone());
                 GpuProcess {
                     name: Some(host.name),
                     user: host.user,
@@ -160,8 +164,9 @@ impl Attributor {
                     pgid: Some(host.pgid),
                     container_id: host.owner.container_id,
                     pod_uid: host.owner.pod_uid,
-                    slurm_job: host.owner.slurm_job.or(slurm_env),
-                    identity,
+                    slurm_job: host.owner.slurm_job.or_else(|| environ.slurm_job.clone()),
+                    identity: environ.identity.clone(),
+                    profiler,
                     ..p.clone()
                 }
             })
@@ -283,6 +288,56 @@ mod tests {
         // The first process's entry goes once it has not been seen for a minute.
         rank_at(&mut attributor, 100.0);
         assert_eq!(attributor.environs.len(), 1);
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn a_profiler_reaches_the_process_by_its_environment_or_its_name() {
+        let root = std::env::temp_dir().join(format!("gpuslack-profiler-{}", std::process::id()));
+        let proc = |pid: u32, name: &str, environ: &str| {
+            let dir = root.join(pid.to_string());
+            std::fs::create_dir_all(&dir).expect("dirs");
+            let stat = format!(
+                "{pid} ({name}) S 1 {pid} {pid} 0 -1 0 0 0 0 0 100 50 0 0 20 0 1 0 500 1 1"
+            );
+            std::fs::write(dir.join("stat"), stat).expect("stat");
+            std::fs::write(dir.join("environ"), environ).expect("environ");
+        };
+        proc(
+            1234,
+            "python",
+            "RANK=0\0CUDA_INJECTION64_PATH=/opt/nvidia/nsight-compute/2024.1.1/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so\0",
+        );
+        proc(1300, "nsys", "HOME=/root\0");
+        proc(1400, "python", "RANK=1\0");
+        let mut attributor = Attributor::new(Procfs::new(&root, &root.join("passwd")));
+        let mut s = Sample::new(1.0, 0);
+        s.processes = Some(Arc::new(
+            [1234, 1300, 1400, 9999]
+                .map(|pid| GpuProcess {
+                    pid,
+                    ..GpuProcess::default()
+                })
+                .to_vec(),
+        ));
+        attributor.enrich(&mut s);
+        let profilers: Vec<Option<&str>> = s
+            .processes
+            .as_deref()
+            .expect("processes")
+            .iter()
+            .map(|p| p.profiler.as_deref())
+            .collect();
+        // The process gone from /proc (9999) keeps what NVML said: no profiler.
+        assert_eq!(
+            profilers,
+            [
+                Some(procfs::NSIGHT_COMPUTE),
+                Some(procfs::NSIGHT_SYSTEMS),
+                None,
+                None
+            ]
+        );
         let _ = std::fs::remove_dir_all(root);
     }
 

@@ -37,14 +37,20 @@ pub struct HostProcess {
     pub start_ticks: u64,
 }
 
-/// What a process's environment names of its job: the identity, and `SLURM_JOB_ID` (the job
-/// where the cgroup does not name it: Slurm without its cgroup plugin, or a container that
-/// hides the host's cgroup path).
-pub type EnvironJob = (JobIdentity, Option<String>);
+/// What a process's environment says: its job's identity, `SLURM_JOB_ID` (the job where the
+/// cgroup does not name it: Slurm without its cgroup plugin, or a container that hides the
+/// host's cgroup path), and a profiler attached to it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Environ {
+    pub identity: JobIdentity,
+    pub slurm_job: Option<String>,
+    /// The profiler the environment shows ([`profiler_in_environ`]).
+    pub profiler: Option<String>,
+}
 
-/// The job identity in a `/proc/PID/environ` text (NUL-separated `KEY=value`), and
-/// `SLURM_JOB_ID`. Values that are not UTF-8, or ranks that are not numbers, are left out.
-pub fn parse_environ(environ: &[u8]) -> (JobIdentity, Option<String>) {
+/// The job identity in a `/proc/PID/environ` text (NUL-separated `KEY=value`), `SLURM_JOB_ID`
+/// and a profiler. Values that are not UTF-8, or ranks that are not numbers, are left out.
+pub fn parse_environ(environ: &[u8]) -> Environ {
     let mut id = JobIdentity::default();
     let mut slurm_job = None;
     let (mut master_addr, mut master_port, mut run_id) = (None, None, None);
@@ -82,7 +88,91 @@ pub fn parse_environ(environ: &[u8]) -> (JobIdentity, Option<String>) {
             .zip(master_port)
             .map(|(addr, port)| format!("{addr}:{port}"))
     });
-    (id, slurm_job)
+    Environ {
+        identity: id,
+        slurm_job,
+        profiler: profiler_in_environ(environ),
+    }
+}
+
+/// Nsight Compute, as a profiler is named in the trace and the verdict's reason.
+pub const NSIGHT_COMPUTE: &str = "Nsight Compute (ncu)";
+/// Nsight Systems.
+pub const NSIGHT_SYSTEMS: &str = "Nsight Systems (nsys)";
+/// A CUPTI tool the injection path does not name (a vendor's tracer, a homegrown one).
+pub const CUDA_INJECTION: &str = "a CUDA injection library";
+/// The legacy command-line profiler's variables (`nvprof`, the Visual Profiler).
+pub const COMPUTE_PROFILER: &str = "a CUDA profiler (NV_COMPUTE_PROFILER_*)";
+
+/// The variable the CUDA driver reads to load a profiling tool into a process: Nsight Compute
+/// and Nsight Systems set it in the process they launch, as does any CUPTI injection tool.
+pub const INJECTION_VARIABLE: &str = "CUDA_INJECTION64_PATH";
+
+/// The profiler a process's environment shows, by what each tool sets in the process it
+/// launches: `CUDA_INJECTION64_PATH` (its path names the tool: `…/nsight-compute-2024.1/…` or
+/// a `ncu` directory, `…/nsight-systems-…/` or `nsys`; any other path is a CUDA injection
+/// library), `NSYS_*` (Nsight Systems' session variables, `NSYS_PROFILING_SESSION_ID`), or
+/// `NV_COMPUTE_PROFILER_*`. Empty values mean nothing is attached. The tool the path names
+/// wins; a generic path with `NSYS_*` beside it is Nsight Systems'.
+pub fn profiler_in_environ(environ: &[u8]) -> Option<String> {
+    let (mut injection, mut nsys, mut legacy) = (None, false, false);
+    for var in environ.split(|b| *b == 0) {
+        let Ok(var) = std::str::from_utf8(var) else {
+            continue;
+        };
+        let Some((key, value)) = var.split_once('=') else {
+            continue;
+        };
+        if value.trim().is_empty() {
+            continue;
+        }
+        if key == INJECTION_VARIABLE {
+            injection = Some(injected_tool(value));
+        } else if key.starts_with("NSYS_") {
+            nsys = true;
+        } else if key.starts_with("NV_COMPUTE_PROFILER_") {
+            legacy = true;
+        }
+    }
+    let named = injection.filter(|tool| *tool != CUDA_INJECTION);
+    named
+        .or(nsys.then_some(NSIGHT_SYSTEMS))
+        .or(injection)
+        .or(legacy.then_some(COMPUTE_PROFILER))
+        .map(String::from)
+}
+
+/// The tool an injection library's path names: by its install directory (`nsight-compute`,
+/// `nsight-systems`, with or without a version) or a path component called `ncu` or `nsys`.
+fn injected_tool(path: &str) -> &'static str {
+    let path = path.to_ascii_lowercase();
+    let component = |tool: &str| {
+        path.split('/')
+            .any(|c| c == tool || c.starts_with(&format!("{tool}-")))
+    };
+    if path.contains("nsight-compute") || component("ncu") {
+        NSIGHT_COMPUTE
+    } else if path.contains("nsight-systems") || component("nsys") {
+        NSIGHT_SYSTEMS
+    } else {
+        CUDA_INJECTION
+    }
+}
+
+/// The profiler a process is, by its executable's name (`comm`, cut by the kernel at 15
+/// characters): a profiler that holds a CUDA context itself (`ncu`, `nsys`, DCGM's profiling
+/// tester) shows among a GPU's processes. DCGM's host engine takes the counters without one,
+/// so NVML's list of a GPU's processes rarely holds it: `gpuslack doctor` looks for it among
+/// all the host's processes.
+pub fn profiler_by_name(name: &str) -> Option<&'static str> {
+    match name {
+        "ncu" => Some(NSIGHT_COMPUTE),
+        "nsys" => Some(NSIGHT_SYSTEMS),
+        "nv-hostengine" => Some("DCGM's host engine (nv-hostengine)"),
+        "nvidia-dcgm" => Some("DCGM (nvidia-dcgm)"),
+        _ if name.starts_with("dcgmproftester") => Some("DCGM's profiling tester (dcgmproftester)"),
+        _ => None,
+    }
 }
 
 /// Whether an unreadable `environ` was logged: once per agent, since another user's processes
@@ -188,11 +278,11 @@ impl Procfs {
         })
     }
 
-    /// The job `pid`'s environment names; `None` when it cannot be read (another user's
+    /// What `pid`'s environment names (its job, a profiler); `None` when it cannot be read (another user's
     /// process and no `CAP_SYS_PTRACE`, or gone). Read once per process by the caller
     /// ([`super::Attributor`]): an environment does not change after `exec`, and reading it
     /// takes the process's memory-map lock, which a training process uses heavily.
-    pub fn environ_job(&self, pid: u32) -> Option<EnvironJob> {
+    pub fn environ_job(&self, pid: u32) -> Option<Environ> {
         self.environ(pid).map(|e| parse_environ(&e))
     }
 
@@ -345,8 +435,13 @@ mod tests {
 
     #[test]
     fn the_environment_names_the_rank_and_the_job() {
-        let (id, slurm) = parse_environ(ENVIRON.as_bytes());
+        let Environ {
+            identity: id,
+            slurm_job: slurm,
+            profiler,
+        } = parse_environ(ENVIRON.as_bytes());
         assert_eq!(slurm.as_deref(), Some("4711"));
+        assert_eq!(profiler, None);
         assert_eq!(
             (id.rank, id.local_rank, id.world_size),
             (Some(37), Some(5), Some(64))
@@ -370,14 +465,100 @@ mod tests {
             )
         );
         let elastic = "TORCHELASTIC_RUN_ID=run-9\0MASTER_ADDR=a\0MASTER_PORT=1\0RANK=x\0";
-        let (id, slurm) = parse_environ(elastic.as_bytes());
+        let e = parse_environ(elastic.as_bytes());
         assert_eq!(
-            (id.job_key.as_deref(), id.rank, slurm),
+            (e.identity.job_key.as_deref(), e.identity.rank, e.slurm_job),
             (Some("run-9"), None, None)
         );
         // Garbage, invalid UTF-8 and an empty environment: nothing, and no panic.
-        assert!(parse_environ(b"\xff\xfe=1\0=\0RANK\0\0").0.is_empty());
-        assert!(parse_environ(b"").0.is_empty());
+        assert_eq!(
+            parse_environ(b"\xff\xfe=1\0=\0RANK\0\0"),
+            Environ::default()
+        );
+        assert_eq!(parse_environ(b""), Environ::default());
+    }
+
+    /// A rank's environment with one more variable, as a profiler's launcher leaves it.
+    fn with(var: &str) -> Option<String> {
+        profiler_in_environ(format!("{ENVIRON}{var}\0").as_bytes())
+    }
+
+    #[test]
+    fn an_injected_profiler_is_named_from_its_library_path() {
+        // Paths as the tools set them: a standalone install and the CUDA toolkit's copy.
+        let ncu = "CUDA_INJECTION64_PATH=/opt/nvidia/nsight-compute/2024.1.1/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so";
+        assert_eq!(with(ncu).as_deref(), Some(NSIGHT_COMPUTE));
+        let toolkit = "CUDA_INJECTION64_PATH=/usr/local/cuda-12.4/Nsight-Compute-2024.1.1/target/libTreeLauncherTargetInjection.so";
+        assert_eq!(with(toolkit).as_deref(), Some(NSIGHT_COMPUTE));
+        let by_dir = "CUDA_INJECTION64_PATH=/opt/ncu/lib/libinj.so";
+        assert_eq!(with(by_dir).as_deref(), Some(NSIGHT_COMPUTE));
+        let nsys = "CUDA_INJECTION64_PATH=/opt/nvidia/nsight-systems/2024.2.1/target-linux-x64/libToolsInjection64.so";
+        assert_eq!(with(nsys).as_deref(), Some(NSIGHT_SYSTEMS));
+        let nsys_dir = "CUDA_INJECTION64_PATH=/usr/lib/nsys-2023.4/libToolsInjection64.so";
+        assert_eq!(with(nsys_dir).as_deref(), Some(NSIGHT_SYSTEMS));
+        // A path naming neither: a CUDA injection library. "ncu" inside a word is not the tool.
+        let other = "CUDA_INJECTION64_PATH=/home/duncu/tracer/libcupti_trace.so";
+        assert_eq!(with(other).as_deref(), Some(CUDA_INJECTION));
+        // Set but empty: nothing is injected.
+        assert_eq!(with("CUDA_INJECTION64_PATH="), None);
+        assert_eq!(with("CUDA_INJECTION64_PATH=  "), None);
+        // Only the exact variable: a 32-bit or a look-alike name is not the driver's.
+        assert_eq!(
+            with("MY_CUDA_INJECTION64_PATH=/opt/nsight-compute/x.so"),
+            None
+        );
+        // The environment parse carries it beside the job.
+        let e = parse_environ(format!("{ENVIRON}{ncu}\0").as_bytes());
+        assert_eq!(
+            (e.profiler.as_deref(), e.identity.rank),
+            (Some(NSIGHT_COMPUTE), Some(37))
+        );
+    }
+
+    #[test]
+    fn nsight_systems_and_the_legacy_profiler_are_named_by_their_variables() {
+        assert_eq!(
+            with("NSYS_PROFILING_SESSION_ID=7").as_deref(),
+            Some(NSIGHT_SYSTEMS)
+        );
+        assert_eq!(
+            with("NSYS_TARGET_STD_REDIRECT_ACTIVE=1").as_deref(),
+            Some(NSIGHT_SYSTEMS)
+        );
+        assert_eq!(with("NSYS_PROFILING_SESSION_ID="), None);
+        assert_eq!(with("NSYSX=1"), None);
+        assert_eq!(
+            with("NV_COMPUTE_PROFILER_PERFMON_ENABLE=1").as_deref(),
+            Some(COMPUTE_PROFILER)
+        );
+        assert_eq!(with("NV_COMPUTE_PROFILER=1"), None);
+        // A generic injection path beside Nsight Systems' variables is Nsight Systems'; a
+        // path that names Nsight Compute wins over a stray NSYS_ variable.
+        let both = "CUDA_INJECTION64_PATH=/tmp/libToolsInjection64.so\0NSYS_PROFILING_SESSION_ID=3";
+        assert_eq!(with(both).as_deref(), Some(NSIGHT_SYSTEMS));
+        let named = "CUDA_INJECTION64_PATH=/opt/nsight-compute/x.so\0NSYS_PROFILING_SESSION_ID=3";
+        assert_eq!(with(named).as_deref(), Some(NSIGHT_COMPUTE));
+        let old = "CUDA_INJECTION64_PATH=/tmp/x.so\0NV_COMPUTE_PROFILER_PERFMON_ENABLE=1";
+        assert_eq!(with(old).as_deref(), Some(CUDA_INJECTION));
+    }
+
+    #[test]
+    fn a_profiler_is_named_by_its_executable() {
+        assert_eq!(profiler_by_name("ncu"), Some(NSIGHT_COMPUTE));
+        assert_eq!(profiler_by_name("nsys"), Some(NSIGHT_SYSTEMS));
+        assert_eq!(
+            profiler_by_name("nv-hostengine"),
+            Some("DCGM's host engine (nv-hostengine)")
+        );
+        // `comm` is cut at 15 characters: dcgmproftester12 reads dcgmproftester1.
+        assert_eq!(
+            profiler_by_name("dcgmproftester1"),
+            Some("DCGM's profiling tester (dcgmproftester)")
+        );
+        assert_eq!(profiler_by_name("nvidia-dcgm"), Some("DCGM (nvidia-dcgm)"));
+        for name in ["python", "ncu-ui", "nsys-ui", "pt_main_thread", ""] {
+            assert_eq!(profiler_by_name(name), None, "{name}");
+        }
     }
 
     #[test]
@@ -419,8 +600,11 @@ mod tests {
         assert_eq!(p.user.as_deref(), Some("root"));
         assert_eq!(p.owner.slurm_job.as_deref(), Some("77"));
         assert_eq!(p.start_ticks, 90210);
-        let (identity, slurm) = procfs.environ_job(4242).expect("the environment");
-        assert_eq!((identity.rank, slurm.as_deref()), (Some(37), Some("4711")));
+        let e = procfs.environ_job(4242).expect("the environment");
+        assert_eq!(
+            (e.identity.rank, e.slurm_job.as_deref()),
+            (Some(37), Some("4711"))
+        );
         assert_eq!(procfs.environ_job(9999), None);
         assert_eq!(p.threads, Some(HashMap::from([(4242, 91.0), (4250, 30.2)])));
         assert_eq!(procfs.process(4242, false).and_then(|p| p.threads), None);

@@ -116,6 +116,9 @@ pub struct Inputs<'a> {
     pub evidence: &'a [&'static str],
     /// Samples in the window: a 1 Hz agent's 2 s window holds 2.
     pub samples: u32,
+    /// The sentence naming a profiler the host found among the GPU's processes
+    /// (`profiler_process` evidence), which becomes the reason.
+    pub profiler_process: Option<&'a str>,
 }
 
 /// Memory-controller utilisation (%) at or above which compute judged from power may be
@@ -478,7 +481,12 @@ pub fn assess(x: &Inputs) -> Assessment {
             "decided by a rule this assessment does not know".into(),
         ),
     };
-    if x.evidence.contains(&"profiler") {
+    // Both detectors lead to the same outcome; the host's naming of the tool is the reason
+    // where it has one, since it says which profiler and where.
+    if let Some(named) = x.profiler_process {
+        confidence = Confidence::Low;
+        reason = named.to_string();
+    } else if x.evidence.contains(&"profiler") {
         confidence = Confidence::Low;
         reason = "a profiler held the performance counters in this window (they fell silent or froze while work ran): the verdict rests on what was left".into();
     }

@@ -6,6 +6,7 @@
 use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
 use super::{Class, Signals};
+use crate::attribution::procfs;
 use crate::sample::{GpuProcess, Metric};
 use crate::window::WindowStats;
 
@@ -83,6 +84,47 @@ pub fn profiler_evidence(
             ),
         )
     })
+}
+
+/// A profiler the host names among the GPU's processes (`GpuProcess::profiler`: its
+/// environment or its executable, `attribution::procfs`): the counters of this window are the
+/// profiler's whatever they read, busy GPU or not. The sentence is also the confidence's reason.
+pub fn profiler_process_evidence(processes: &[GpuProcess]) -> Option<Evidence> {
+    let named: Vec<(&GpuProcess, &str)> = processes
+        .iter()
+        .filter_map(|p| p.profiler.as_deref().map(|tool| (p, tool)))
+        .collect();
+    let (first, tool) = *named.first()?;
+    let tool = printable(tool);
+    let name = first.name.as_deref().map(printable);
+    // A profiler's own executable holds the context; otherwise it was put in the job's process.
+    let own = name.as_deref().and_then(procfs::profiler_by_name).is_some();
+    let mut text = if own {
+        format!(
+            "{tool} runs on this GPU as PID {} and holds the counters",
+            first.pid
+        )
+    } else {
+        let name = name.map(|n| format!(" ({n})")).unwrap_or_default();
+        format!(
+            "{tool} injected into PID {}{name} holds the counters",
+            first.pid
+        )
+    };
+    if named.len() > 1 {
+        let more = named.len() - 1;
+        let plural = if more == 1 { "" } else { "es" };
+        text.push_str(&format!(" (and {more} more profiled process{plural})"));
+    }
+    text.push_str(
+        ": what the GPU's counters read in this window is the profiler's pace, not the job's",
+    );
+    Some(Evidence::new(
+        "profiler_process",
+        named.len() as f64,
+        None,
+        text,
+    ))
 }
 
 /// Several processes on one GPU: each one's share as NVML reports it, and what that share can
@@ -239,6 +281,51 @@ mod tests {
                 .with(Metric::GpmDram, 0.0)
         });
         assert_eq!(profiler_evidence(&s, &w, Some(5)), None);
+    }
+
+    #[test]
+    fn a_profiler_on_a_process_is_named_with_its_pid() {
+        let p = |pid, name: &str, profiler: Option<&str>| GpuProcess {
+            pid,
+            name: Some(name.into()),
+            profiler: profiler.map(String::from),
+            ..GpuProcess::default()
+        };
+        // Without one: nothing.
+        assert_eq!(profiler_process_evidence(&[]), None);
+        assert_eq!(
+            profiler_process_evidence(&[p(1234, "python", None), p(1235, "python", None)]),
+            None
+        );
+        // Injected into the job's process, beside one that is not profiled.
+        let e = profiler_process_evidence(&[
+            p(1200, "python", None),
+            p(1234, "python", Some(procfs::NSIGHT_COMPUTE)),
+        ])
+        .expect("a profiler");
+        assert_eq!(e.signal, "profiler_process");
+        assert!(
+            e.text.starts_with(
+                "Nsight Compute (ncu) injected into PID 1234 (python) holds the counters: "
+            ),
+            "{}",
+            e.text
+        );
+        // The profiler's own process, and several profiled ones counted.
+        let e = profiler_process_evidence(&[
+            p(1300, "nsys", Some(procfs::NSIGHT_SYSTEMS)),
+            p(1301, "python", Some(procfs::NSIGHT_SYSTEMS)),
+        ])
+        .expect("a profiler");
+        assert!(
+            e.text.starts_with("Nsight Systems (nsys) runs on this GPU as PID 1300 and holds the counters (and 1 more profiled process)"),
+            "{}",
+            e.text
+        );
+        // A name from a trace is outside text: no terminal escapes reach the sentence.
+        let e = profiler_process_evidence(&[p(7, "py\u{1b}[2J", Some("evil\u{1b}[31m"))])
+            .expect("a profiler");
+        assert!(!e.text.contains('\u{1b}'), "{}", e.text);
     }
 
     #[test]

@@ -154,6 +154,11 @@ impl WindowReport {
             calibrated: self.baselines_calibrated,
             evidence: &evidence,
             samples: self.stats.samples,
+            profiler_process: self
+                .evidence
+                .iter()
+                .find(|e| e.signal == "profiler_process")
+                .map(|e| e.text.as_str()),
         });
     }
 
@@ -392,6 +397,15 @@ impl Diagnoser {
             evidence.insert(0, profiler);
             remedy = advice::PROFILER;
         }
+        // The host naming the profiler is the surer of the two sources: its line goes first.
+        if let Some(profiler) = stats
+            .processes
+            .as_deref()
+            .and_then(|p| context::profiler_process_evidence(p))
+        {
+            evidence.insert(0, profiler);
+            remedy = advice::PROFILER;
+        }
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
         let pcie_peak_mib_s = self.pcie_peak(&stats);
@@ -570,6 +584,65 @@ fn power_limit_evidence(
 #[cfg(test)]
 mod tests {
     use super::power_limit_evidence;
+    use super::{advice, Class, Confidence, Diagnoser, Thresholds};
+    use crate::sample::{GpuProcess, Metric, Sample};
+    use crate::window::GpuWindower;
+
+    /// One 2 s window of the GEMM loop under Nsight Compute's application replay
+    /// (h200-profiler-and-shared: GPU-Util a steady 38%, SM 35%, tensor 5.1%, DRAM 4.6%,
+    /// 245 W), its process listed once a second with `profiler` as given, diagnosed.
+    fn under_replay(profiler: Option<&str>) -> super::WindowReport {
+        let process = std::sync::Arc::new(vec![GpuProcess {
+            pid: 496,
+            name: Some("python3".into()),
+            profiler: profiler.map(String::from),
+            ..GpuProcess::default()
+        }]);
+        let mut w = GpuWindower::new(0, 2.0);
+        for i in 0..20 {
+            let wobble = f64::from(i % 3) * 0.4;
+            let mut s = Sample::new(f64::from(i) * 0.1, 0)
+                .with(Metric::UtilGpu, 38.0)
+                .with(Metric::PowerMw, 245_000.0 + 1000.0 * wobble)
+                .with(Metric::GpmSm, 34.8 + wobble)
+                .with(Metric::GpmTensor, 5.1 + wobble / 4.0)
+                .with(Metric::GpmDram, 4.6 + wobble / 4.0);
+            if i % 10 == 0 {
+                s.processes = Some(process.clone());
+            }
+            w.push(&s).expect("in order");
+        }
+        let stats = w
+            .push(&Sample::new(2.0, 0))
+            .expect("in order")
+            .expect("a window");
+        let mut diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
+        diagnoser.diagnose_frame(vec![stats]).remove(0)
+    }
+
+    #[test]
+    fn a_process_with_a_profiler_makes_the_window_low_with_the_profilers_remedy() {
+        // Without a profiler on the process: the steady partial pace, medium at best, and
+        // advice that checks for a profiler before the loop.
+        let plain = under_replay(None);
+        assert_eq!(plain.class, Class::InputStarved);
+        assert_eq!(plain.confidence(), Confidence::Medium);
+        assert_eq!(plain.remedy(), advice::HOST_PACED);
+        // With one: the same class, low, the reason naming the tool and the process, the
+        // profiler's remedy, its line first among the evidence.
+        let marked = under_replay(Some("Nsight Compute (ncu)"));
+        assert_eq!(marked.class, Class::InputStarved);
+        assert_eq!(marked.confidence(), Confidence::Low);
+        assert!(
+            marked.assessment.reason.starts_with(
+                "Nsight Compute (ncu) injected into PID 496 (python3) holds the counters"
+            ),
+            "{}",
+            marked.assessment.reason
+        );
+        assert_eq!(marked.remedy(), advice::PROFILER);
+        assert_eq!(marked.evidence[0].signal, "profiler_process");
+    }
 
     #[test]
     fn a_cap_says_how_far_it_can_be_raised_and_a_ceiling_says_it_cannot() {

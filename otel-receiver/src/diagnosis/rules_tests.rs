@@ -166,6 +166,7 @@ fn decide_with(s: &Signals, spin: Spin, calibrated: bool) -> Decided {
         calibrated,
         evidence: &evidence,
         samples: 40,
+        profiler_process: None,
     });
     Decided {
         verdict,
@@ -1221,6 +1222,7 @@ fn a_window_of_few_samples_cannot_show_a_steady_gpu_util() {
             calibrated: true,
             evidence: &d.signals(),
             samples,
+            profiler_process: None,
         })
     };
     let few = judge(confidence::FEW_SAMPLES - 1);
@@ -1243,6 +1245,7 @@ fn a_window_of_few_samples_cannot_show_a_steady_gpu_util() {
         calibrated: true,
         evidence: &g.signals(),
         samples: 2,
+        profiler_process: None,
     });
     assert_eq!(a.confidence, Confidence::High);
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::{shown, Area, Finding, Status};
+use crate::attribution::procfs;
 
 /// The oldest glibc the shipped binaries are built for (docs/DEPLOY.md): RHEL 8's.
 pub const GLIBC_FLOOR: (u32, u32) = (2, 28);
@@ -165,22 +166,6 @@ pub fn processes(proc_root: &Path, gpu_pids: &[u32]) -> Finding {
     .fix("run the agent as root (the DaemonSet and the systemd unit do), or give it CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH")
 }
 
-/// Programs that take the GPU's performance counters while they run: GPM then fails or stops
-/// refreshing, and the verdicts must not blame the job for it.
-const PROFILERS: [(&str, &str); 5] = [
-    ("ncu", "Nsight Compute"),
-    ("nsys", "Nsight Systems"),
-    (
-        "nv-hostengine",
-        "DCGM's host engine (profiling metrics hold the counters)",
-    ),
-    ("dcgmproftester", "DCGM's profiling tester"),
-    ("nvidia-dcgm", "DCGM"),
-];
-
-/// The environment variable a CUDA profiler injects into the process it profiles.
-const INJECTION_VARIABLE: &[u8] = b"CUDA_INJECTION64_PATH=";
-
 /// A profiler among the processes: by name, or by the injection library in a process's
 /// environment (a job started under `ncu`/`nsys` carries it).
 pub fn profiler(proc_root: &Path) -> Finding {
@@ -189,16 +174,18 @@ pub fn profiler(proc_root: &Path) -> Finding {
         let dir = proc_root.join(pid.to_string());
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         let comm = comm.trim();
-        if let Some((_, what)) = PROFILERS.iter().find(|(name, _)| *name == comm) {
-            seen.push(format!("{what} ({}, PID {pid})", shown(comm)));
+        // The same recognition as attribution's, which marks a GPU's processes for the
+        // verdicts: here every process of the host counts, DCGM's host engine included.
+        if let Some(what) = procfs::profiler_by_name(comm) {
+            seen.push(format!("{what}, PID {pid}"));
             continue;
         }
         let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
-        if environ
-            .split(|b| *b == 0)
-            .any(|var| var.starts_with(INJECTION_VARIABLE))
-        {
-            seen.push(format!("a profiled process ({}, PID {pid})", shown(comm)));
+        if let Some(tool) = procfs::profiler_in_environ(&environ) {
+            seen.push(format!(
+                "a process profiled by {tool} ({}, PID {pid})",
+                shown(comm)
+            ));
         }
     }
     if seen.is_empty() {
@@ -271,7 +258,8 @@ mod tests {
         let f = profiler(&root);
         assert_eq!(f.status, Status::Degraded);
         assert!(
-            f.detail.contains("a profiled process (python, PID 11)"),
+            f.detail
+                .contains("a process profiled by a CUDA injection library (python, PID 11)"),
             "{}",
             f.detail
         );

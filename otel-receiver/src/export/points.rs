@@ -1176,6 +1176,7 @@ mod tests {
                 slurm_account: Some("vision".into()),
                 slurm_partition: Some("h200".into()),
             },
+            profiler: None,
         }
     }
 

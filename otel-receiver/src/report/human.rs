@@ -280,6 +280,7 @@ fn escape_outside_text(report: &mut WindowReport) {
                 &i.slurm_user,
                 &i.slurm_account,
                 &i.slurm_partition,
+                &p.profiler,
             ]
             .into_iter()
             .any(needs_escape)
@@ -315,7 +316,7 @@ fn needs_escape(t: &Option<String>) -> bool {
 }
 
 /// The texts of a process that came from outside (the same as `dirty` reads above).
-fn process_texts(p: &mut GpuProcess) -> [&mut Option<String>; 11] {
+fn process_texts(p: &mut GpuProcess) -> [&mut Option<String>; 12] {
     [
         &mut p.name,
         &mut p.user,
@@ -328,6 +329,7 @@ fn process_texts(p: &mut GpuProcess) -> [&mut Option<String>; 11] {
         &mut p.identity.slurm_user,
         &mut p.identity.slurm_account,
         &mut p.identity.slurm_partition,
+        &mut p.profiler,
     ]
 }
 
