@@ -73,7 +73,7 @@ pub fn change(remedy: &str, class: Class) -> String {
             "Fuse the small kernels: model = torch.compile(model, mode=\"reduce-overhead\"), which also captures the step in a CUDA graph (or capture it yourself with torch.cuda.graph); then grow the batch.",
         ),
         r if r == Class::InputStarved.remedy() => Some(
-            "Feed the GPU faster: DataLoader(..., num_workers=2-3 per CPU core of the job, pin_memory=True, persistent_workers=True, prefetch_factor=4); if that is not enough, decode on the GPU (NVIDIA DALI).",
+            "Feed the GPU faster: DataLoader(..., num_workers=len(os.sched_getaffinity(0)) // gpus_per_node, pin_memory=True, persistent_workers=True, prefetch_factor=4); if that is not enough, decode on the GPU (NVIDIA DALI).",
         ),
         r if r == Class::TransferBound.remedy() => Some(
             "Cut the copies: keep tensors on the GPU between steps, build the DataLoader with pin_memory=True, and copy with .to(\"cuda\", non_blocking=True) so copies overlap compute.",
