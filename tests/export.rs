@@ -1285,6 +1285,9 @@ fn every_scrape_parses_strictly_in_both_formats_whatever_the_attributes() {
             "0",
             "--linger-s",
             "30",
+            // Every family, each of which the strict parsers must take.
+            "--metrics",
+            "full",
         ])
         .args(["--prometheus", &format!("127.0.0.1:{agent_port}")])
         .env("OTEL_RESOURCE_ATTRIBUTES", attributes)
