@@ -100,8 +100,8 @@ fn linker(target: &str, linker_env: &str) -> Linker {
 }
 
 /// link/symbol-order.txt as a linker script for zig's driver: each function's own section
-/// (`.text.NAME`: rustc and the cc crate compile one section per function) in the file's order
-/// at the start of `.text`, then everything else. `INSERT AFTER` keeps the linker's default
+/// (`.text.NAME`, or `.text.unlikely.NAME` for a cold one: rustc and the cc crate compile one
+/// section per function) in the file's order at the start of `.text`, then everything else. `INSERT AFTER` keeps the linker's default
 /// layout for every other section.
 fn ordering_script() -> Result<PathBuf, String> {
     let names =
@@ -112,13 +112,46 @@ fn ordering_script() -> Result<PathBuf, String> {
         if name.is_empty() || name.starts_with('#') || name.contains(['*', '?', '[', ' ']) {
             continue;
         }
-        let _ = writeln!(script, "    *(.text.{name})");
+        // LLVM puts a cold function (`#[cold]`: RawVec::grow_one, the panic paths) in
+        // `.text.unlikely.NAME`; LLD's ordering file follows the symbol, a script the section.
+        let name = without_hashes(name);
+        let _ = writeln!(script, "    *(.text.{name} .text.unlikely.{name})");
     }
     script.push_str("    *(.text .text.*)\n  }\n} INSERT AFTER .eh_frame;\n");
     let out = PathBuf::from(env::var("OUT_DIR").map_err(|e| format!("OUT_DIR: {e}"))?);
     let path = out.join("symbol-order.ld");
     std::fs::write(&path, script).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
+}
+
+/// A symbol name with its hashes as globs: the legacy mangling's `17h<16 hex digits>E` ending
+/// and v0's crate disambiguators (`Cs<base-62>_`). The file's names come from a build for the
+/// host, whose hashes differ from a build with `--target` (the shipped one: cargo hashes the
+/// target into each crate's metadata); by path alone they still find their functions.
+fn without_hashes(name: &str) -> String {
+    let mut out = name.to_string();
+    if name.starts_with("_ZN") && name.len() > 20 {
+        let (head, tail) = name.split_at(name.len() - 20);
+        if tail.starts_with("17h") && tail.ends_with('E') {
+            out = format!("{head}17h*E");
+        }
+    } else if name.starts_with("_R") {
+        let mut rest = name;
+        out.clear();
+        while let Some(i) = rest.find("Cs") {
+            out.push_str(&rest[..i + 2]);
+            let after = &rest[i + 2..];
+            match after.find('_') {
+                Some(j) if after[..j].chars().all(|c| c.is_ascii_alphanumeric()) => {
+                    out.push_str("*_");
+                    rest = &after[j + 1..];
+                }
+                _ => rest = after,
+            }
+        }
+        out.push_str(rest);
+    }
+    out
 }
 
 /// A release build linked against the build host's own C library runs only where glibc is at

@@ -168,54 +168,131 @@ fn the_shipped_binaries_need_nothing_above_glibc_2_28() {
     }
 }
 
+/// A function's name without its hashes, as build.rs matches link/symbol-order.txt in the
+/// shipped build (whose hashes differ from the host build's the file was written from): the
+/// legacy mangling's `17h<16 hex>E` ending dropped, v0's crate disambiguators (`Cs…_`) emptied.
+fn path_of(name: &str) -> String {
+    if name.starts_with("_ZN") && name.len() > 20 {
+        let (head, tail) = name.split_at(name.len() - 20);
+        if tail.starts_with("17h") && tail.ends_with('E') {
+            return head.to_string();
+        }
+    }
+    if !name.starts_with("_R") {
+        return name.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = name;
+    while let Some(i) = rest.find("Cs") {
+        out.push_str(&rest[..i + 2]);
+        let after = &rest[i + 2..];
+        match after.find('_') {
+            Some(j) if after[..j].chars().all(|c| c.is_ascii_alphanumeric()) => {
+                out.push('_');
+                rest = &after[j + 1..];
+            }
+            _ => rest = after,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn a_functions_path_is_its_name_without_hashes() {
+    assert_eq!(
+        path_of("_ZN5alloc7raw_vec11finish_grow17h8b6b96131ad85021E"),
+        "_ZN5alloc7raw_vec11finish_grow"
+    );
+    assert_eq!(
+        path_of("_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal"),
+        "_RNvNtCs_3std2rt19lang_start_internal"
+    );
+    assert_eq!(path_of("main"), "main");
+    assert_eq!(path_of("_ZN3foo3barE"), "_ZN3foo3barE");
+}
+
 /// The shipped x86_64 build keeps the agent's functions together at the start of the code
-/// (build.rs hands link/symbol-order.txt to zig's linker as a script): the file's names that the
-/// binary has are laid out in the file's order, the first of them at the lowest address of
-/// any function of ours.
+/// (build.rs hands link/symbol-order.txt to zig's linker as a script): most names of the file
+/// have their function in the binary, those functions fill the start of `.text` with almost
+/// nothing else among them, and they lie in the file's order.
 #[test]
 fn the_shipped_x86_64_binary_keeps_the_agents_code_in_order() {
     let order = std::fs::read_to_string(repo("link/symbol-order.txt")).expect("the order file");
-    let nm = run_ok(
-        Command::new("nm")
-            .args(["--defined-only", "-n"])
-            .arg(binary("x86_64")),
-    );
-    let mut address = std::collections::HashMap::new();
-    for line in nm.lines() {
-        let mut f = line.split_whitespace();
-        if let (Some(a), Some(kind), Some(name)) = (f.next(), f.next(), f.next()) {
-            if kind.eq_ignore_ascii_case("t") {
-                if let Ok(a) = u64::from_str_radix(a, 16) {
-                    address.entry(name.to_string()).or_insert(a);
-                }
-            }
+    let mut wanted: Vec<String> = Vec::new();
+    for name in order.lines().map(str::trim) {
+        if name.is_empty() || name.starts_with('#') {
+            continue;
+        }
+        let path = path_of(name);
+        if !wanted.contains(&path) {
+            wanted.push(path);
         }
     }
-    let placed: Vec<u64> = order
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.starts_with("_R"))
-        .filter_map(|name| address.get(name).copied())
+    let nm = run_ok(
+        Command::new("nm")
+            .args(["--defined-only", "-S"])
+            .arg(binary("x86_64")),
+    );
+    // Each path's lowest address, and every function's (address, path).
+    let mut lowest = std::collections::HashMap::new();
+    let mut functions = Vec::new();
+    for line in nm.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 4 || !f[2].eq_ignore_ascii_case("t") {
+            continue;
+        }
+        let Ok(address) = u64::from_str_radix(f[0], 16) else {
+            continue;
+        };
+        let path = path_of(f[3]);
+        let low = lowest.entry(path.clone()).or_insert(address);
+        *low = (*low).min(address);
+        functions.push((address, path));
+    }
+    let placed: Vec<u64> = wanted
+        .iter()
+        .filter_map(|p| lowest.get(p).copied())
         .collect();
     assert!(
-        placed.len() >= 500,
-        "only {} of the order file's names in the binary",
-        placed.len()
+        // 90% on 2026-12-05; names go stale with edits (scripts/device/text_order renews
+        // them), and the exact names of the host build matched 6% here.
+        placed.len() * 100 >= wanted.len() * 80,
+        "{} of the order file's {} functions in the binary",
+        placed.len(),
+        wanted.len()
     );
     let in_order = placed.windows(2).filter(|w| w[0] < w[1]).count();
     assert!(
-        in_order * 100 >= (placed.len() - 1) * 99,
+        in_order * 100 >= (placed.len() - 1) * 90,
         "{in_order} of {} in the file's order",
         placed.len()
     );
-    let lowest_rust = address
+    let wanted: std::collections::HashSet<&String> = wanted.iter().collect();
+    let end = functions
         .iter()
-        .filter(|(name, _)| name.starts_with("_R"))
-        .map(|(_, a)| *a)
-        .min()
-        .expect("Rust functions");
+        .filter(|(_, p)| wanted.contains(p))
+        .map(|(a, _)| *a)
+        .max()
+        .expect("ordered functions");
+    let start = functions.iter().map(|(a, _)| *a).min().expect("functions");
+    let among = functions
+        .iter()
+        .filter(|(a, p)| *a <= end && !wanted.contains(p))
+        .count();
     assert_eq!(
-        placed[0], lowest_rust,
-        "the first ordered function is not first"
+        lowest.get(&path_of(
+            order
+                .lines()
+                .find(|l| l.starts_with("_R"))
+                .expect("a Rust name")
+        )),
+        Some(&start),
+        "the file's first Rust function is not the first of the code"
+    );
+    assert!(
+        among * 100 <= placed.len(),
+        "{among} other functions among the ordered ones"
     );
 }
 
@@ -268,8 +345,9 @@ fn the_aarch64_build_replays_and_scores_every_fixture_as_x86_64_does() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let x86 = shipped("x86_64", &args);
             let arm = shipped("aarch64", &args);
+            // A score under its thresholds exits 1 (the no-GPM fixture's): the same on both.
             assert!(
-                x86.status.success(),
+                x86.status.success() || what == "score",
                 "{}: x86_64 {what}: {}",
                 dir.display(),
                 text(&x86)

@@ -15,7 +15,7 @@
 # (build.rs says so in a warning). GPUSLACK_DIST_ARCHS="x86_64" builds one architecture.
 #
 # Installs what it needs, idempotently: ziglang and cargo-zigbuild (pinned, from PyPI) into
-# TARGET_DIR/dist-venv, and Rust's aarch64 standard library with rustup.
+# TARGET_DIR/dist-venv, and Rust's aarch64 standard library and llvm-tools with rustup.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -42,10 +42,18 @@ for arch in $archs; do
   fi
 done
 
+# llvm-objcopy, which strips both architectures' binaries (binutils' handles only its own).
+objcopy=$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-objcopy
+if [ ! -x "$objcopy" ]; then
+  rustup component add llvm-tools
+fi
+
 version=$(sed -n '/^\[package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 summary=$(sed -n '/^\[package\]/,/^\[/s/^description = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
-# The commit's time in every archive, so that the same binary packs to the same bytes.
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}
+# The commit's time in every archive, so that the same binary packs to the same bytes; given to
+# the packing steps only (a build script that follows SOURCE_DATE_EPOCH would rebuild at every
+# commit).
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}
 mkdir -p "$dist"
 for arch in $archs; do
   case "$arch" in
@@ -53,13 +61,17 @@ for arch in $archs; do
     aarch64) deb_arch=arm64 ;;
     *) echo "scripts/dist/build.sh: no such architecture: $arch (x86_64, aarch64)" >&2; exit 2 ;;
   esac
-  # `rustc` rather than `zigbuild` for the one flag on the binary's own crate (the dependencies
-  # build as for any release): no debug information in what we ship, the symbol table kept.
-  PATH="$venv/bin:$PATH" cargo-zigbuild rustc --release --locked --bin gpuslack \
-    --target "$arch-unknown-linux-gnu.2.28" -- -C strip=debuginfo
-  install -D -m 0755 "$target_dir/$arch-unknown-linux-gnu/release/gpuslack" "$dist/$arch/gpuslack"
-  "$venv/bin/python" scripts/dist/wheel.py "$dist/$arch/gpuslack" "$arch" "$version" "$summary" "$dist"
-  scripts/dist/deb.sh "$dist/$arch/gpuslack" "$deb_arch" "$version" "$dist"
+  PATH="$venv/bin:$PATH" cargo zigbuild --release --locked --bin gpuslack \
+    --target "$arch-unknown-linux-gnu.2.28"
+  # No debug information in what we ship (69 MiB → 12), the symbol table kept (backtraces name
+  # functions; tests/dist.rs reads the code's order from it). Not at link time: zig's driver
+  # takes rustc's --strip-debug for a full strip.
+  mkdir -p "$dist/$arch"
+  "$objcopy" --strip-debug "$target_dir/$arch-unknown-linux-gnu/release/gpuslack" "$dist/$arch/gpuslack.tmp"
+  chmod 0755 "$dist/$arch/gpuslack.tmp"
+  mv -f "$dist/$arch/gpuslack.tmp" "$dist/$arch/gpuslack"
+  SOURCE_DATE_EPOCH=$epoch "$venv/bin/python" scripts/dist/wheel.py "$dist/$arch/gpuslack" "$arch" "$version" "$summary" "$dist"
+  SOURCE_DATE_EPOCH=$epoch scripts/dist/deb.sh "$dist/$arch/gpuslack" "$deb_arch" "$version" "$dist"
   mkdir -p "$dist/image/$deb_arch"
   ln -f "$dist/$arch/gpuslack" "$dist/image/$deb_arch/gpuslack"
 done
