@@ -3,8 +3,9 @@
 # tests talk to (the Rotel OpenTelemetry collector, grpcio with its protoc, PyYAML and jsonschema
 # in a Python 3.11 venv; Prometheus with promtool, systemd-analyze and headless Chromium from
 # Debian) and NVRTC (NVIDIA's wheels, CUDA 13's and 12.4's, so that the benchmark kernels are
-# compiled for every architecture from sm_70 to sm_120 without a GPU), then runs every test of
-# the workspace and checks the release build. Idempotent: a second run reuses what is installed.
+# compiled for every architecture from sm_70 to sm_120 without a GPU), builds what we ship
+# (scripts/dist/build.sh, with qemu for the aarch64 build's tests), then runs every test of the
+# workspace and checks the release build. Idempotent: a second run reuses what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
