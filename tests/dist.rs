@@ -439,11 +439,8 @@ fn the_wheel_installs_into_a_fresh_venv_and_runs_diagnose() {
     let out = run(Command::new(&installed).arg("diagnose"));
     let said = text(&out);
     assert!(out.status.success(), "{said}");
-    assert!(
-        said.contains("showing the bundled recorded trace"),
-        "{said}"
-    );
-    assert!(said.contains("h200-reference (bundled)"), "{said}");
+    assert!(said.contains("BUNDLED RECORDING"), "{said}");
+    assert!(said.contains("h200-diagnose-job (bundled)"), "{said}");
     eprintln!("pip install of the wheel into a fresh venv: {install_s:.2} s");
 }
 
