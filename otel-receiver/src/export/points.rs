@@ -759,6 +759,19 @@ mod tests {
 
     /// The reports of one GPU fed `samples` (10 Hz, 2 s windows, from t = 100 s), `add` filling
     /// each sample's readings.
+    /// 28 jobs of one process each (`train`, PIDs 5000–5027), for the owner-churn tests.
+    fn churning_jobs() -> Vec<std::sync::Arc<Vec<GpuProcess>>> {
+        (0..28)
+            .map(|k| {
+                std::sync::Arc::new(vec![GpuProcess {
+                    pid: 5000 + k,
+                    name: Some("train".into()),
+                    ..GpuProcess::default()
+                }])
+            })
+            .collect()
+    }
+
     fn reports(seconds: u32, add: impl Fn(f64, Sample) -> Sample) -> Vec<WindowReport> {
         let diagnoser = Diagnoser::new(Thresholds::default()).with_tdp_override(Some(700.0));
         let mut pipeline = Pipeline::new(2.0, diagnoser);
@@ -889,15 +902,7 @@ mod tests {
     #[test]
     fn churned_owners_fold_into_other_their_series_end_and_the_sums_still_add_up() {
         // 28 jobs, one after another, each holding the GPU for 4 s (two windows) at 100 W.
-        let jobs: Vec<std::sync::Arc<Vec<GpuProcess>>> = (0..28)
-            .map(|k| {
-                std::sync::Arc::new(vec![GpuProcess {
-                    pid: 5000 + k,
-                    name: Some("train".into()),
-                    ..GpuProcess::default()
-                }])
-            })
-            .collect();
+        let jobs = churning_jobs();
         let reports = reports(28 * 4, |t, s| {
             let k = ((t - 100.0) / 4.0).floor() as usize;
             let mut s = s.with(Metric::EnergyMj, 5e9 + (t - 100.0) * 100_000.0);
@@ -971,15 +976,7 @@ mod tests {
     }
 
     fn churn_in_lean(collect_every: usize) -> Backend {
-        let jobs: Vec<std::sync::Arc<Vec<GpuProcess>>> = (0..28)
-            .map(|k| {
-                std::sync::Arc::new(vec![GpuProcess {
-                    pid: 5000 + k,
-                    name: Some("train".into()),
-                    ..GpuProcess::default()
-                }])
-            })
-            .collect();
+        let jobs = churning_jobs();
         let reports = reports(28 * 4, |t, s| {
             let k = ((t - 100.0) / 4.0).floor() as usize;
             let busy = (t - 100.0) % 4.0 < 2.0;
