@@ -1,6 +1,7 @@
-"""Fourteen jobs in the busy-but-not-saturated regime (and two controls that bind), one after another
-on one GPU, for issue #46's truth: `gpuslack record --interval-ms 100` runs around this script, and
-Nsight Compute's speed-of-light of one step of each job (sol_jobs.py) labels them (label.py).
+"""Twelve jobs in the busy-but-not-saturated regime and two controls that bind (a bf16 GEMM, a
+DRAM-streaming kernel), one after another on one GPU, for issue #46's truth: `gpuslack record
+--interval-ms 100` runs around this script, and Nsight Compute's speed-of-light of one step of each
+job (sol_jobs.py) labels them (label.py).
 
 Each job runs ~12 s of steady work, then the GPU rests ~3.5 s. OUT/phases.json gets each job's name,
 start (`t0`) and end (`t1`, after the last step finished), steps, achieved rate, and the classes to
@@ -288,11 +289,12 @@ def control_bf16_gemm():
     return (lambda: a @ b), ("TFLOP/s", 2 * n**3 / 1e12)
 
 
-# 14. Control that binds DRAM: a 4 GiB device-to-device copy.
-def control_device_copy():
+# 14. Control that binds DRAM: STREAM's "scale" (dst = 3 x src) over 4 GiB. An elementwise kernel, not
+#     copy_: a contiguous copy_ is a cudaMemcpy, which ncu does not profile.
+def control_stream_scale():
     src = torch.randn(size(2**30, 10_000), device=DEV)
     dst = torch.empty_like(src)
-    return (lambda: dst.copy_(src)), ("GB/s", 2 * src.numel() * 4 / 1e9)  # read and written
+    return (lambda: torch.mul(src, 3.0, out=dst)), ("GB/s", 2 * src.numel() * 4 / 1e9)  # read and written
 
 
 LATENCY = ["latency_bound"]
@@ -323,8 +325,8 @@ JOBS = [
     Job("topk_1m_candidates", "torch.topk k=100 over 512 rows of 1M fp32 scores",
         LATENCY, "radix select: several passes over each row, a histogram in shared memory each",
         topk_1m_candidates),
-    Job("control_device_copy_4gib", "control: 4 GiB device-to-device copy", ["memory_bound"], "a copy streams DRAM at its peak",
-        control_device_copy),
+    Job("control_stream_scale_4gib", "control: STREAM scale, dst = 3 x src over 4 GiB fp32", ["memory_bound"],
+        "one read and one write a byte: DRAM streams at its peak", control_stream_scale),
     Job("histogram_bincount", "bincount of 256M int64 ids into 65536 bins, histc of 256M fp32 into 1000 bins",
         LATENCY, "atomic increments into bins, and host read-backs of min and max each call",
         histogram_bincount),
