@@ -3,7 +3,7 @@ DRAM-streaming kernel), one after another on one GPU, for issue #46's truth: `gp
 --interval-ms 100` runs around this script, and Nsight Compute's speed-of-light of one step of each
 job (sol_jobs.py) labels them (label.py).
 
-Each job runs ~12 s of steady work, then the GPU rests ~3.5 s. OUT/phases.json gets each job's name,
+Each job runs 11.5 s of steady work, then the GPU rests ~3.5 s. OUT/phases.json gets each job's name,
 start (`t0`) and end (`t1`, after the last step finished), steps, achieved rate, and the classes to
 accept when ncu could not profile it (`accept`, with `why`): label.py replaces those by ncu's figures
 wherever it has them. Plain PyTorch only (no torch_geometric, no downloads); sized for an H100 80GB.
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 DEV = os.environ.get("BUSY_JOBS_DEVICE", "cuda")
 TINY = os.environ.get("BUSY_JOBS_TINY") == "1"
-STEADY_S = float(os.environ.get("BUSY_JOBS_STEADY_S", "12"))
+STEADY_S = float(os.environ.get("BUSY_JOBS_STEADY_S", "11.5"))
 GAP_S = float(os.environ.get("BUSY_JOBS_GAP_S", "3.5"))
 
 

@@ -5,6 +5,9 @@
 #       jobs.py, `gpuslack doctor`, then each job's kernels a step (sol_jobs.py --count). Back in $OUT:
 #       busy-jobs.tar.gz (samples.csv, samples.facts.json, phases.json, jobs.log, record.log,
 #       doctor.txt, kernels.json and the scripts), and jobs.log, record.log for a first look.
+#   scripts/device/busy-jobs/run.sh check         (~1 min, optional, first) every job built and run for
+#       4 steps, one of them under torch.profiler: $OUT/kernels.json holds each job's kernels a step
+#       (against ncu's -c) or its error; a job that fails here would be missing from the recording.
 #   scripts/device/busy-jobs/run.sh ncu [JOB...]  (<= 9 min) Nsight Compute's SpeedOfLight on one
 #       warmed-up step of each job (or those named), `timeout` 60 s a job, within a budget of 500 s in
 #       all: jobs past it are listed as skipped in ncu.log (run them in a later call). Back in $OUT:
@@ -16,7 +19,7 @@
 # label.py on that folder (README.md beside this script).
 set -u -o pipefail
 
-usage() { echo "usage: $0 record | ncu [JOB...]  (with OUT set to the results folder)" >&2; exit 2; }
+usage() { echo "usage: $0 record | check | ncu [JOB...]  (with OUT set to the results folder)" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 mode=$1
 shift
@@ -114,8 +117,14 @@ profile() {
   cat "$out/sol.json"
 }
 
+check() {
+  timeout -k 5 150 python3 "$here/sol_jobs.py" --count "$out/kernels.json" 2>&1 | tee "$out/check.log"
+  cat "$out/kernels.json"
+}
+
 case $mode in
   record) [ $# -eq 0 ] || usage; record ;;
+  check) [ $# -eq 0 ] || usage; check ;;
   ncu) profile "$@" ;;
   *) usage ;;
 esac

@@ -103,6 +103,12 @@ class Files(unittest.TestCase):
         labels, _ = label.label(self.dir, args(map=["job=scatter_job"]))
         self.assertEqual(labels["segments"][0]["accept"], [LAT])
 
+    def test_a_key_of_no_phase_is_left_out(self):
+        self.sol["gone_job"] = dict(self.sol["llm"])
+        self.write("sol.json", self.sol)
+        labels, _ = label.label(self.dir, args())
+        self.assertEqual([s["scenario"] for s in labels["segments"]], ["scatter_job", "held_job", "llm"])
+
     def test_main_exits_1_on_bad_input(self):
         self.assertEqual(label.main([os.path.join(self.dir, "nowhere")]), 1)
 
