@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The busy-jobs recording for issue #46, in two device calls (one call runs 10 minutes at most):
+# The busy-jobs recording for issue #46, in two device calls (one call runs 10 minutes at most), with
+# an optional one-minute check before them:
 #
 #   scripts/device/busy-jobs/run.sh record        (~5 min) `gpuslack record --interval-ms 100` around
 #       jobs.py, `gpuslack doctor`, then each job's kernels a step (sol_jobs.py --count). Back in $OUT:
