@@ -161,6 +161,7 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         "nsys profile",
         "cudaAccessPolicyWindow",
         "torch.sum",
+        "`ncu`",
     ];
     for (name, report) in &reports {
         let screen: Vec<&str> = report.lines().take(24).collect();
@@ -181,7 +182,9 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         }
         assert!(text.contains("Bottom line: "), "{name}:\n{text}");
         assert!(
-            text.contains("GPU 0 · ") || text.contains("GPU 0–"),
+            text.contains("GPU 0 · ")
+                || text.contains("GPU 0–")
+                || text.contains("GPU 0, 1 (2 GPUs)"),
             "{name}:\n{text}"
         );
         assert!(text.contains("Hardware"), "{name}:\n{text}");
@@ -204,6 +207,183 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         bundled.contains("job pgid:485 · pid 499 python3"),
         "{bundled}"
     );
+}
+
+/// The first 24 lines of a report, as one line: what a wrapped sentence says.
+fn first_screen(trace: &str) -> String {
+    let report = diagnose(&["diagnose", "--trace", trace]);
+    one_line(&report.lines().take(24).collect::<Vec<_>>().join("\n"))
+}
+
+/// The "Change first" sentence of a first screen, up to the next change.
+fn change_first(screen: &str) -> &str {
+    let at = screen
+        .find("Change first (")
+        .unwrap_or_else(|| panic!("no change first:\n{screen}"));
+    let rest = &screen[at..];
+    let end = rest.find("Then: ").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// Issue #47, two GPUs: a hang is an incident, not a share of time, so it comes first and
+/// names the GPU that never joined (GPU 1 held its context while GPU 0 spun in the all-reduce);
+/// the straggler of the all-reduce is named by its GPU, and GPU 0 is said to wait on it.
+#[test]
+fn a_hang_comes_first_and_names_the_gpu_and_the_straggler_is_named() {
+    let screen = first_screen(&fixture("h200x2-scenarios"));
+    let report = diagnose(&["diagnose", "--trace", &fixture("h200x2-scenarios")]);
+    let first = report
+        .lines()
+        .find(|l| !l.is_empty() && !l.starts_with("gpuslack diagnose") && !l.starts_with("  "))
+        .expect("a first line");
+    assert!(
+        first.starts_with("HUNG: GPUs 0, 1 stopped together"),
+        "{report}"
+    );
+    assert!(
+        screen.contains("made no progress for 14 s from 08:06:14 UTC"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Likely culprit: GPU 1 held its context and never joined"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Now: `py-spy dump --pid PID` on it first, then every rank."),
+        "{screen}"
+    );
+    let change = change_first(&screen);
+    assert!(
+        change
+            .contains("Change first (the hang, before any share of time; GPU 1 first; [1] below)"),
+        "{change}"
+    );
+    assert!(change.contains("GPU 1 first"), "{change}");
+    assert!(change.contains("py-spy dump"), "{change}");
+    // The straggler: GPU 1 computed while GPU 0 waited on it for 22 s of its 2 min 36 s.
+    assert!(
+        screen.contains("Straggler: GPU 1. GPU 0 waits on it 22 s (14% of its time)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("waiting for GPU 1, the straggler"),
+        "{screen}"
+    );
+    // The wait on peers comes second, naming the straggler.
+    assert!(
+        screen.contains("Then: 2. Waiting on peers, up to 1 min 14 s back (24%) [2]: GPU 1 is the straggler GPU 0 waits on"),
+        "{screen}"
+    );
+}
+
+/// Issue #47, Nsight Compute on a GEMM loop: the one-window phases where the GEMM processes
+/// start and stop never drive the change (no DataLoader in this job); the windows the profiler
+/// paced come first, and the change names Nsight Compute.
+#[test]
+fn a_profiler_comes_before_start_up_and_tear_down_windows() {
+    let screen = first_screen(&fixture("h200-profiler-and-shared"));
+    let change = change_first(&screen);
+    assert!(
+        change.contains("up to 6 s back, 8% of the GPU time"),
+        "{change}"
+    );
+    assert!(change.contains("Nsight Compute (`ncu`)"), "{change}");
+    assert!(!change.contains("DataLoader"), "{change}");
+    // The loader's advice is left with what the start and stop windows cannot win back.
+    assert!(
+        screen.contains("Then: 2. Starved of input, up to 2 s back (3%)"),
+        "{screen}"
+    );
+}
+
+/// Issue #47, the bundled demo: 6 of the 8 held seconds come before the first kernel ran and 2
+/// are a one-window phase after the last, so "release the GPU" wins nothing back; the code
+/// change (fuse the tiny kernels) comes first, tied in share with the starved phase.
+#[test]
+fn start_up_never_drives_the_change_and_code_goes_before_habit() {
+    for trace in [fixture("h200-diagnose-job"), "bundled".to_string()] {
+        let screen = if trace == "bundled" {
+            let out = gpuslack(&["diagnose"]);
+            one_line(&stdout(&out).lines().take(24).collect::<Vec<_>>().join("\n"))
+        } else {
+            first_screen(&trace)
+        };
+        let change = change_first(&screen);
+        assert!(
+            change.contains("up to 6 s back, 14% of the GPU time"),
+            "{trace}: {change}"
+        );
+        assert!(change.contains("torch.compile"), "{trace}: {change}");
+        assert!(!screen.contains("Release the GPU"), "{trace}: {screen}");
+        assert!(
+            screen.contains("Then: 2. Starved of input, up to 6 s back (14%)"),
+            "{trace}: {screen}"
+        );
+    }
+    // The remedies below still list the held context, with its whole 8 s in the JSON.
+    let json = json_of(&fixture("h200-diagnose-job"));
+    let held = json["remedies"]
+        .as_array()
+        .expect("remedies")
+        .iter()
+        .find(|r| r["class"] == "idle_held")
+        .expect("the held context's remedy");
+    assert_eq!(held["seconds"], 8.0);
+    assert_eq!(held["id"], 3);
+}
+
+/// Words never beyond figures, over every fixture: the first screen says a GPU moved data "at
+/// its memory bandwidth's limit" only where a memory-bound GPU's DRAM averaged at least the
+/// 60% line; it claims occupancy only where occupancy was measured; and the layout advice the
+/// counters cannot check (channels_last, bf16) is hedged.
+#[test]
+fn the_first_screen_says_no_more_than_its_figures() {
+    for trace in every_fixture_trace() {
+        let screen = first_screen(&trace);
+        let json = json_of(&trace);
+        let gpus = json["gpus"].as_array().expect("gpus");
+        let verdict = |class: &str, field: &str| -> Vec<Option<f64>> {
+            gpus.iter()
+                .filter_map(|g| g["time_by_verdict"].get(class))
+                .map(|v| v[field].as_f64())
+                .collect()
+        };
+        if screen.contains("at its memory bandwidth's limit") {
+            let dram = verdict("memory_bound", "dram");
+            assert!(
+                dram.iter().flatten().any(|d| *d >= 0.6),
+                "{trace}: bandwidth's limit with DRAM at {dram:?}:\n{screen}"
+            );
+        }
+        // Every memory-bound GPU whose DRAM is under the line has its share said instead.
+        for d in verdict("memory_bound", "dram").into_iter().flatten() {
+            if d < 0.6 && gpus.len() == 1 {
+                assert!(
+                    screen.contains(&format!("with DRAM moving {:.0}% of its peak", d * 100.0)),
+                    "{trace}: DRAM {d}:\n{screen}"
+                );
+            }
+        }
+        if screen.to_lowercase().contains("occupancy") {
+            let measured = gpus.iter().any(|g| {
+                g["time_by_verdict"]
+                    .as_object()
+                    .is_some_and(|m| m.values().any(|v| v["sm_occupancy"].is_number()))
+            });
+            assert!(measured, "{trace}: occupancy unmeasured:\n{screen}");
+        }
+        for (advice, hedge) in [
+            ("channels_last", "If not already channels_last"),
+            ("torch.autocast", "not already in bf16"),
+        ] {
+            if screen.contains(advice) {
+                assert!(
+                    screen.contains(hedge),
+                    "{trace}: {advice} unhedged:\n{screen}"
+                );
+            }
+        }
+    }
 }
 
 /// Each sentence of evidence says one thing, once: the figures the issue found said twice or

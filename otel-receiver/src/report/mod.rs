@@ -12,6 +12,7 @@ mod health;
 mod html;
 mod human;
 mod jsonl;
+mod ranking;
 mod table;
 mod time;
 mod timeline;
