@@ -91,7 +91,9 @@ impl FleetError {
         match self {
             FleetError::NoData { .. } => 1,
             FleetError::BadUrl { .. } | FleetError::NoUrl | FleetError::BadDuration(_) => 2,
-            FleetError::Unreachable { .. } => 69,
+            // sysexits' EX_TEMPFAIL: try again later. Not 69, which means "no GPU" to every
+            // other command (README, docs/OUTPUT.md).
+            FleetError::Unreachable { .. } => 75,
             FleetError::NotPrometheus { .. }
             | FleetError::Query { .. }
             | FleetError::TooLarge { .. } => 76,
