@@ -900,6 +900,126 @@ fn the_html_page_renders_one_band_per_phase_in_a_real_browser() {
     }
 }
 
+/// What the browser measured of a page laid out `width` px wide. Headless Chromium will not
+/// open a window under 500 px, so the page is laid out in a frame of that width (`srcdoc`, so
+/// that the host page may read it), and a script measures it once loaded: how wide the page
+/// scrolls, and which of a timeline's legend items, axis ticks and caption meet.
+fn layout_at(browser: &str, page: &Path, width: u32) -> Value {
+    let html = std::fs::read_to_string(page).expect("page");
+    let srcdoc = html.replace('&', "&amp;").replace('"', "&quot;");
+    let host = format!(
+        r#"<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<iframe id="f" style="width:{width}px;height:4000px;border:0" srcdoc="{srcdoc}"></iframe>
+<script>
+document.getElementById('f').addEventListener('load', () => {{
+  const w = document.getElementById('f').contentWindow, d = w.document;
+  const box = e => {{ const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }};
+  const meets = (a, b) => a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+  const out = {{ width: w.innerWidth, scroll: d.documentElement.scrollWidth, overlaps: [], timelines: 0, legend: 0 }};
+  for (const svg of d.querySelectorAll('svg.timeline')) {{
+    out.timelines += 1;
+    const caption = svg.querySelector('.caption');
+    const items = [...svg.querySelectorAll('.legend-item')];
+    const ticks = [...svg.querySelectorAll('.tick')];
+    out.legend = Math.max(out.legend, items.length);
+    items.forEach((item, i) => {{
+      if (meets(box(item), box(caption))) out.overlaps.push('legend ' + i + ' / caption');
+      items.slice(i + 1).forEach((o, j) => {{ if (meets(box(item), box(o))) out.overlaps.push('legend ' + i + ' / ' + (i + 1 + j)); }});
+      ticks.forEach((t, j) => {{ if (meets(box(item), box(t))) out.overlaps.push('legend ' + i + ' / tick ' + j); }});
+    }});
+    ticks.forEach((t, j) => {{ if (meets(box(t), box(caption))) out.overlaps.push('tick ' + j + ' / caption'); }});
+    ticks.slice(1).forEach((t, j) => {{ if (meets(box(ticks[j]), box(t))) out.overlaps.push('tick ' + j + ' / tick ' + (j + 1)); }});
+  }}
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+}});
+</script></body></html>"#
+    );
+    let measured = page.with_file_name(format!("measured-{width}.html"));
+    std::fs::write(&measured, host).expect("write");
+    let dir = page.parent().expect("dir");
+    let dom = headless(browser, &dir.join(format!("profile-{width}")))
+        .arg("--window-size=1400,1200")
+        .arg("--dump-dom")
+        .arg(format!("file://{}", measured.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(dom.status.success(), "{}", stderr(&dom));
+    let dom = stdout(&dom);
+    let attr = dom
+        .split("data-layout=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no measurement in the DOM: {dom}"));
+    serde_json::from_str(&attr.replace("&quot;", "\"")).expect("the measurement")
+}
+
+/// Issue #47: a page worth sharing. Its title names the job, the trace and the date; its
+/// times carry the date and the zone; GPU-Util is drawn beside SM activity and power; with
+/// seven verdicts and more the legend wraps and never meets the curves' caption or the time
+/// axis; and at a phone's 420 px nothing makes the page scroll sideways.
+#[test]
+fn the_html_page_reads_at_phone_width_and_its_legend_never_overlaps() {
+    let browser = chromium();
+    for name in ["h200-verdicts", "h200x2-calibration", "h200-diagnose-job"] {
+        let dir = temp_dir(&format!("layout-{name}"));
+        let page = dir.join("report.html");
+        let trace = fixture(name);
+        let out = gpuslack(&[
+            "diagnose",
+            "--trace",
+            &trace,
+            "--html",
+            &page.display().to_string(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let html = std::fs::read_to_string(&page).expect("page");
+        let title = html
+            .split("<title>")
+            .nth(1)
+            .and_then(|t| t.split("</title>").next())
+            .expect("a title");
+        let json = json_of(&trace);
+        let start = json["gpus"][0]["phases"][0]["start"]
+            .as_f64()
+            .expect("start");
+        let date = gpuslack_receiver::report::utc_date(start);
+        assert!(title.starts_with("gpuslack diagnose · "), "{title}");
+        assert!(title.contains("trace samples.csv"), "{title}");
+        assert!(title.contains(&format!(" · {date} ")), "{title}");
+        assert!(title.ends_with(" UTC"), "{title}");
+        for job in json["gpus"][0]["jobs"].as_array().expect("jobs") {
+            assert!(title.contains(job.as_str().expect("job")), "{title}");
+        }
+        // Times with their date and zone: the axis's first tick, every phase row.
+        let stamp = gpuslack_receiver::report::utc_stamp(start);
+        assert!(
+            html.contains(&format!(">{stamp}</text>")),
+            "{name}: {stamp}"
+        );
+        assert!(html.contains(&format!("<td>{date} ")), "{name}");
+        // GPU-Util beside SM activity, where GPM read the SMs.
+        assert!(html.contains(r#"class="util""#), "{name}");
+        assert!(html.contains("— GPU-Util (%, right axis)"), "{name}");
+        for width in [1280, 420] {
+            let layout = layout_at(&browser, &page, width);
+            assert_eq!(layout["width"], width, "{name}: {layout}");
+            assert!(
+                layout["scroll"].as_u64() <= layout["width"].as_u64(),
+                "{name} at {width} px scrolls sideways: {layout}"
+            );
+            assert_eq!(
+                layout["overlaps"],
+                serde_json::json!([]),
+                "{name} at {width} px"
+            );
+            assert!(layout["timelines"].as_u64() >= Some(1), "{layout}");
+            if name != "h200-diagnose-job" {
+                assert!(layout["legend"].as_u64() >= Some(7), "{name}: {layout}");
+            }
+        }
+    }
+}
+
 /// Writes the README's pictures when asked (`GPUSLACK_SCREENSHOT=1 cargo test --test report
 /// screenshot`): docs/diagnose-terminal.png, the first screen of `diagnose` where there is no
 /// GPU (the bundled recording) as a 100-column terminal shows it, and

@@ -612,7 +612,9 @@ impl Incident {
             utc_hms(self.since)
         );
         // Said in two lines: the change below gives the rest (NCCL_DEBUG, a timeout, restart).
-        if self.culprits.is_empty() {
+        if self.gpus.len() == 1 {
+            text += " Now: find the spinning kernel (cuda-gdb, `info cuda kernels`) and the host threads (`py-spy dump --pid PID`).";
+        } else if self.culprits.is_empty() {
             text += " Now: `py-spy dump --pid PID` on every rank to find the one that differs.";
         } else {
             let culprits: Vec<String> = self.culprits.iter().map(|g| gpu(*g)).collect();

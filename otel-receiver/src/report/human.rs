@@ -23,7 +23,7 @@ use super::first_screen::{self, Screen};
 use super::health::Health;
 use super::html::HtmlPage;
 use super::ranking::{self, PeerFacts, Settle, Severity, Standing};
-use super::time::utc_hms;
+use super::time::{utc_date, utc_hms};
 use super::timeline::{Band, Point, Timeline};
 pub use super::units::duration;
 use super::units::wrap;
@@ -682,6 +682,7 @@ impl HumanReport {
             t: report.stats.midpoint(),
             power_w: report.signals.power_w,
             activity_pct: report.signals.sm_pct.or(report.signals.util_pct),
+            util_pct: report.signals.util_pct,
         });
         match gpu.bands.last_mut() {
             Some(band) if same => band.end = report.stats.end,
@@ -1445,6 +1446,52 @@ impl HumanReport {
         Ok(())
     }
 
+    /// The page's title, what a shared link shows: the job, where it ran, and when.
+    /// "gpuslack diagnose · job pgid:485 · trace samples.csv · 2026-12-01 22:08–22:09 UTC".
+    fn page_title(&self, source: &SourceLabel) -> String {
+        let mut parts = vec!["gpuslack diagnose".to_string()];
+        let jobs: BTreeSet<&String> = self.gpus.values().flat_map(|g| &g.jobs).collect();
+        if !jobs.is_empty() {
+            let shown: Vec<&str> = jobs.iter().take(3).map(|j| j.as_str()).collect();
+            let more = jobs.len().saturating_sub(3);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            parts.push(format!("job {}{more}", shown.join(", ")));
+        }
+        parts.push(match source {
+            SourceLabel::Live { host } => format!("host {host}"),
+            SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => {
+                let file = std::path::Path::new(name)
+                    .file_name()
+                    .map_or(name.clone(), |f| f.to_string_lossy().into_owned());
+                format!("trace {file}")
+            }
+        });
+        let start = self
+            .gpus
+            .values()
+            .filter_map(|g| g.bands.first().map(|b| b.start))
+            .reduce(f64::min);
+        let end = self
+            .gpus
+            .values()
+            .filter_map(|g| g.bands.last().map(|b| b.end))
+            .reduce(f64::max);
+        if let (Some(start), Some(end)) = (start, end) {
+            let hm = |t: f64| utc_hms(t)[..5].to_string();
+            let to = if utc_date(end) == utc_date(start) {
+                hm(end)
+            } else {
+                format!("{} {}", utc_date(end), hm(end))
+            };
+            parts.push(format!("{} {}–{to} UTC", utc_date(start), hm(start)));
+        }
+        parts.join(" · ")
+    }
+
     /// The report as a self-contained HTML page: the bottom line, a timeline per GPU, the
     /// tables, the remedies.
     pub fn html(
@@ -1453,7 +1500,7 @@ impl HumanReport {
         prices: &Prices,
         facts: impl Fn(u32) -> DeviceFacts,
     ) -> String {
-        let mut page = HtmlPage::new("gpuslack diagnose");
+        let mut page = HtmlPage::new(&self.page_title(source));
         let origin = match source {
             SourceLabel::Live { host } => format!("Live GPUs on {host}."),
             SourceLabel::Trace { name, note } => {
@@ -1464,9 +1511,16 @@ impl HumanReport {
             }
         };
         page.paragraph("note", &origin);
-        page.paragraph("bottom", &self.bottom_line(prices).text(prices));
         let remedies = self.remedies();
         let screen = self.screen(source, prices, &remedies, &facts);
+        // A hang first, as on the terminal: the job made no progress at all.
+        if let Some(incident) = &screen.incident {
+            page.paragraph("incident", &incident.line());
+        }
+        page.paragraph("bottom", &self.bottom_line(prices).text(prices));
+        for line in screen.straggler_lines() {
+            page.paragraph("note", &line);
+        }
         for line in screen.hardware() {
             page.paragraph("note", &line);
         }
@@ -1536,7 +1590,12 @@ impl HumanReport {
                 .map(|p| {
                     let rep = p.representative();
                     vec![
-                        format!("{}–{}", utc_hms(p.start), utc_hms(p.end)),
+                        format!(
+                            "{} {}–{}",
+                            utc_date(p.start),
+                            utc_hms(p.start),
+                            utc_hms(p.end)
+                        ),
                         format!("{} ({})", words::label(p.class), p.class.as_str()),
                         if p.count < 2 {
                             "1 (short)".to_string()

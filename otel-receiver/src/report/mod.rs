@@ -28,6 +28,6 @@ pub use human::{
 };
 pub use jsonl::{WindowRecord, JSONL_SCHEMA};
 pub use table::TableWriter;
-pub use time::utc_hms;
+pub use time::{utc_date, utc_hms, utc_stamp};
 pub use timeline::{class_colour, escape, Band, Point, Timeline};
 pub use words::{change, label};
