@@ -525,7 +525,7 @@ pub struct Remedy {
     /// Whether it addresses slack: a fix, ranked by the time it would recover.
     pub is_fix: bool,
     /// GPU time a change can win back (s): its slack less start-up, tear-down and one-window
-    /// phases ([`ranking`]); for advice, the time it applied to.
+    /// phases (`report/ranking.rs`); for advice, the time it applied to.
     pub won_s: f64,
     /// How its time weighs before its share: a hang and a profiler come before any slack.
     pub severity: Severity,
@@ -748,7 +748,7 @@ impl HumanReport {
     }
 
     /// Every remedy, numbered: the fixes for slack first, in the order that pays
-    /// ([`ranking`]: a hang, then a profiler's windows, then the time a change can win back,
+    /// (`report/ranking.rs`: a hang, then a profiler's windows, then the time a change can win back,
     /// code before habit on a tie), then the advice for healthy and idle time.
     pub fn remedies(&self) -> Vec<Remedy> {
         let mut won: BTreeMap<&'static str, f64> = BTreeMap::new();

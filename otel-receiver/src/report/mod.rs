@@ -27,6 +27,7 @@ pub use human::{
     Prices, Remedy, RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
 };
 pub use jsonl::{WindowRecord, JSONL_SCHEMA};
+pub use ranking::Severity;
 pub use table::TableWriter;
 pub use time::{utc_date, utc_hms, utc_stamp};
 pub use timeline::{class_colour, escape, Band, Point, Timeline};
