@@ -762,6 +762,52 @@ mod tests {
     }
 
     #[test]
+    fn a_hang_opens_the_screen_naming_the_gpu_its_rank_and_host() {
+        let mut s = screen(2, 4);
+        s.incident = Some(Incident {
+            gpus: BTreeSet::from([0, 1]),
+            hung_s: 14.0,
+            since: 1796025974.0,
+            culprits: BTreeSet::from([1]),
+            ranks: BTreeMap::from([(0, BTreeSet::from([0])), (1, BTreeSet::from([1]))]),
+            host: Some("node-7".into()),
+        });
+        s.fixes.insert(
+            0,
+            Fix {
+                severity: Severity::Incident,
+                ..fix(9, Class::Hung, 28.0)
+            },
+        );
+        let lines = s.lines(1);
+        assert!(lines.len() < SCREEN_LINES, "{lines:?}");
+        let text = lines
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            text.starts_with("HUNG: GPUs 0, 1 on node-7 stopped together and made no progress for 14 s from 08:06:14 UTC. Likely culprit: GPU 1 (rank 1) held its context and never joined."),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Change first (the hang, before any share of time; GPU 1 first; [9] below):"
+            ),
+            "{text}"
+        );
+        // Every GPU waiting alike: no culprit, every rank's stack.
+        if let Some(i) = s.incident.as_mut() {
+            i.culprits.clear();
+        }
+        let text = s.lines(1).join(" ");
+        assert!(
+            text.contains("on every rank to find the one that differs"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn gpus_in_a_run_read_as_a_range() {
         assert_eq!(
             gpu_ranges(&BTreeSet::from([0, 1, 2, 3, 5, 7, 8])),

@@ -86,6 +86,17 @@ pub struct Won {
     pub aside_s: f64,
 }
 
+/// What [`Settle`] reads of a window.
+#[derive(Debug, Clone)]
+struct Slot {
+    class: Class,
+    remedy: &'static str,
+    seconds: f64,
+    pids: Option<BTreeSet<u32>>,
+    util_pct: Option<f64>,
+    sm_pct: Option<f64>,
+}
+
 /// The phase being collected: its windows, and its time per remedy.
 #[derive(Debug, Clone, Default)]
 struct Run {
@@ -109,12 +120,22 @@ pub struct Settle {
 impl Settle {
     /// Adds one window of this GPU, in time order.
     pub fn add(&mut self, w: &WindowReport) {
-        let pids: Option<BTreeSet<u32>> = w
-            .stats
-            .processes
-            .as_ref()
-            .map(|list| list.iter().map(|p| p.pid).collect());
-        let (started, ended) = match (&self.pids, &pids) {
+        self.push(Slot {
+            class: w.class,
+            remedy: w.remedy(),
+            seconds: w.stats.duration_s(),
+            pids: w
+                .stats
+                .processes
+                .as_ref()
+                .map(|list| list.iter().map(|p| p.pid).collect()),
+            util_pct: w.signals.util_pct,
+            sm_pct: w.signals.sm_pct,
+        });
+    }
+
+    fn push(&mut self, w: Slot) {
+        let (started, ended) = match (&self.pids, &w.pids) {
             (Some(before), Some(now)) => (
                 now.difference(before).next().is_some(),
                 before.difference(now).next().is_some(),
@@ -124,23 +145,22 @@ impl Settle {
         if started {
             self.kernel_seen = false;
         }
-        let s = &w.signals;
-        self.kernel_seen |= s.util_pct.is_some_and(|u| u >= KERNEL_UTIL_PCT)
-            || s.sm_pct.is_some_and(|u| u >= KERNEL_SM_PCT);
+        self.kernel_seen |= w.util_pct.is_some_and(|u| u >= KERNEL_UTIL_PCT)
+            || w.sm_pct.is_some_and(|u| u >= KERNEL_SM_PCT);
         // Before the first kernel (of the GPU, or of a process that just started), and the
         // window in which a process ended: start-up and tear-down.
         let aside = !self.kernel_seen || ended;
-        self.pids = pids;
+        self.pids = w.pids;
         if self.run.class != Some(w.class) {
             self.close_run();
             self.run.class = Some(w.class);
         }
         self.run.windows += 1;
-        let e = self.run.by_remedy.entry(w.remedy()).or_default();
+        let e = self.run.by_remedy.entry(w.remedy).or_default();
         if aside {
-            e.aside_s += w.stats.duration_s();
+            e.aside_s += w.seconds;
         } else {
-            e.won_s += w.stats.duration_s();
+            e.won_s += w.seconds;
         }
     }
 
@@ -255,6 +275,101 @@ mod tests {
         let mut all = [big, profiler, hang];
         all.sort_by_key(|s| std::cmp::Reverse(rank_key(s, 100.0)));
         assert_eq!(all, [hang, profiler, big]);
+    }
+
+    fn slot(class: Class, pids: &[u32], util_pct: f64) -> Slot {
+        Slot {
+            class,
+            remedy: class.remedy(),
+            seconds: 2.0,
+            pids: Some(pids.iter().copied().collect()),
+            util_pct: Some(util_pct),
+            sm_pct: None,
+        }
+    }
+
+    fn won(settle: &Settle, class: Class) -> Won {
+        settle
+            .totals()
+            .get(class.remedy())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn windows_before_the_first_kernel_are_start_up() {
+        let mut s = Settle::default();
+        // A context held, GPU-Util just under the kernel line, then at it.
+        for util in [0.0, 0.8, KERNEL_UTIL_PCT - 0.1] {
+            s.push(slot(Class::IdleHeld, &[499], util));
+        }
+        s.push(slot(Class::IdleHeld, &[499], KERNEL_UTIL_PCT));
+        s.push(slot(Class::IdleHeld, &[499], 0.0));
+        let held = won(&s, Class::IdleHeld);
+        assert_eq!(
+            held,
+            Won {
+                won_s: 4.0,
+                aside_s: 6.0
+            }
+        );
+        // SM activity at its line counts as a kernel too.
+        let mut s = Settle::default();
+        s.push(Slot {
+            sm_pct: Some(KERNEL_SM_PCT),
+            ..slot(Class::LaunchBound, &[7], 0.0)
+        });
+        s.push(slot(Class::LaunchBound, &[7], 0.0));
+        assert_eq!(won(&s, Class::LaunchBound).won_s, 4.0);
+    }
+
+    #[test]
+    fn a_process_starting_or_ending_is_set_aside() {
+        let mut s = Settle::default();
+        for _ in 0..3 {
+            s.push(slot(Class::InputStarved, &[1], 50.0));
+        }
+        // A second process starts: its windows until its first kernel are start-up.
+        s.push(slot(Class::InputStarved, &[1, 2], 0.0));
+        s.push(slot(Class::InputStarved, &[1, 2], 50.0));
+        // The first ends: the window it ends in is tear-down.
+        s.push(slot(Class::InputStarved, &[2], 50.0));
+        s.push(slot(Class::InputStarved, &[2], 50.0));
+        assert_eq!(
+            won(&s, Class::InputStarved),
+            Won {
+                won_s: 10.0,
+                aside_s: 4.0
+            }
+        );
+    }
+
+    #[test]
+    fn a_one_window_phase_is_a_transition() {
+        assert_eq!(MIN_PHASE_WINDOWS, 2);
+        let mut s = Settle::default();
+        s.push(slot(Class::ComputeBound, &[1], 99.0));
+        s.push(slot(Class::InputStarved, &[1], 40.0));
+        s.push(slot(Class::ComputeBound, &[1], 99.0));
+        s.push(slot(Class::LaunchBound, &[1], 20.0));
+        s.push(slot(Class::LaunchBound, &[1], 20.0));
+        assert_eq!(
+            won(&s, Class::InputStarved),
+            Won {
+                won_s: 0.0,
+                aside_s: 2.0
+            }
+        );
+        assert_eq!(
+            won(&s, Class::LaunchBound),
+            Won {
+                won_s: 4.0,
+                aside_s: 0.0
+            }
+        );
+        // The open phase counts as it stands: one window is still a transition.
+        s.push(slot(Class::TransferBound, &[1], 60.0));
+        assert_eq!(won(&s, Class::TransferBound).won_s, 0.0);
     }
 
     #[test]
