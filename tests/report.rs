@@ -1024,7 +1024,7 @@ fn the_html_page_reads_at_phone_width_and_its_legend_never_overlaps() {
 /// screenshot`): docs/diagnose-terminal.png, the first screen of `diagnose` where there is no
 /// GPU (the bundled recording) as a 100-column terminal shows it, and
 /// docs/diagnose-h200-job.png, the HTML page of the same job (the README's and
-/// docs/REPORT-H200.md's). Each from the current build, with paths relative to the
+/// docs/REPORT-H200.md's), and docs/diagnose-h200-job-phone.png, that page at a phone's 420 px. Each from the current build, with paths relative to the
 /// repository, so that no local path shows.
 #[test]
 fn screenshot() {
@@ -1078,6 +1078,19 @@ fn screenshot() {
         .expect("gpuslack runs");
     assert!(out.status.success(), "{}", stderr(&out));
     shoot(&page, "docs/diagnose-h200-job.png", "1060,1500");
+    // The same page on a phone: laid out 420 px wide and drawn at twice the pixels, as a phone
+    // shows it (Chromium opens no window under 500 px, so the page sits in a frame).
+    let html = std::fs::read_to_string(&page).expect("page");
+    let phone = dir.join("phone.html");
+    std::fs::write(
+        &phone,
+        format!(
+            r#"<!DOCTYPE html><html><head><meta charset="utf-8"><style>body{{margin:0;overflow:hidden}}iframe{{width:420px;height:900px;border:0;transform:scale(2);transform-origin:0 0}}</style></head><body><iframe srcdoc="{}"></iframe></body></html>"#,
+            html.replace('&', "&amp;").replace('"', "&quot;")
+        ),
+    )
+    .expect("write");
+    shoot(&phone, "docs/diagnose-h200-job-phone.png", "840,1800");
 }
 
 #[test]

@@ -1447,7 +1447,7 @@ impl HumanReport {
     }
 
     /// The page's title, what a shared link shows: the job, where it ran, and when.
-    /// "gpuslack diagnose · job pgid:485 · trace samples.csv · 2026-12-01 22:08–22:09 UTC".
+    /// "gpuslack diagnose · job pgid:485 · trace samples.csv · 2026-12-01 22:08:04–22:08:46 UTC".
     fn page_title(&self, source: &SourceLabel) -> String {
         let mut parts = vec!["gpuslack diagnose".to_string()];
         let jobs: BTreeSet<&String> = self.gpus.values().flat_map(|g| &g.jobs).collect();
@@ -1481,13 +1481,12 @@ impl HumanReport {
             .filter_map(|g| g.bands.last().map(|b| b.end))
             .reduce(f64::max);
         if let (Some(start), Some(end)) = (start, end) {
-            let hm = |t: f64| utc_hms(t)[..5].to_string();
             let to = if utc_date(end) == utc_date(start) {
-                hm(end)
+                utc_hms(end)
             } else {
-                format!("{} {}", utc_date(end), hm(end))
+                format!("{} {}", utc_date(end), utc_hms(end))
             };
-            parts.push(format!("{} {}–{to} UTC", utc_date(start), hm(start)));
+            parts.push(format!("{} {}–{to} UTC", utc_date(start), utc_hms(start)));
         }
         parts.join(" · ")
     }
