@@ -329,7 +329,16 @@ fn start_up_never_drives_the_change_and_code_goes_before_habit() {
         .find(|r| r["class"] == "idle_held")
         .expect("the held context's remedy");
     assert_eq!(held["seconds"], 8.0);
+    assert_eq!(held["won_back_seconds"], 0.0);
+    assert_eq!(held["severity"], "slack");
     assert_eq!(held["id"], 3);
+    let first = &json["remedies"][0];
+    assert_eq!(first["class"], "launch_bound");
+    assert_eq!(first["seconds"], 8.0);
+    assert_eq!(first["won_back_seconds"], 6.0);
+    let hang = json_of(&fixture("h200x2-scenarios"));
+    assert_eq!(hang["remedies"][0]["severity"], "incident");
+    assert_eq!(hang["remedies"][0]["class"], "hung");
 }
 
 /// Words never beyond figures, over every fixture: the first screen says a GPU moved data "at

@@ -1008,6 +1008,8 @@ impl HumanReport {
                     "gpus": r.gpus,
                     "text": r.text,
                     "change": words::change(r.text, r.class),
+                    "won_back_seconds": r.won_s,
+                    "severity": r.severity.as_str(),
                 })
             })
             .collect();

@@ -41,6 +41,17 @@ pub enum Severity {
     Incident,
 }
 
+impl Severity {
+    /// Its name in the JSON report (`remedies[].severity`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Slack => "slack",
+            Severity::Counters => "counters",
+            Severity::Incident => "incident",
+        }
+    }
+}
+
 /// The severity of a verdict with the remedy the diagnosis chose for it.
 pub fn severity(class: Class, remedy: &str) -> Severity {
     if class == Class::Hung || remedy == advice::HUNG_JOB || remedy == advice::SPIN {
