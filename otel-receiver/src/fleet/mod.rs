@@ -85,7 +85,7 @@ pub enum FleetError {
 
 impl FleetError {
     /// The process exit code: 1 no series, 2 a usage error (bad URL or duration, as clap's),
-    /// 69 unreachable (EX_UNAVAILABLE), 76 not Prometheus, a refused query or an answer past
+    /// 75 unreachable (EX_TEMPFAIL: try again later), 76 not Prometheus, a refused query or an answer past
     /// its cap (EX_PROTOCOL).
     pub fn exit_code(&self) -> u8 {
         match self {
