@@ -126,6 +126,32 @@ fn processes_it_cannot_read_are_named_with_what_attribution_loses() {
         "{stdout}"
     );
     assert!(stdout.contains("fix: run the agent as root"), "{stdout}");
+    // Root whose /proc still hides a process's environment (a dropped capability, hidepid):
+    // the fix never asks root to run as root.
+    if root {
+        let fake =
+            std::env::temp_dir().join(format!("gpuslack-doctor-proc-{}", std::process::id()));
+        std::fs::create_dir_all(fake.join("4242")).expect("fake /proc");
+        std::fs::write(fake.join("4242/comm"), "python3\n").expect("comm");
+        std::fs::write(fake.join("4242/cgroup"), "0::/\n").expect("cgroup");
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+            .args(["doctor", "--proc-root"])
+            .arg(&fake)
+            .output()
+            .expect("doctor runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let processes = line(&stdout, "processes");
+        assert!(
+            processes[0].contains("environment unreadable for 1 of 1 processes (PIDs 4242)"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("run the agent as root"), "{stdout}");
+        assert!(
+            stdout.contains("fix: already root: give the agent CAP_SYS_PTRACE"),
+            "{stdout}"
+        );
+        std::fs::remove_dir_all(&fake).ok();
+    }
     // A /proc that is not there at all.
     let (_, findings) = json_findings(&["--proc-root", "/nonexistent-proc"]);
     let f = finding(&findings, "processes");

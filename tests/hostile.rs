@@ -489,7 +489,7 @@ fn no_fleet_report_or_error_prints_the_query_apis_password() {
     // Every error.
     let closed = free_port();
     let out = fleet(&format!("http://alice:{PASSWORD}@127.0.0.1:{closed}"), &[]);
-    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert_no_password("unreachable", &out);
     assert!(stderr(&out).contains(&format!("http://127.0.0.1:{closed}")));
 

@@ -54,7 +54,11 @@ pub fn kubelet(socket: &Path, explicit: bool) -> Finding {
             )
         }
         Err(e) => Finding::new(Area::Kubelet, Status::Failed, shown(&e.to_string()))
-            .fix("the socket is root's: run the agent as root, and check that the kubelet serves PodResources (on by default since Kubernetes 1.15)"),
+            .fix(if super::host::is_root() {
+                "check the socket's path (--kubelet-socket; the DaemonSet mounts /var/lib/kubelet/pod-resources) and that the kubelet serves PodResources (on by default since Kubernetes 1.15)"
+            } else {
+                "the socket is root's: run the agent as root, and check that the kubelet serves PodResources (on by default since Kubernetes 1.15)"
+            }),
     }
 }
 

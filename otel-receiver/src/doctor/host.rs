@@ -120,7 +120,11 @@ pub fn processes(proc_root: &Path, gpu_pids: &[u32]) -> Finding {
                     proc_root.display()
                 ),
             )
-            .fix("mount the host's /proc (the DaemonSet runs with hostPID) and run as root");
+            .fix(if is_root() {
+                "mount the host's /proc (the DaemonSet runs with hostPID)"
+            } else {
+                "mount the host's /proc (the DaemonSet runs with hostPID) and run as root"
+            });
         }
     };
     let (scope, looked_at): (&str, Vec<u32>) = if gpu_pids.is_empty() {
@@ -163,7 +167,19 @@ pub fn processes(proc_root: &Path, gpu_pids: &[u32]) -> Finding {
             if no_environ.len() > 5 { ", …" } else { "" },
         ),
     )
-    .fix("run the agent as root (the DaemonSet and the systemd unit do), or give it CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH")
+    .fix(if uid == 0 {
+        // Root already: what still closes /proc is a dropped capability, another PID
+        // namespace, hidepid, or a process that ended while it was read.
+        "already root: give the agent CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (a container drops them by default) and the host's PID namespace (hostPID: true), and check that /proc is not mounted with hidepid"
+    } else {
+        "run the agent as root (the DaemonSet and the systemd unit do), or give it CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH"
+    })
+}
+
+/// Whether the agent runs as root: a fix never asks root to become root.
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// A profiler among the processes: by name, or by the injection library in a process's

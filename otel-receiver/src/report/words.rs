@@ -3,7 +3,7 @@
 //! `--detail`; the report's first screen and its default text speak to a person who has not
 //! read docs/DIAGNOSIS.md, so they use these words instead.
 
-use crate::diagnosis::{advice, Class};
+use crate::diagnosis::{advice, Class, Thresholds};
 
 /// A short name for a verdict, for table rows and lists (at most 18 characters).
 pub fn label(class: Class) -> &'static str {
@@ -32,6 +32,23 @@ pub fn did(class: Class) -> &'static str {
         Class::InputStarved => "waiting for input between short bursts of work",
         Class::SyncWait => "waiting for the other GPUs",
         Class::Hung => "stuck in a kernel that made no progress",
+    }
+}
+
+/// What a GPU was doing, in words no bolder than its figures: "at its memory bandwidth's limit"
+/// only where DRAM moved at least the diagnosis's busy line of its peak
+/// ([`Thresholds::dram_busy_pct`]), else the share it did move, or that it was not measured.
+pub fn did_measured(class: Class, dram_pct: Option<f64>) -> String {
+    if class != Class::MemoryBound {
+        return did(class).to_string();
+    }
+    match dram_pct {
+        Some(d) if d >= Thresholds::default().dram_busy_pct => did(class).to_string(),
+        Some(d) => format!(
+            "bound by memory, with DRAM moving {} of its peak",
+            crate::diagnosis::pct(d)
+        ),
+        None => "bound by memory (its DRAM bandwidth was not measured)".to_string(),
     }
 }
 
@@ -69,6 +86,16 @@ pub fn change(remedy: &str, class: Class) -> String {
         r if r == advice::LATENCY_BOUND => Some(
             "Make the memory accesses coalesced (sort or bucket the indices, gather contiguous chunks) and keep the hot data in shared memory or L2 (cudaAccessPolicyWindow).",
         ),
+        r if r == advice::HOST_PACED => Some(
+            "Check first whether a profiler ran here: Nsight Compute (`ncu`) replays every kernel it profiles and reads just like this, kernels resident the same share of every second; if one did, judge the job from the windows without it. If none did, the loop waits on its host every step: remove .item(), .cpu() and torch.cuda.synchronize() from the step and capture it in a CUDA graph.",
+        ),
+        r if r == advice::PROFILER => Some(
+            "Judge the job from the windows without the profiler (Nsight Compute `ncu`, Nsight Systems `nsys` or DCGM profiling held the counters); if none should run here, find the process that holds them: CUDA_INJECTION64_PATH or NSYS_* in its environment, or `dcgmi profile --pause`.",
+        ),
+        // The counters cannot see a model's memory format or dtype: hedged.
+        r if r == advice::TENSOR_PARTLY => Some(
+            "If not already channels_last, convert the convnet: model = model.to(memory_format=torch.channels_last), with torch.backends.cudnn.benchmark = True; if not already in bf16, run it under torch.autocast(\"cuda\", dtype=torch.bfloat16); then batch small GEMMs (dimensions multiples of 128) and fuse the element-wise ops with torch.compile.",
+        ),
         r if r == Class::LaunchBound.remedy() => Some(
             "Fuse the small kernels: model = torch.compile(model, mode=\"reduce-overhead\"), which also captures the step in a CUDA graph (or capture it yourself with torch.cuda.graph); then grow the batch.",
         ),
@@ -85,10 +112,10 @@ pub fn change(remedy: &str, class: Class) -> String {
             "Overlap communication with compute: `with model.no_sync():` on gradient-accumulation steps, tune DDP(bucket_cap_mb=...), balance the pipeline stages; find the straggler with `nsys profile --stats=true`.",
         ),
         r if r == Class::ComputeBound.remedy() => Some(
-            "Nothing is wasted here; to go faster, run the matmuls in bf16 on the tensor cores: `with torch.autocast(\"cuda\", dtype=torch.bfloat16):` around the forward pass.",
+            "Nothing is wasted here; to go faster, if the matmuls are not already in bf16, run them on the tensor cores: `with torch.autocast(\"cuda\", dtype=torch.bfloat16):` around the forward pass.",
         ),
         r if r == Class::MemoryBound.remedy() => Some(
-            "Nothing is wasted here; to go faster, move fewer bytes: fuse element-wise ops with torch.compile(model) and keep activations in bf16.",
+            "Nothing is wasted here; to go faster, move fewer bytes: fuse element-wise ops with torch.compile(model) and, if they are not already, keep activations in bf16.",
         ),
         r if r == Class::Idle.remedy() => Some(
             "Nothing is wasted here: nothing held the GPU. If a job should have used it, check its CUDA_VISIBLE_DEVICES and the scheduler.",
@@ -129,6 +156,42 @@ mod tests {
             assert!(change.len() > 40, "{class}: {change}");
             assert_ne!(change, class.remedy(), "{class}");
         }
+    }
+
+    #[test]
+    fn bandwidth_words_go_no_further_than_the_dram_figure() {
+        let line = Thresholds::default().dram_busy_pct;
+        assert_eq!(line, 60.0);
+        assert_eq!(
+            did_measured(Class::MemoryBound, Some(60.0)),
+            "moving data at its memory bandwidth's limit"
+        );
+        let under = did_measured(Class::MemoryBound, Some(59.9));
+        assert!(!under.contains("limit"), "{under}");
+        assert!(under.contains("60%"), "{under}");
+        assert_eq!(
+            did_measured(Class::MemoryBound, Some(50.0)),
+            "bound by memory, with DRAM moving 50% of its peak"
+        );
+        assert!(did_measured(Class::MemoryBound, None).contains("not measured"));
+        assert_eq!(
+            did_measured(Class::LaunchBound, Some(5.0)),
+            did(Class::LaunchBound)
+        );
+    }
+
+    #[test]
+    fn advice_the_counters_cannot_check_is_hedged() {
+        let tensor = change(advice::TENSOR_PARTLY, Class::ComputeBound);
+        assert!(
+            tensor.starts_with("If not already channels_last"),
+            "{tensor}"
+        );
+        assert!(tensor.contains("if not already in bf16"), "{tensor}");
+        let compute = change(Class::ComputeBound.remedy(), Class::ComputeBound);
+        assert!(compute.contains("not already in bf16"), "{compute}");
+        let paced = change(advice::HOST_PACED, Class::InputStarved);
+        assert!(paced.contains("Nsight Compute (`ncu`)"), "{paced}");
     }
 
     #[test]
