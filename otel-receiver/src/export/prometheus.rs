@@ -93,7 +93,12 @@ impl Default for Limits {
 /// `hw.power` (W, gauge) → `hw_power_watts`; `hw.energy` (J, counter) → `hw_energy_joules_total`.
 /// An info gauge (`gpuslack.job.info`) keeps its `_info` name, as Prometheus' own info metrics
 /// (`target_info`, `kube_pod_info`) do: it is joined on, not read as a ratio.
+/// dcgm-exporter's fields ([`catalogue::DCGM_FIELDS`]) keep their names as they are
+/// (`DCGM_FI_DEV_POWER_USAGE`): their readers know them so.
 pub fn prometheus_name(def: &MetricDef) -> String {
+    if is_dcgm(def) {
+        return def.name.to_string();
+    }
     let mut name = def.name.replace('.', "_");
     let suffix = match (def.unit, def.kind) {
         _ if def.name.ends_with(".info") => "",
@@ -112,6 +117,11 @@ pub fn prometheus_name(def: &MetricDef) -> String {
         name.push_str("_total");
     }
     name
+}
+
+/// Whether `def` is one of dcgm-exporter's fields, rendered as dcgm-exporter renders it.
+fn is_dcgm(def: &MetricDef) -> bool {
+    def.name.starts_with("DCGM_")
 }
 
 /// The two exposition formats: Prometheus' text format, and OpenMetrics 1.0 for a scraper whose
@@ -234,7 +244,11 @@ pub fn render_parts(
     let _ = writeln!(out, "target_info{target_labels} 1");
     let agent = agent_points(counts);
     // Each metric's points, in the catalogue's order, the agent's first: one pass over them.
-    let defs: Vec<MetricDef> = catalogue::ALL.into_iter().chain(catalogue::AGENT).collect();
+    let defs: Vec<MetricDef> = catalogue::ALL
+        .into_iter()
+        .chain(catalogue::DCGM_FIELDS)
+        .chain(catalogue::AGENT)
+        .collect();
     let mut by_def: Vec<Vec<&super::point::Point>> = vec![Vec::new(); defs.len()];
     let index: std::collections::HashMap<&str, usize> =
         defs.iter().enumerate().map(|(i, d)| (d.name, i)).collect();
@@ -250,9 +264,13 @@ pub fn render_parts(
             continue;
         }
         let name = prometheus_name(def);
+        let dcgm = is_dcgm(def);
         // An UpDownCounter has no Prometheus type of its own: a gauge. An OpenMetrics
-        // counter's family is named without its samples' `_total`.
+        // counter's family is named without its samples' `_total`. dcgm-exporter's counters
+        // have no `_total`, which OpenMetrics requires of a counter's samples: there they are
+        // of unknown type, under their own name (dcgm-exporter serves the text format only).
         let (family, kind) = match (def.kind, format) {
+            (Kind::Counter, Format::OpenMetrics) if dcgm => (name.as_str(), "unknown"),
             (Kind::Counter, Format::Text) => (name.as_str(), "counter"),
             (Kind::Counter, Format::OpenMetrics) => {
                 (name.strip_suffix("_total").unwrap_or(&name), "counter")
@@ -264,11 +282,10 @@ pub fn render_parts(
             "# HELP {family} {}\n# TYPE {family} {kind}",
             help_text(def.description, format)
         );
+        // dcgm-exporter's labels alone on its fields, as its readers expect them.
+        let scope: &[(&str, &str)] = if dcgm { &[] } else { &SCOPE_LABELS };
         for p in samples {
-            let labels = label_set(
-                p.attributes.iter().map(|(k, v)| (*k, v.as_str())),
-                &SCOPE_LABELS,
-            );
+            let labels = label_set(p.attributes.iter().map(|(k, v)| (*k, v.as_str())), scope);
             let _ = writeln!(out, "{name}{labels} {}", sample_value(p.value));
         }
     }
