@@ -317,8 +317,10 @@ fn dcgm_is_dcgm_exporters_fields_and_the_verdict() {
     for n in [c.job_scrape, c.job_otlp] {
         assert!((38..=46).contains(&n), "{n}");
     }
+    // docs/EXPORT.md's bound whatever the churn: 38 fields, 4 gauges, ≤ 3 owners' verdict
+    // times of ≤ 10 classes.
     for n in [c.churn_scrape, c.churn_otlp] {
-        assert!((38..=60).contains(&n), "{n}");
+        assert!((38..=72).contains(&n), "{n}");
     }
 }
 

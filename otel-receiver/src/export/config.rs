@@ -1232,6 +1232,7 @@ mod tests {
                 field: "--metrics-exclude",
                 value: crate::export::catalogue::ALL
                     .iter()
+                    .chain(&crate::export::catalogue::DCGM_FIELDS)
                     .map(|d| d.name.to_string())
                     .collect(),
             }),

@@ -941,6 +941,75 @@ mod tests {
     }
 
     #[test]
+    fn pods_on_the_series_keep_one_series_a_metric_whatever_the_pod_churn() {
+        use crate::export::selection::{MetricSet, Selection};
+        use crate::sample::PodContainer;
+        // 28 pods, one after another, each assigned the GPU and running its job for 4 s.
+        let jobs = churning_jobs();
+        let pods: Vec<Arc<Vec<PodContainer>>> = (0..28)
+            .map(|k| {
+                Arc::new(vec![PodContainer {
+                    pod: format!("train-{k}"),
+                    namespace: "ml".into(),
+                    container: "main".into(),
+                }])
+            })
+            .collect();
+        let reports = reports(28 * 4, |t, s| {
+            let k = (((t - 100.0) / 4.0).floor() as usize).min(27);
+            let mut s = s
+                .with(Metric::UtilGpu, 100.0)
+                .with(Metric::SmMhz, 1980.0)
+                .with(Metric::TempC, 60.0)
+                .with(Metric::Nprocs, 1.0);
+            s.processes = Some(jobs[k].clone());
+            s.pods = Some(pods[k].clone());
+            s
+        });
+        for selection in [
+            Selection::new(MetricSet::Dcgm, &[], &[]).expect("dcgm"),
+            Selection::new(MetricSet::Lean, &[], &[])
+                .expect("lean")
+                .with_pod_labels(true),
+        ] {
+            let set = selection.set().name();
+            let mut state = ExportState::default().with_selection(selection);
+            let mut most = 0;
+            for r in &reports {
+                state.update(r, &DeviceFacts::default());
+                let points = state.points();
+                most = most.max(points.len());
+                let pod = pods
+                    .iter()
+                    .position(|p| Some(p) == r.stats.pods.as_ref())
+                    .map(|k| format!("train-{k}"));
+                let mut gauges = std::collections::BTreeMap::new();
+                for p in points.iter().filter(|p| p.def.kind != Kind::Counter) {
+                    // A gauge names the current pod, never a former one, under its set's key.
+                    let named = p
+                        .attributes
+                        .iter()
+                        .find(|(k, _)| *k == "pod" || *k == "k8s.pod.name")
+                        .map(|(_, v)| v.clone());
+                    assert_eq!(named, pod, "{set}: {}", p.def.name);
+                    let key: Vec<&(&str, String)> = p
+                        .attributes
+                        .iter()
+                        .filter(|(k, _)| !matches!(*k, "pod" | "k8s.pod.name"))
+                        .collect();
+                    *gauges.entry(format!("{}{key:?}", p.def.name)).or_insert(0) += 1;
+                }
+                // One series a gauge and label set: the pod replaces, never adds.
+                assert!(gauges.values().all(|n| *n == 1), "{set}: {gauges:?}");
+            }
+            // The set's bound (docs/EXPORT.md, "What it costs") whatever the churn.
+            let bound = if set == "dcgm" { 72 } else { 45 };
+            assert!(most <= bound, "{set}: {most} series");
+            assert!(most >= 8, "{set}: {most} series");
+        }
+    }
+
+    #[test]
     fn churned_owners_fold_into_other_their_series_end_and_the_sums_still_add_up() {
         // 28 jobs, one after another, each holding the GPU for 4 s (two windows) at 100 W.
         let jobs = churning_jobs();
