@@ -1034,6 +1034,57 @@ assert n >= 1, "no remote-write pipeline"
     );
 }
 
+/// The Datadog Xid monitor pages on the per-code count of the actions that need an operator,
+/// exactly the agent's table's (hw_health.rs), so that the application's own Xids (13, 31, 43:
+/// restart_app) never page; the `datadog` set exports that count.
+#[test]
+fn the_datadog_xid_monitor_filters_out_the_applications_xids() {
+    use gpuslack_receiver::export::selection::{MetricSet, Selection};
+    use gpuslack_receiver::hw_health::{lookup, XIDS};
+    let text = std::fs::read_to_string(repo("deploy/datadog/monitors.json")).expect("monitors");
+    let monitors: Value = serde_json::from_str(&text).expect("JSON");
+    let xid: Vec<&str> = monitors
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|m| m["query"].as_str())
+        .filter(|q| q.contains("xid"))
+        .collect();
+    assert_eq!(xid.len(), 1, "one Xid monitor: {xid:?}");
+    let q = xid[0];
+    assert!(
+        q.starts_with("sum(last_10m):sum:gpuslack.xid.errors{"),
+        "{q}"
+    );
+    assert!(
+        q.contains("by {host,hw.id,gpuslack.xid.code,gpuslack.xid.action}"),
+        "{q}"
+    );
+    let listed: BTreeSet<&str> = q
+        .split("gpuslack.xid.action IN (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("an action filter")
+        .split(',')
+        .map(str::trim)
+        .collect();
+    let paging: BTreeSet<&str> = XIDS
+        .iter()
+        .filter(|x| x.action.needs_operator())
+        .map(|x| x.action.as_str())
+        .collect();
+    assert_eq!(listed, paging);
+    for application in [13, 31, 43] {
+        let action = lookup(application).expect("in the table").action.as_str();
+        assert!(
+            !listed.contains(action),
+            "Xid {application} ({action}) pages"
+        );
+    }
+    let datadog = Selection::new(MetricSet::Datadog, &[], &[]).expect("the set");
+    assert!(datadog.has("gpuslack.xid.errors"));
+}
+
 /// Every Prometheus alert has its Datadog monitor, GpuFailed among them.
 #[test]
 fn the_datadog_monitors_include_gpu_failed() {

@@ -126,8 +126,10 @@ pub const HEADROOM: &str = super::catalogue::HEADROOM.name;
 
 /// The Datadog set: what deploy/datadog's monitors and dashboard read, ≤ 25 custom metrics a GPU
 /// with one owner. The straggler monitor reads the process SM share, which names the job (a
-/// Datadog monitor cannot join a gauge to `gpuslack.job.info`).
-const DATADOG: [&str; 20] = [
+/// Datadog monitor cannot join a gauge to `gpuslack.job.info`); the Xid monitor reads the
+/// per-code Xid count, whose action tag keeps the application's own Xids (13, 31, 43) from
+/// paging (a series only for a code seen, at most 8 and `other` a GPU).
+const DATADOG: [&str; 21] = [
     "hw.power",
     "hw.energy",
     "hw.gpu.utilization",
@@ -148,6 +150,8 @@ const DATADOG: [&str; 20] = [
     "gpuslack.job.info",
     "gpuslack.process.sm.activity",
     "gpuslack.ecc.errors",
+    // The Xid monitor filters on the action tag: the application's own Xids do not page.
+    "gpuslack.xid.errors",
 ];
 
 /// gpuslack's series beside dcgm-exporter's fields in the dcgm set: the verdict and its cost,
