@@ -100,17 +100,53 @@ fn the_example_scrape_job_is_the_job_the_agent_alerts_select() {
         ),
     )
     .expect("config");
-    std::fs::copy(
-        repo("deploy/prometheus/gpuslack-rules.yml"),
-        dir.join("gpuslack-rules.yml"),
-    )
-    .expect("rules");
+    // Every rule file `gpuslack fleet --from-rules` and the alerts need, each checked.
+    let files: Vec<&str> = text
+        .split("rule_files:\n")
+        .nth(1)
+        .expect("rule_files")
+        .lines()
+        .map_while(|l| l.trim().strip_prefix("- "))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "gpuslack-rules.yml",
+            "gpuslack-jobs.yml",
+            "gpuslack-fleet-rules.yml"
+        ]
+    );
+    for file in &files {
+        std::fs::copy(repo(&format!("deploy/prometheus/{file}")), dir.join(file)).expect("rules");
+    }
     let out = run_ok(
         Command::new(promtool())
             .args(["check", "config", "prometheus.yml"])
             .current_dir(&dir),
     );
     assert!(out.contains("SUCCESS"), "{out}");
+    assert!(out.contains("SUCCESS: 3 rule files found"), "{out}");
+    for file in &files {
+        let checked = out
+            .split(&format!("Checking {file}\n"))
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default();
+        assert!(
+            checked.contains("SUCCESS") && checked.contains("rules found"),
+            "{file}: {out}"
+        );
+    }
+    // The PodMonitor labels the node as the plain job does.
+    let pod_monitor =
+        std::fs::read_to_string(repo("deploy/kubernetes/podmonitor.yaml")).expect("PodMonitor");
+    assert!(text.contains("source_labels: [__meta_kubernetes_pod_node_name]\n        target_label: node"));
+    assert!(
+        pod_monitor.contains(
+            "relabelings:\n        - sourceLabels: [__meta_kubernetes_pod_node_name]\n          targetLabel: node"
+        ),
+        "{pod_monitor}"
+    );
 }
 
 /// The metric names a PromQL expression reads: identifiers outside label matchers and outside
