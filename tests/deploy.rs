@@ -140,7 +140,8 @@ fn the_example_scrape_job_is_the_job_the_agent_alerts_select() {
     // The PodMonitor labels the node as the plain job does.
     let pod_monitor =
         std::fs::read_to_string(repo("deploy/kubernetes/podmonitor.yaml")).expect("PodMonitor");
-    assert!(text.contains("source_labels: [__meta_kubernetes_pod_node_name]\n        target_label: node"));
+    assert!(text
+        .contains("source_labels: [__meta_kubernetes_pod_node_name]\n        target_label: node"));
     assert!(
         pod_monitor.contains(
             "relabelings:\n        - sourceLabels: [__meta_kubernetes_pod_node_name]\n          targetLabel: node"
@@ -715,7 +716,12 @@ fn the_systemd_unit_verifies() {
         .any(|l| l.starts_with("ExecStart=") && l.ends_with(" $GPUSLACK_ARGS")));
     let config = std::fs::read_to_string(repo("deploy/systemd/gpuslack.toml")).expect("config");
     assert!(config.contains("# preset = \"datadog\"") && !config.contains("0.0.0.0"));
-    assert!(unit.contains("DynamicUser=yes") && unit.contains("RestartPreventExitStatus=69"));
+    // No exit status is final (69, no NVML, least of all): the agent waits for its driver.
+    assert!(unit.contains("DynamicUser=yes") && !unit.contains("RestartPreventExitStatus"));
+    assert!(unit.contains("Restart=on-failure"));
+    assert!(unit
+        .lines()
+        .any(|l| l.starts_with("ExecStart=") && l.contains(" --wait-for-driver ")));
     // /metrics and /healthz on loopback unless the environment file names another address.
     assert!(unit.contains("Environment=GPUSLACK_PROMETHEUS_LISTEN=127.0.0.1:9464"));
     assert!(unit.contains("--prometheus ${GPUSLACK_PROMETHEUS_LISTEN}"));
@@ -735,7 +741,9 @@ fn the_systemd_unit_verifies() {
         check.contains("/healthz")
             && check.contains("systemctl --no-block restart gpuslack.service")
     );
-    assert!(check.contains("Requisite=gpuslack.service"));
+    // Not Requisite= on an agent that may be between restarts: skipped, not failed.
+    assert!(!check.lines().any(|l| l.starts_with("Requisite=")));
+    assert!(check.contains("ExecCondition=/bin/systemctl is-active --quiet gpuslack.service"));
     let timer =
         std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.timer")).expect("timer");
     assert!(

@@ -307,6 +307,8 @@ pub struct HealthInput {
     pub exports_failed_in_a_row: u64,
     pub last_failure: Option<&'static str>,
     pub counts: super::delivery::Counts,
+    /// Why the source is not open yet, while the agent waits for it (no NVML yet).
+    pub waiting_for_source: Option<String>,
 }
 
 impl HealthInput {
@@ -318,6 +320,7 @@ impl HealthInput {
             exports_failed_in_a_row,
             last_failure,
             counts: state.delivery().counts(),
+            waiting_for_source: state.waiting_for_source().map(str::to_string),
         }
     }
 }
@@ -337,9 +340,20 @@ fn rounded_s(d: Duration) -> f64 {
 ///   since a restart would only ignore its request).
 ///
 /// 200 with `status: ok` otherwise. A stall is reported before failing exports, since a stalled
-/// agent has nothing to export.
+/// agent has nothing to export. An agent that waits for its driver (`run --wait-for-driver`,
+/// no NVML yet) is alive and says so, 200 with `status: waiting_for_driver` and why: a liveness
+/// restart would only start the wait again.
 pub fn health(input: &HealthInput, limits: &Limits) -> (StatusCode, String) {
     let c = &input.counts;
+    if let Some(reason) = &input.waiting_for_source {
+        let body = serde_json::json!({
+            "status": "waiting_for_driver",
+            "reason": reason,
+            "uptime_s": rounded_s(input.uptime),
+            "windows_produced": c.windows_produced,
+        });
+        return (StatusCode::OK, format!("{body}\n"));
+    }
     let stale = match input.last_window_age {
         Some(age) => age > limits.stale_after,
         None => input.uptime > limits.stale_after,
@@ -396,9 +410,20 @@ pub fn health(input: &HealthInput, limits: &Limits) -> (StatusCode, String) {
 /// business, and a DaemonSet pod that flips unready only confuses a rollout.
 pub fn readiness(input: &HealthInput) -> (StatusCode, String) {
     let ready = input.last_window_age.is_some();
+    let (status, reason) = match (&input.waiting_for_source, ready) {
+        (_, true) => ("ready", None),
+        (Some(why), false) => ("waiting_for_driver", Some(why.clone())),
+        (None, false) => (
+            "starting",
+            Some(
+                "no window yet: the first sample is not taken or its window has not closed"
+                    .to_string(),
+            ),
+        ),
+    };
     let body = serde_json::json!({
-        "status": if ready { "ready" } else { "starting" },
-        "reason": if ready { None } else { Some("no window yet: the first sample is not taken or its window has not closed") },
+        "status": status,
+        "reason": reason,
         "uptime_s": rounded_s(input.uptime),
         "windows_produced": input.counts.windows_produced,
     });
@@ -717,6 +742,7 @@ mod tests {
             exports_failed_in_a_row: failed,
             last_failure: (failed > 0).then_some(crate::export::delivery::reason::UNAVAILABLE),
             counts: Default::default(),
+            waiting_for_source: None,
         }
     }
 
@@ -795,6 +821,30 @@ mod tests {
         // A stalled agent that also fails to export is reported as stalled: the cause.
         assert_eq!(
             status_of(&health(&input(Some(61), 600, 9), &limits).1),
+            "stalled"
+        );
+    }
+
+    #[test]
+    fn an_agent_waiting_for_its_driver_is_alive_and_not_ready_and_says_why() {
+        let limits = Limits::default();
+        // Ten minutes without a window: stalled, were it not waiting for NVML.
+        let mut waiting = input(None, 600, 0);
+        waiting.waiting_for_source = Some("the NVIDIA driver is not loaded".into());
+        let (code, body) = health(&waiting, &limits);
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::OK, "waiting_for_driver".into())
+        );
+        assert!(body.contains("the NVIDIA driver is not loaded"), "{body}");
+        let (code, body) = readiness(&waiting);
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::SERVICE_UNAVAILABLE, "waiting_for_driver".into())
+        );
+        // Once the source opened: the usual rules.
+        assert_eq!(
+            status_of(&health(&input(None, 600, 0), &limits).1),
             "stalled"
         );
     }
