@@ -78,8 +78,8 @@ pub struct AgentOptions {
     pub say: fn(&str),
     /// A source that cannot open yet (no NVML: the driver not installed or loaded, as on a
     /// node whose driver comes up after the agent) is tried again, 1 s after the first try and
-    /// doubling up to this, while the endpoint serves and `/healthz` says why
-    /// ([`open_waiting`]); `None` gives up at once (the caller exits 69).
+    /// doubling up to this ([`DEFAULT_WAIT_FOR_DRIVER`] for `run --wait-for-driver`), while the
+    /// endpoint serves and `/healthz` says why; `None` gives up at once (the caller exits 69).
     pub wait_for_driver: Option<Duration>,
 }
 
