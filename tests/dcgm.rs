@@ -228,6 +228,44 @@ fn the_scrape_is_dcgm_exporters_default_counters_with_their_types_help_and_label
     ] {
         assert!(one(rate) >= 0.0, "{rate}");
     }
+    // Both formats pass prometheus_client's strict parsers: in OpenMetrics, which wants `_total`
+    // on a counter's samples, dcgm-exporter's counters are of unknown type under their names.
+    for (format, accept) in [
+        ("text", "text/plain"),
+        ("openmetrics", "application/openmetrics-text; version=1.0.0"),
+    ] {
+        let text = Command::new("curl")
+            .args(["-s", "-H", &format!("Accept: {accept}")])
+            .arg(format!("http://127.0.0.1:{port}/metrics"))
+            .output()
+            .expect("curl")
+            .stdout;
+        let mut parser = Command::new(common::tool("GPUSLACK_PYTHON"))
+            .arg(repo("tests/support/parse_exposition.py"))
+            .arg(format)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python runs");
+        std::io::Write::write_all(&mut parser.stdin.take().expect("stdin"), &text)
+            .expect("the exposition");
+        let parsed = parser.wait_with_output().expect("the parser ends");
+        let summary: Value = serde_json::from_slice(&parsed.stdout).unwrap_or(Value::Null);
+        assert!(
+            parsed.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&parsed.stderr)
+        );
+        let names = summary["names"].as_array().expect("names");
+        // The counter keeps its name in both (no `_total` added, none stripped).
+        assert!(
+            names
+                .iter()
+                .any(|n| n == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+            "{format}: {summary}"
+        );
+    }
     // The verdict beside them, under gpuslack's names, and not OpenTelemetry's names for the
     // same readings.
     assert_eq!(scrape.samples["gpuslack_diagnosis_ratio"].len(), 1);
