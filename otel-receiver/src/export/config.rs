@@ -203,6 +203,9 @@ pub struct Layer {
     pub metrics_include: Option<Written<Vec<String>>>,
     /// Metric names taken from the set (an exclude wins over an include).
     pub metrics_exclude: Option<Written<Vec<String>>>,
+    /// The owner's pod on every per-GPU gauge (`--pod-labels`, `GPUSLACK_POD_LABELS`,
+    /// `metrics.pod_labels`): `true` or `false` as written, checked when the layers resolve.
+    pub pod_labels: Option<Written>,
 }
 
 /// A value with the place it was written: `--metrics`, `GPUSLACK_METRICS`, the config file's
@@ -229,6 +232,17 @@ pub const METRICS_VARIABLE: &str = "GPUSLACK_METRICS";
 pub const METRICS_INCLUDE_VARIABLE: &str = "GPUSLACK_METRICS_INCLUDE";
 /// The environment variable of metric names to leave out, comma-separated.
 pub const METRICS_EXCLUDE_VARIABLE: &str = "GPUSLACK_METRICS_EXCLUDE";
+/// The environment variable that puts the owner's pod on every per-GPU gauge (`true`, `false`).
+pub const POD_LABELS_VARIABLE: &str = "GPUSLACK_POD_LABELS";
+
+/// `true`/`false` (also `1`/`0`, `yes`/`no`, any case), or `None`.
+fn parse_switch(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
 
 /// The selection the merged layers name; an unknown set or metric, or nothing selected, is an
 /// error naming where it was written.
@@ -243,7 +257,15 @@ fn selection(merged: &Layer) -> Result<Selection, ConfigError> {
     };
     let list =
         |w: &Option<Written<Vec<String>>>| w.as_ref().map(|w| w.value.clone()).unwrap_or_default();
-    Selection::new(
+    let pod_labels = match &merged.pod_labels {
+        Some(w) => Some(parse_switch(&w.value).ok_or_else(|| ConfigError::Invalid {
+            origin: w.origin,
+            field: w.field,
+            problem: format!("expected true or false, not {:?}", w.value),
+        })?),
+        None => None,
+    };
+    let selection = Selection::new(
         set,
         &list(&merged.metrics_include),
         &list(&merged.metrics_exclude),
@@ -266,6 +288,11 @@ fn selection(merged: &Layer) -> Result<Selection, ConfigError> {
             field: place.1,
             problem: e.to_string(),
         }
+    })?;
+    // The set's default (on in dcgm, off elsewhere) unless a layer says otherwise.
+    Ok(match pod_labels {
+        Some(on) => selection.with_pod_labels(on),
+        None => selection,
     })
 }
 
@@ -293,6 +320,7 @@ impl Layer {
         self.metric_set = over.metric_set.or(self.metric_set);
         self.metrics_include = over.metrics_include.or(self.metrics_include);
         self.metrics_exclude = over.metrics_exclude.or(self.metrics_exclude);
+        self.pod_labels = over.pod_labels.or(self.pod_labels);
         self.endpoint = over.endpoint.or(self.endpoint);
         self.protocol = over.protocol.or(self.protocol);
         self.headers.extend(over.headers);
@@ -605,6 +633,11 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> (Layer, Vec<ConfigErro
             value: parse_names(&v),
         });
     }
+    layer.pod_labels = get(POD_LABELS_VARIABLE).map(|value| Written {
+        origin: ORIGIN,
+        field: POD_LABELS_VARIABLE,
+        value,
+    });
     (layer, warnings)
 }
 
@@ -645,6 +678,7 @@ struct FileMetrics {
     set: Option<String>,
     include: Option<Vec<String>>,
     exclude: Option<Vec<String>>,
+    pod_labels: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -819,6 +853,11 @@ fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
             origin: ORIGIN,
             field: "metrics.exclude",
             value,
+        });
+        layer.pod_labels = m.pod_labels.map(|on| Written {
+            origin: ORIGIN,
+            field: "metrics.pod_labels",
+            value: on.to_string(),
         });
     }
     Ok(layer)
@@ -1035,6 +1074,46 @@ mod tests {
     }
 
     #[test]
+    fn pod_labels_are_the_dcgm_sets_by_default_and_a_switch_in_every_layer() {
+        use crate::export::selection::MetricSet;
+        let none = |_: &str| None;
+        let file = |text: &str| file_layer_from_str(text, "gpuslack.toml").expect("file");
+        // The set's default: on in dcgm, off elsewhere.
+        let dcgm = resolve(vec![file("[metrics]\nset = \"dcgm\"\n")], &none).expect("dcgm");
+        assert_eq!(dcgm.metrics.set(), MetricSet::Dcgm);
+        assert!(dcgm.metrics.pod_labels());
+        let lean = resolve(vec![file("[metrics]\nset = \"lean\"\n")], &none).expect("lean");
+        assert!(!lean.metrics.pod_labels());
+        // The file turns them on for lean; the environment off again; a flag on.
+        let on = file("[metrics]\nset = \"lean\"\npod_labels = true\n");
+        assert!(resolve(vec![on.clone()], &none)
+            .expect("on")
+            .metrics
+            .pod_labels());
+        let (off, warnings) = env_layer(env(&[("GPUSLACK_POD_LABELS", "false")]));
+        assert!(warnings.is_empty());
+        let c = resolve(vec![on.clone(), off.clone()], &none).expect("env");
+        assert!(!c.metrics.pod_labels());
+        let flag = Layer {
+            pod_labels: Some(Written {
+                origin: "flag",
+                field: "--pod-labels",
+                value: "true".into(),
+            }),
+            ..Layer::default()
+        };
+        let c = resolve(vec![on, off, flag], &none).expect("flag");
+        assert!(c.metrics.pod_labels());
+        // A value that is not a switch names where it was written.
+        let (bad, _) = env_layer(env(&[("GPUSLACK_POD_LABELS", "sometimes")]));
+        let e = resolve(vec![bad], &none).expect_err("not a switch");
+        assert_eq!(
+            e.to_string(),
+            "environment: `GPUSLACK_POD_LABELS`: expected true or false, not \"sometimes\""
+        );
+    }
+
+    #[test]
     fn the_metric_set_and_lists_layer_file_then_environment_then_flags() {
         use crate::export::selection::MetricSet;
         let file = file_layer_from_str(
@@ -1153,6 +1232,7 @@ mod tests {
                 field: "--metrics-exclude",
                 value: crate::export::catalogue::ALL
                     .iter()
+                    .chain(&crate::export::catalogue::DCGM_FIELDS)
                     .map(|d| d.name.to_string())
                     .collect(),
             }),

@@ -706,7 +706,11 @@ pub fn register_for_bench(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
 /// Registers one observable instrument per catalogue entry, each reading the export state:
 /// the GPUs' metrics and the agent's own.
 fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
-    for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
+    let every = catalogue::ALL
+        .into_iter()
+        .chain(catalogue::DCGM_FIELDS)
+        .chain(catalogue::AGENT);
+    for def in every {
         let state = state.clone();
         let agent = catalogue::AGENT.contains(&def);
         let observe = move |def: MetricDef, record: &dyn Fn(f64, &[KeyValue])| {
