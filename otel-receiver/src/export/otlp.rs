@@ -137,7 +137,10 @@ pub fn resource(config: &ExportConfig) -> Resource {
     for (k, _) in &config.resource_attributes {
         if added.insert(k.as_str()) {
             if let Some(v) = theirs.get(k.as_str()) {
-                attrs.push(KeyValue::new(k.clone(), v.to_string()));
+                attrs.push(KeyValue::new(
+                    k.clone(),
+                    crate::text::exported(v).into_owned(),
+                ));
             }
         }
     }
@@ -519,7 +522,11 @@ fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64)
     let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
     attributes.extend([
         attribute("gpuslack.diagnosis.rule", text(r.rule)),
-        attribute("gpuslack.diagnosis.evidence", text(evidence.join("; "))),
+        // Evidence may quote a process's name: escaped as every exported text is.
+        attribute(
+            "gpuslack.diagnosis.evidence",
+            text(crate::text::exported(&evidence.join("; "))),
+        ),
         attribute("gpuslack.diagnosis.remedy", text(r.remedy())),
         attribute(
             "gpuslack.diagnosis.confidence",
@@ -535,12 +542,12 @@ fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64)
         severity_number: SeverityNumber::Info as i32,
         severity_text: "INFO".into(),
         event_name: "gpuslack.diagnosis.change".into(),
-        body: text(format!(
+        body: text(crate::text::exported(&format!(
             "GPU {} became {}: {}",
             change.gpu,
             change.to,
             evidence.first().copied().unwrap_or("")
-        )),
+        ))),
         attributes,
         ..LogRecord::default()
     }
@@ -633,7 +640,9 @@ fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
                 .flatten()
             {
                 Some(n) => KeyValue::new(*k, n),
-                None => KeyValue::new(*k, v.clone()),
+                // Outside text (a pod, a process name) with its controls and bidi marks
+                // escaped, as on `/metrics` (`text::exported`).
+                None => KeyValue::new(*k, crate::text::exported(v).into_owned()),
             }
         })
         .collect()
@@ -953,6 +962,24 @@ impl OtlpExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_text_in_attributes_is_sent_escaped_and_pids_as_integers() {
+        let kvs = key_values(&[
+            ("process.pid", "4242".to_string()),
+            (
+                "k8s.pod.name",
+                "p\u{1b}]52;c;eA==\u{7}\r\0\u{9b}\u{202e}x".to_string(),
+            ),
+            ("k8s.namespace.name", "ml/é".to_string()),
+        ]);
+        assert_eq!(kvs[0].value, opentelemetry::Value::I64(4242));
+        assert_eq!(
+            kvs[1].value.as_str(),
+            "p\\x1b]52;c;eA==\\x07\\r\\x00\\u{9b}\\u{202e}x"
+        );
+        assert_eq!(kvs[2].value.as_str(), "ml/é");
+    }
 
     #[test]
     fn sixty_four_gpus_of_sixteen_owners_each_lose_no_point_to_the_cardinality_limit() {
