@@ -112,6 +112,10 @@ pub fn otlp(config: &ExportConfig) -> Finding {
             "cannot connect (refused, no route, or the name does not resolve)",
             "check that the collector listens there and that the node can reach it (firewall, NetworkPolicy)",
         ),
+        Outcome::Retry(reason::PROTOCOL) | Outcome::Refused(reason::PROTOCOL) => failed(
+            "the collector answered, but not in HTTP the exporter can read: a malformed status line or header, a header block too large (over 100 headers), or a body over 4 MiB",
+            "check that the endpoint is an OTLP collector and not another server, and that no proxy between rewrites its answers",
+        ),
         Outcome::Retry(reason::TLS) => failed(
             "the TLS handshake failed (unknown issuer, wrong name, expired certificate, or not a TLS server)",
             "trust the collector's CA with --otlp-ca, or use http:// if it does not speak TLS",

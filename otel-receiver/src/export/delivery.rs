@@ -108,6 +108,9 @@ pub mod reason {
     /// The intake refused the request's size (HTTP 413, gRPC `ResourceExhausted` on the
     /// message size): the batch is halved and sent again.
     pub const TOO_LARGE: &str = "too_large";
+    /// The collector answered, but not in HTTP the client can read: a malformed status line
+    /// or header, a header block past the client's limit, a body over 4 MiB.
+    pub const PROTOCOL: &str = "protocol";
     /// The connection broke during the request, or another transport failure.
     pub const NETWORK: &str = "network";
     /// The agent stopped while the request was in flight (a collector that hung past

@@ -111,6 +111,9 @@ fn location(headers: &HeaderMap) -> String {
 }
 
 fn classify(e: &HttpError) -> &'static str {
+    if crate::causes::protocol_fault(e.as_ref()).is_some() {
+        return reason::PROTOCOL;
+    }
     let text = causes(e.as_ref()).to_ascii_lowercase();
     if let Some(why) = reason_in_text(&text) {
         return why;
@@ -198,7 +201,13 @@ impl HttpClient for OtlpHttpClient {
                     Ok(r) => Box::new((*r).without_url()),
                     Err(other) => other,
                 };
-                self.log_failure(why, &causes(e.as_ref()));
+                let detail = match crate::causes::protocol_fault(e.as_ref()) {
+                    Some(fault) => {
+                        format!("the collector answered {fault}: {}", causes(e.as_ref()))
+                    }
+                    None => causes(e.as_ref()),
+                };
+                self.log_failure(why, &detail);
                 Err(e)
             }
         }
