@@ -10,7 +10,8 @@
 //! it could be sent). Both signals are counted the same way, through the same sender.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Distinct partial-success messages logged; past that, rejections are only counted.
@@ -183,6 +184,50 @@ pub struct Counts {
     /// smallest size sent, or a record larger than the request limit).
     pub dropped_by_reason: BTreeMap<(Signal, &'static str), u64>,
     pub scrapes_served: u64,
+    /// What each signal's sending queue holds now, against its bound.
+    pub queues: BTreeMap<Signal, QueueHeld>,
+}
+
+/// What a sending queue holds at one moment: batches and bytes waiting, and its bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueHeld {
+    pub batches: usize,
+    pub bytes: usize,
+    pub max_bytes: usize,
+}
+
+/// A sending queue's level, kept by the queue as it changes and read without its lock: for the
+/// agent's own gauge (`gpuslack.agent.queue.*`), which a scrape reads while the sender holds
+/// the queue.
+#[derive(Debug, Default)]
+pub struct QueueLevel {
+    batches: AtomicUsize,
+    bytes: AtomicUsize,
+    max_bytes: AtomicUsize,
+}
+
+impl QueueLevel {
+    /// A level for a queue bounded at `max_bytes`, empty.
+    pub fn new(max_bytes: usize) -> QueueLevel {
+        let level = QueueLevel::default();
+        level.max_bytes.store(max_bytes, Ordering::Relaxed);
+        level
+    }
+
+    /// The queue now holds `batches` in `bytes`.
+    pub fn set(&self, batches: usize, bytes: usize) {
+        self.batches.store(batches, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// What it holds now.
+    pub fn held(&self) -> QueueHeld {
+        QueueHeld {
+            batches: self.batches.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            max_bytes: self.max_bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Counts {
@@ -286,6 +331,8 @@ struct Inner {
     in_flight: BTreeMap<Signal, u64>,
     /// Closed at exit: an attempt that ends after that is not counted twice.
     closed: bool,
+    /// Each signal's sending queue's level, read into [`Counts::queues`].
+    queues: BTreeMap<Signal, Arc<QueueLevel>>,
 }
 
 /// Shared between the pipeline, the senders and the HTTP client.
@@ -303,7 +350,18 @@ impl Delivery {
     }
 
     pub fn counts(&self) -> Counts {
-        self.with(|i| i.counts.clone())
+        self.with(|i| {
+            let mut counts = i.counts.clone();
+            counts.queues = i.queues.iter().map(|(s, l)| (*s, l.held())).collect();
+            counts
+        })
+    }
+
+    /// `signal`'s sending queue keeps `level`: its gauge reads it.
+    pub fn watch_queue(&self, signal: Signal, level: Arc<QueueLevel>) {
+        self.with(|i| {
+            i.queues.insert(signal, level);
+        });
     }
 
     pub fn window_produced(&self) {

@@ -805,6 +805,7 @@ impl OtlpExport {
             message: format!("no tokio runtime to send from: {e}"),
         })?;
         let queue = Arc::new(SendQueue::new(cfg.queue_bytes));
+        delivery.watch_queue(Signal::Metrics, queue.level());
         let sending = Arc::new(Control::default());
         spawn_sender(
             &queue,
@@ -841,6 +842,7 @@ impl OtlpExport {
                     max_request_bytes: cfg.max_request_bytes,
                     overflow_logged: std::sync::Mutex::new(None),
                 };
+                delivery.watch_queue(Signal::Logs, logs.queue.level());
                 spawn_sender(
                     &logs.queue,
                     &delivery,
