@@ -10,8 +10,8 @@
 //! and is read the same way; an environment is read to its cap and cut there instead
 //! ([`read_head`]), as the attribution has always cut it.
 //!
-//! Each kind's cap is in docs/RELIABILITY.md ("Input files and their caps"), checked by
-//! `tests/docs.rs` against [`Input::ALL`].
+//! Each kind's cap is in docs/RELIABILITY.md ("Input files and their caps"), checked against
+//! [`Input::ALL`] by this module's tests.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -355,6 +355,24 @@ mod tests {
         }
         assert_eq!(shown_cap(Input::Config.cap_bytes()), "1 MiB");
         assert_eq!(shown_cap(Input::Environ.cap_bytes()), "256 KiB");
+    }
+
+    #[test]
+    fn every_kind_and_its_cap_is_in_the_reliability_table() {
+        let doc = include_str!("../../../docs/RELIABILITY.md");
+        let table = &doc[doc
+            .find("### Input files and their caps")
+            .expect("the section")..];
+        for what in Input::ALL {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {}", what.what())))
+                .unwrap_or_else(|| panic!("no row for the {}", what.what()));
+            assert!(
+                row.ends_with(&format!("| {} |", shown_cap(what.cap_bytes()))),
+                "{row}"
+            );
+        }
     }
 
     #[test]
