@@ -308,6 +308,9 @@ impl Counts {
 struct Noted {
     failure: Option<&'static str>,
     rejected: u64,
+    /// The transport answered for the collector without sending (it had asked to be left
+    /// alone): no attempt the collector saw.
+    not_sent: bool,
 }
 
 #[derive(Debug, Default)]
@@ -386,6 +389,14 @@ impl Delivery {
     /// The transport saw this failure (the sender files the attempt under it).
     pub fn note_failure(&self, signal: Signal, reason: &'static str) {
         self.with(|i| i.noted.entry(signal).or_default().failure = Some(reason));
+    }
+
+    /// The transport answered for the collector, which had asked to be left alone (a
+    /// `Retry-After` the other signal's sender met while this one's request was on its way):
+    /// nothing was sent, so the attempt is not counted. A 503 run with `Retry-After` counted
+    /// 29 attempts where the collector saw 25.
+    pub fn note_not_sent(&self, signal: Signal) {
+        self.with(|i| i.noted.entry(signal).or_default().not_sent = true);
     }
 
     /// The collector accepted the export but rejected `items` of it (OTLP partial success):
@@ -487,6 +498,9 @@ impl Delivery {
                 return;
             }
             let noted = i.noted.remove(&signal).unwrap_or_default();
+            if noted.not_sent {
+                return;
+            }
             let reason = noted.failure.unwrap_or(fallback);
             let c = &mut i.counts;
             *c.exports_attempted.entry(signal).or_default() += 1;

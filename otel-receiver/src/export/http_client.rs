@@ -156,8 +156,10 @@ fn status_reason(status: u16) -> &'static str {
 impl HttpClient for OtlpHttpClient {
     async fn send_bytes(&self, mut request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         if let Some(wait) = self.delivery.held() {
-            // Answer as the collector did, so that the exporter backs off rather than retry.
+            // Answer as the collector did, so that the exporter backs off rather than retry;
+            // not an attempt, as nothing went out.
             self.delivery.note_failure(self.signal, reason::THROTTLED);
+            self.delivery.note_not_sent(self.signal);
             let response = Response::builder()
                 .status(429)
                 .header(http::header::RETRY_AFTER, wait.as_secs().max(1).to_string())
