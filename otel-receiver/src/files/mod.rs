@@ -20,8 +20,8 @@
 //! into a FIFO no reader holds waited forever (`diagnose --html`, `convert`, `fleet job --html`,
 //! `calibrate --out` all hung), and a file written whole cannot be one.
 //!
-//! Input files are read the one way of [`read`]: bounded by their kind's cap, regular files
-//! only.
+//! Input files are read the one way of `files/read.rs` ([`read_bounded`], [`read_head`]):
+//! bounded by their kind's cap, regular files only.
 //!
 //! Each refuses a symbolic link at the name, dangling or not, with an error naming the path;
 //! the new file is created exclusively (`O_EXCL`), so a link at the temporary name is not
