@@ -40,7 +40,7 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// The most columns a trace's header may name. `record` writes about 60; a trace a user
 /// assembled from another tool's fields may hold a few hundred. Past this the header is not a
-/// trace's, and is refused before its names are kept, in time linear in its length.
+/// trace's, and is refused before its names are looked up, in time linear in its length.
 pub const MAX_COLUMNS: usize = 1 << 16;
 
 /// How many of a header's names an error or the unknown-columns warning lists before saying
