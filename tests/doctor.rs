@@ -317,13 +317,18 @@ fn a_collector_that_answers_broken_http_is_named_so_not_unreachable() {
     many.extend_from_slice(b"\r\n");
     let mut huge = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 5242880\r\n\r\n".to_vec();
     huge.resize(huge.len() + 5 * 1024 * 1024, 0);
-    for (what, answer) in [
+    for (what, answer, said) in [
         (
             "a malformed header",
             b"HTTP/1.1 200 OK\r\nno colon here\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            "a malformed answer (an invalid status line or header)",
         ),
-        ("10,000 headers", many),
-        ("a body over 4 MiB", huge),
+        (
+            "10,000 headers",
+            many,
+            "a header block too large (too many or too long headers)",
+        ),
+        ("a body over 4 MiB", huge, "a body over 4 MiB"),
     ] {
         let port = raw_collector(answer);
         let endpoint = format!("http://127.0.0.1:{port}");
@@ -337,7 +342,9 @@ fn a_collector_that_answers_broken_http_is_named_so_not_unreachable() {
         assert_eq!(otlp["status"], "failed", "{what}: {otlp}");
         let detail = otlp["detail"].as_str().unwrap_or("");
         assert!(
-            detail.contains("the collector answered, but not in HTTP the exporter can read"),
+            detail.ends_with(&format!(
+                "the collector answered, but not in HTTP the exporter can read: {said}"
+            )),
             "{what}: {otlp}"
         );
         assert!(!detail.contains("cannot connect"), "{what}: {otlp}");

@@ -75,8 +75,8 @@ pub fn otlp(config: &ExportConfig) -> Finding {
         crate::export::config::Protocol::Grpc => "gRPC",
         crate::export::config::Protocol::HttpProtobuf => "HTTP/protobuf",
     };
-    let outcome = match probe_metrics(cfg) {
-        Ok(outcome) => outcome,
+    let (outcome, fault) = match probe_metrics(cfg) {
+        Ok(probed) => probed,
         Err(e) => {
             return Finding::new(
                 Area::Otlp,
@@ -113,7 +113,10 @@ pub fn otlp(config: &ExportConfig) -> Finding {
             "check that the collector listens there and that the node can reach it (firewall, NetworkPolicy)",
         ),
         Outcome::Retry(reason::PROTOCOL) | Outcome::Refused(reason::PROTOCOL) => failed(
-            "the collector answered, but not in HTTP the exporter can read: a malformed status line or header, a header block too large (over 100 headers), or a body over 4 MiB",
+            &format!(
+                "the collector answered, but not in HTTP the exporter can read: {}",
+                fault.unwrap_or("a malformed status line or header, a header block too large (over 100 headers), or a body over 4 MiB")
+            ),
             "check that the endpoint is an OTLP collector and not another server, and that no proxy between rewrites its answers",
         ),
         Outcome::Retry(reason::TLS) => failed(

@@ -336,6 +336,8 @@ struct Inner {
     closed: bool,
     /// Each signal's sending queue's level, read into [`Counts::queues`].
     queues: BTreeMap<Signal, Arc<QueueLevel>>,
+    /// What broke HTTP in the last answer that did (`reason::PROTOCOL`), for `doctor` to say.
+    protocol_fault: Option<&'static str>,
 }
 
 /// Shared between the pipeline, the senders and the HTTP client.
@@ -389,6 +391,16 @@ impl Delivery {
     /// The transport saw this failure (the sender files the attempt under it).
     pub fn note_failure(&self, signal: Signal, reason: &'static str) {
         self.with(|i| i.noted.entry(signal).or_default().failure = Some(reason));
+    }
+
+    /// The collector's answer broke HTTP this way (`causes::protocol_fault`).
+    pub fn note_protocol_fault(&self, fault: &'static str) {
+        self.with(|i| i.protocol_fault = Some(fault));
+    }
+
+    /// What broke HTTP in the last answer that did, if one did.
+    pub fn last_protocol_fault(&self) -> Option<&'static str> {
+        self.with(|i| i.protocol_fault)
     }
 
     /// The transport answered for the collector, which had asked to be left alone (a

@@ -205,6 +205,7 @@ impl HttpClient for OtlpHttpClient {
                 };
                 let detail = match crate::causes::protocol_fault(e.as_ref()) {
                     Some(fault) => {
+                        self.delivery.note_protocol_fault(fault);
                         format!("the collector answered {fault}: {}", causes(e.as_ref()))
                     }
                     None => causes(e.as_ref()),

@@ -339,8 +339,9 @@ fn transport<R: GrpcExport>(
 /// One empty metrics export to `cfg`'s collector, as `gpuslack doctor` sends it: whether the
 /// collector is reachable, speaks TLS as configured and takes the credentials. The request
 /// holds no resource and no point, so nothing lands in the backend; the answer maps to an
-/// [`Outcome`] the way every export's does.
-pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
+/// [`Outcome`] the way every export's does, with what broke HTTP where the answer did (a
+/// malformed answer, a header block too large, a body over 4 MiB: filed `protocol`).
+pub fn probe_metrics(cfg: &SignalConfig) -> Result<(Outcome, Option<&'static str>), OtlpError> {
     // gRPC's channel is driven by the runtime's worker while the caller's thread blocks on the
     // answer; HTTP goes through the blocking client, outside the runtime.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -360,7 +361,7 @@ pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
     let outcome = transport.send(&[]);
     // The transport notes the cause it saw (TLS, a timeout) where its outcome is generic; the
     // attempt is filed under it, as the sender files every failed attempt.
-    Ok(match outcome {
+    let outcome = match outcome {
         Outcome::Retry(fallback) | Outcome::Refused(fallback) => {
             delivery.attempt_failed(Signal::Metrics, fallback);
             let why = delivery.metrics_failing().1.unwrap_or(fallback);
@@ -370,7 +371,8 @@ pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
             }
         }
         delivered_or_too_large => delivered_or_too_large,
-    })
+    };
+    Ok((outcome, delivery.last_protocol_fault()))
 }
 
 /// The metrics exporter: each collection becomes batches of at most `max_request_bytes` in the
