@@ -113,10 +113,13 @@ pub fn otlp(config: &ExportConfig) -> Finding {
             "check that the collector listens there and that the node can reach it (firewall, NetworkPolicy)",
         ),
         Outcome::Retry(reason::PROTOCOL) | Outcome::Refused(reason::PROTOCOL) => failed(
-            &format!(
-                "the collector answered, but not in HTTP the exporter can read: {}",
-                fault.unwrap_or("a malformed status line or header, a header block too large (over 100 headers), or a body over 4 MiB")
-            ),
+            // Joined, not formatted: tests/structure.rs reads braces after a `use ` in a
+            // string (the fixes below) as a use tree.
+            &[
+                "the collector answered, but not in HTTP the exporter can read: ",
+                fault.unwrap_or("a malformed status line or header, a header block too large (over 100 headers), or a body over 4 MiB"),
+            ]
+            .concat(),
             "check that the endpoint is an OTLP collector and not another server, and that no proxy between rewrites its answers",
         ),
         Outcome::Retry(reason::TLS) => failed(
