@@ -101,7 +101,7 @@ fn report(args: &Args) -> Result<()> {
     }) = &args.command
     {
         // Before the queries, not after.
-        crate::cli::files::refuse_link("--html", path)?;
+        crate::cli::files::check_output("--html", path)?;
     }
     let prom = Prometheus::new(url)?
         .with_max_answer_bytes((args.max_answer_mib * f64::from(1u32 << 20)) as u64);

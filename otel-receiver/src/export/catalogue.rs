@@ -690,7 +690,7 @@ pub const AGENT_WINDOWS: MetricDef = counter(
 pub const AGENT_EXPORTS: MetricDef = counter(
     "gpuslack.agent.exports",
     "{export}",
-    "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, network, other)",
+    "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, redirected, protocol, network, too_large, shutdown, other)",
 ).int();
 pub const AGENT_POINTS: MetricDef = counter(
     "gpuslack.agent.points",
@@ -711,13 +711,37 @@ pub const AGENT_SCRAPES: MetricDef = counter(
 )
 .int();
 
+/// The sending queues' gauges, named as the semantic conventions name a resource's use and its
+/// bound (`*.usage`, `*.limit`): how near each signal's queue is to dropping its oldest.
+pub const AGENT_QUEUE_USAGE: MetricDef = gauge(
+    "gpuslack.agent.queue.usage",
+    "By",
+    "Bytes waiting in a signal's OTLP sending queue (attribute signal)",
+)
+.int();
+pub const AGENT_QUEUE_LIMIT: MetricDef = gauge(
+    "gpuslack.agent.queue.limit",
+    "By",
+    "The bound of a signal's OTLP sending queue, past which its oldest batches are dropped (--otlp-queue-mib)",
+)
+.int();
+pub const AGENT_QUEUE_BATCHES: MetricDef = gauge(
+    "gpuslack.agent.queue.batches",
+    "{batch}",
+    "Batches waiting in a signal's OTLP sending queue (attribute signal)",
+)
+.int();
+
 /// The agent's own metrics: what became of what it produced. Not tied to a GPU.
-pub const AGENT: [MetricDef; 5] = [
+pub const AGENT: [MetricDef; 8] = [
     AGENT_WINDOWS,
     AGENT_EXPORTS,
     AGENT_POINTS,
     AGENT_LOG_RECORDS,
     AGENT_SCRAPES,
+    AGENT_QUEUE_USAGE,
+    AGENT_QUEUE_LIMIT,
+    AGENT_QUEUE_BATCHES,
 ];
 
 #[cfg(test)]

@@ -44,13 +44,9 @@ pub enum Preset {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: larger than {} MiB, the most a config file may be: refused before it is read whole", MAX_CONFIG_BYTES >> 20)]
-    TooLarge { path: String },
+    /// Unreadable, not a regular file, or past [`MAX_CONFIG_BYTES`] (the error names both).
+    #[error(transparent)]
+    Read(#[from] crate::files::ReadError),
     #[error("{path}: {message}")]
     Toml { path: String, message: String },
     #[error("{origin}: `{field}`: {problem}")]
@@ -714,26 +710,13 @@ struct FileResource {
 /// The largest config file read, 1 MiB: docs/EXPORT.md's fullest example is about 2 KB, and a
 /// file with a thousand resource attributes some 50 KB. Read without a bound, `--config
 /// /dev/zero` took 4.2 GB in 5 s, and a 44 MB file of 3 million attributes 1.47 GB.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub const MAX_CONFIG_BYTES: u64 = crate::files::Input::Config.cap_bytes();
 
 /// A TOML config file (format in docs/EXPORT.md). Errors name the file and the field or line;
 /// a file past [`MAX_CONFIG_BYTES`] (or a device that never ends) is refused unread.
 pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
-    use std::io::Read as _;
     let shown = path.display().to_string();
-    let read_err = |source| ConfigError::Read {
-        path: shown.clone(),
-        source,
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(ConfigError::TooLarge { path: shown });
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    let text = crate::files::read_text(path, crate::files::Input::Config)?;
     file_layer_from_str(&text, &shown)
 }
 
@@ -1739,6 +1722,9 @@ mod tests {
         let e = file_layer(Path::new("/dev/zero"))
             .expect_err("endless")
             .to_string();
-        assert!(e.starts_with("/dev/zero: larger than 1 MiB"), "{e}");
+        assert_eq!(
+            e,
+            "/dev/zero: is a character device, not a regular file: a config file must be one"
+        );
     }
 }

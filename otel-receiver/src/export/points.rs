@@ -172,6 +172,12 @@ pub fn agent_points(c: &Counts) -> Vec<Point> {
     );
     push(AGENT_LOG_RECORDS, c.log_records_dropped, outcome("dropped"));
     push(AGENT_SCRAPES, c.scrapes_served, vec![]);
+    for (signal, held) in &c.queues {
+        let signal = || vec![("signal", signal.as_str().to_string())];
+        push(AGENT_QUEUE_USAGE, held.bytes as u64, signal());
+        push(AGENT_QUEUE_LIMIT, held.max_bytes as u64, signal());
+        push(AGENT_QUEUE_BATCHES, held.batches as u64, signal());
+    }
     out
 }
 
