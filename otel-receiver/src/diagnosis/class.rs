@@ -4,6 +4,13 @@ use serde::Serialize;
 
 use crate::device::PowerProfile;
 
+/// [`NCU_COMMAND`]'s text, for the remedies that quote it.
+macro_rules! ncu_command {
+    () => {
+        "ncu --profile-from-start off --clock-control none --section SpeedOfLight -c 150 --csv python3 train.py"
+    };
+}
+
 /// The fixed vocabulary of verdicts (the README's table; docs/DIAGNOSIS.md). Output, tests and
 /// exporters use these names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -93,7 +100,11 @@ impl Class {
             Class::IdleHeld => "A process holds a context and memory but runs nothing, which costs ~45 W over bare idle and blocks others. Find it (nvidia-smi --query-compute-apps=pid,name,used_memory --format=csv) and release the GPU, or give it work; if it is one rank of a job, look at the others.",
             Class::ComputeBound => "Healthy: the arithmetic units are busy. To go faster, use the tensor cores with lower precision (bf16/fp8 via torch.autocast), or do less arithmetic; if a power cap or thermal slowdown is listed, the limit, not the code, sets the pace.",
             Class::MemoryBound => "Healthy for bandwidth-bound work. To go faster, move fewer bytes: fuse element-wise ops (torch.compile), keep activations in bf16, improve reuse (larger tiles, better layouts).",
-            Class::LatencyBound => "Busy, not fast: kernels are resident, yet no unit the counters measure (DRAM, the tensor and floating-point pipes) reaches 60% of its peak, so the warps wait on latency: dependent or scattered loads, atomics, small or unfused kernels, too little work in flight. Confirm it on one step with Nsight Compute (below 60% on both compute and memory is its \"latency issues\"), then give each kernel more independent work: fuse small ops (torch.compile), grow the batch, capture the step in a CUDA graph; in custom kernels coalesce the accesses and raise occupancy.",
+            Class::LatencyBound => concat!(
+                "Busy, not fast: kernels are resident, yet no unit the counters measure (DRAM, the tensor and floating-point pipes) reaches 60% of its peak, so the warps wait on latency: dependent or scattered loads, atomics, small or unfused kernels, too little work in flight. Confirm it on one step: ",
+                ncu_command!(),
+                ", with torch.cuda.profiler.start() and .stop() (cudaProfilerStart/Stop) around one warmed-up step (under 60% on both compute and memory is its \"latency issues\"). Then give each kernel more independent work: fuse small ops (torch.compile), grow the batch, capture the step in a CUDA graph; in kernels of your own, coalesce the accesses and raise occupancy."
+            ),
             Class::LaunchBound => "Tiny kernels: the GPU spends its time launching, not computing. Fuse ops (torch.compile, or a hand-fused kernel), capture the step in a CUDA graph, grow the batch, use mixed precision (torch.autocast), and stop creating small tensors on the host every step.",
             Class::TransferBound => "Host↔device copies dominate. Keep data on the GPU between steps, pin host memory (pin_memory=True), copy with non_blocking=True on a side stream so copies overlap compute, and move preprocessing onto the GPU (DALI).",
             Class::InputStarved => "The GPU waits for input between bursts of real work. Raise DataLoader num_workers to the CPU cores the job has per GPU (len(os.sched_getaffinity(0)) divided by its GPUs on the node), set pin_memory=True and persistent_workers=True, prefetch, decode on the GPU (NVIDIA DALI), and check the storage and CPU throughput.",
@@ -136,19 +147,31 @@ pub mod advice {
     pub const PROFILER: &str = "A profiler held the GPU's performance counters in this window (Nsight Compute, Nsight Systems or DCGM profiling): the counters the verdict needs were taken or frozen, and a profiler that replays kernels also serialises them. Judge the job from windows without the profiler; if no profiler should run here, find the process that holds the counters (CUDA_INJECTION64_PATH or NSYS_* in its environment, dcgmi profile --pause).";
     /// Latency-bound with DRAM moving a good share of its peak and no pipe at work: the warps
     /// wait on loads that arrive a sector at a time (a random scatter: DRAM 29%, pipes ≤ 2%).
-    pub const LATENCY_SCATTERED: &str = "Latency-bound on memory accesses: DRAM moves a share of its bandwidth while no pipe works, so the warps wait on loads and atomics that arrive a sector at a time (gathers, scatters, index_add_, embedding lookups over random indices), not on bandwidth. If the indices are reused across steps, sort them once or use a segmented reduction (CSR sparse products, torch_scatter) so neighbouring threads touch neighbouring addresses; in custom kernels coalesce the accesses, keep hot data in shared memory or L2 (cudaAccessPolicyWindow) and keep more independent loads in flight per thread.";
+    pub const LATENCY_SCATTERED: &str = concat!(
+        "Latency-bound on memory accesses: DRAM moves a share of its bandwidth while no pipe works, so the warps wait on loads and atomics that arrive a sector at a time (gathers, scatters, index_add_, embedding lookups over random indices), not on bandwidth. If the indices are reused across steps, sort them once or use a segmented reduction (CSR sparse products, torch_scatter) so neighbouring threads touch neighbouring addresses; in custom kernels coalesce the accesses, keep hot data in shared memory or L2 (cudaAccessPolicyWindow) and keep more independent loads in flight per thread. Confirm on one step: ",
+        ncu_command!(),
+        ", with torch.cuda.profiler.start() and .stop() (cudaProfilerStart/Stop) around one warmed-up step."
+    );
     /// Latency-bound with the pipes partly busy or DRAM quiet, in a PyTorch process: the time
     /// goes to many kernels each too small or too dependent to reach a unit's peak.
-    pub const LATENCY_PYTORCH: &str = "Latency-bound in PyTorch: kernels are resident but none drives a unit near its peak, the signature of many small or unfused kernels and dependent steps. Fuse them (model = torch.compile(model)), capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\")), grow the batch so each kernel has more independent work, and run in bf16 under torch.autocast if not already; for convolutions, channels_last if not already.";
+    pub const LATENCY_PYTORCH: &str = concat!(
+        "Latency-bound in PyTorch: kernels are resident but none drives a unit near its peak, the signature of many small or unfused kernels and dependent steps. Fuse them (model = torch.compile(model)), capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\")), grow the batch so each kernel has more independent work, and run in bf16 under torch.autocast if not already; for convolutions, channels_last if not already. Confirm on one step: ",
+        ncu_command!(),
+        ", with torch.cuda.profiler.start() and .stop() (cudaProfilerStart/Stop) around one warmed-up step."
+    );
     /// Latency-bound in kernels of the job's own: coalescing and occupancy.
-    pub const LATENCY_CUSTOM: &str = "Latency-bound: kernels are resident but none drives a unit near its peak. In kernels of your own, coalesce the memory accesses (neighbouring threads, neighbouring addresses), raise occupancy (fewer registers or less shared memory per block, more blocks), keep more independent loads in flight per thread and avoid atomics on shared addresses; for framework code, fuse small ops and grow the batch.";
+    pub const LATENCY_CUSTOM: &str = concat!(
+        "Latency-bound: kernels are resident but none drives a unit near its peak. In kernels of your own, coalesce the memory accesses (neighbouring threads, neighbouring addresses), raise occupancy (fewer registers or less shared memory per block, more blocks), keep more independent loads in flight per thread and avoid atomics on shared addresses; for framework code, fuse small ops and grow the batch. Confirm on one step: ",
+        ncu_command!(),
+        ", with torch.cuda.profiler.start() and .stop() (cudaProfilerStart/Stop) around one warmed-up step."
+    );
 }
 
 /// The Nsight Compute command that confirms a latency verdict on one step: its SpeedOfLight
 /// section, below 60% on both compute and memory, is ncu's "latency issues". Profiling starts
 /// where the program calls cudaProfilerStart (torch.cuda.profiler.start()) and stops at
 /// cudaProfilerStop, so one warmed-up step is measured, at the clocks the job runs at.
-pub const NCU_CONFIRM: &str = "ncu --profile-from-start off --clock-control none --section SpeedOfLight -c 150 --csv python3 train.py > sol.csv   (with torch.cuda.profiler.start() and .stop(), i.e. cudaProfilerStart/Stop, around one warmed-up step)";
+pub const NCU_COMMAND: &str = ncu_command!();
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -275,6 +275,17 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "the memory controller busy most of the time (NVML), a share of time, not of bandwidth: scattered loads keep it as busy as streaming ones, which DRAM bandwidth (GPM) would tell apart".into(),
             )
         }
+        ("compute", Class::LatencyBound) if !gpm => {
+            push(&mut alts, Class::ComputeBound, own);
+            if s.util_mem_pct.unwrap_or(0.0) >= COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT {
+                push(&mut alts, Class::MemoryBound, own);
+            }
+            push(&mut alts, Class::LaunchBound, own);
+            (
+                Confidence::Low,
+                "without GPM, power between a held context's and a unit at its peak, with a kernel always resident: latency, a unit the power does not show, or small kernels read alike".into(),
+            )
+        }
         ("compute" | "roofline", Class::LatencyBound) => {
             let dram = s.dram_pct.unwrap_or(0.0) / s.busy_share();
             if dram < x.thresholds.latency_dram_pct {
@@ -508,7 +519,7 @@ pub fn assess(x: &Inputs) -> Assessment {
     };
     // The speed-of-light band: a top unit within a few points of the line may sit on either
     // side of it (GPM's pipes and ncu's compute figure differ by up to 10 points).
-    if let Some(top) = top_unit(s).filter(|t| t.near_line(x.thresholds)) {
+    if let Some(top) = top_unit(s, x.thresholds).filter(|t| t.near_line(x.thresholds)) {
         if matches!(
             own,
             Class::ComputeBound | Class::MemoryBound | Class::LatencyBound
@@ -525,6 +536,25 @@ pub fn assess(x: &Inputs) -> Assessment {
                     x.thresholds.bound_line_pct
                 ));
             }
+        }
+    }
+    // Kernels resident too little of the window for a unit to be shown at the line, though it
+    // reached it while they ran (a job's first or last window): either side, low.
+    if let Some(top) = top_unit(s, x.thresholds) {
+        let th = x.thresholds;
+        if own == Class::LatencyBound
+            && top.running_pct >= th.bound_line_pct
+            && !top.binds(th)
+            && matches!(x.rule, "compute" | "roofline")
+        {
+            push(&mut alts, top.bound_class(), own);
+            confidence = Confidence::Low;
+            reason = format!(
+                "kernels ran only part of the window: {} reached {:.0}% of its peak while they ran, {:.0}% over the window, under the line's share of it",
+                top.label(),
+                top.running_pct,
+                top.pct
+            );
         }
     }
     // Both detectors lead to the same outcome; the host's naming of the tool is the reason

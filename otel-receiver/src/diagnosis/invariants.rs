@@ -135,7 +135,7 @@ pub struct Redecided {
 pub fn guard(class: Class, s: &Signals, r: &Reading, th: &Thresholds) -> Option<Redecided> {
     let broken = violated(class, r)?;
     let bound = || -> Class {
-        match top_unit(s) {
+        match top_unit(s, th) {
             // With GPM: the top unit's side of the speed-of-light line.
             Some(top) => top.class(th),
             // Without GPM: the memory controller busy most of the resident time is bandwidth.

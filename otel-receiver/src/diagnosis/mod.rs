@@ -23,7 +23,7 @@ mod thresholds;
 
 use std::collections::BTreeMap;
 
-pub use class::{advice, Class, NCU_CONFIRM};
+pub use class::{advice, Class, NCU_COMMAND};
 pub use confidence::{
     by_elimination, is_measured, reads_duty, source, Assessment, Confidence, FEW_SAMPLES,
     SPEC_ORIGIN_PREFIX,

@@ -167,38 +167,32 @@ pub fn resources(s: &Signals, pcie_peak_mib_s: Option<f64>) -> Vec<(Resource, f6
     out
 }
 
-/// The window's headroom: of the resources its class names (the pipes for `compute_bound`,
-/// DRAM or the memory controller for `memory_bound`, PCIe for `transfer_bound`), the nearest
-/// its peak; for any other class, the nearest of all. Without pipe counters a compute-bound
-/// window's stand-in is power against the enforced limit. `None` where nothing was measured.
+/// The window's headroom: of every measured resource (the pipes, DRAM or, without GPM, the
+/// memory controller, PCIe where its link's peak is known), the one nearest its peak — never a
+/// 1% pipe over a 29% DRAM. Without pipe counters a compute-bound window's arithmetic stands in
+/// as power against the enforced limit. `None` where nothing was measured, and for idle and
+/// held windows: nothing runs, so nothing is near a peak.
 pub fn headroom(s: &Signals, class: Class, peaks: Peaks) -> Option<Headroom> {
     let Peaks {
         pcie_mib_s: pcie_peak_mib_s,
         power_limit_w,
         dram_gb_s,
     } = peaks;
+    if matches!(class, Class::Idle | Class::IdleHeld) {
+        return None;
+    }
     let all = resources(s, pcie_peak_mib_s);
-    let named: Vec<(Resource, f64)> = all
-        .iter()
-        .copied()
-        .filter(|(r, _)| match class {
-            Class::ComputeBound => r.is_arithmetic(),
-            Class::MemoryBound => matches!(r, Resource::Dram | Resource::MemoryController),
-            Class::TransferBound => *r == Resource::Pcie,
-            _ => true,
-        })
-        .collect();
+    let arithmetic_measured = all.iter().any(|(r, _)| r.is_arithmetic());
     let power = match (class, s.power_w, power_limit_w) {
-        (Class::ComputeBound, Some(p), Some(limit)) if named.is_empty() && limit > 0.0 => {
+        (Class::ComputeBound, Some(p), Some(limit)) if !arithmetic_measured && limit > 0.0 => {
             Some((Resource::Power, p / limit))
         }
         _ => None,
     };
-    let (resource, fraction) = named
+    let (resource, fraction) = all
         .into_iter()
         .chain(power)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .or_else(|| all.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)))?;
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let (peak, peak_unit) = match resource {
         Resource::Pcie => (pcie_peak_mib_s.map(|p| p / 1024.0), Some("GiB/s")),
         Resource::Power => (power_limit_w, Some("W")),
@@ -221,9 +215,13 @@ pub struct TopUnit {
     pub resource: Resource,
     /// Its mean over the window (% of peak).
     pub pct: f64,
-    /// The same per share of the window the kernels ran ([`Signals::busy_share`]): what the
-    /// line is set against, so that a pause in the window does not read as latency.
+    /// The same per share of the window the kernels ran ([`Signals::busy_share`], at least
+    /// `bound_busy_share_min`): what the line is set against, so that a short pause in the
+    /// window does not read as latency.
     pub busy_pct: f64,
+    /// The same per the busy share unfloored: what the unit ran at while the kernels ran, for a
+    /// window they filled less than `bound_busy_share_min` of.
+    pub running_pct: f64,
 }
 
 impl TopUnit {
@@ -272,8 +270,8 @@ impl TopUnit {
 }
 
 /// The window's top unit ([`TopUnit`]); `None` without GPM's DRAM or pipe readings. A tie goes
-/// to the pipe.
-pub fn top_unit(s: &Signals) -> Option<TopUnit> {
+/// to the pipe. The busy share it is set against is at least `bound_busy_share_min`.
+pub fn top_unit(s: &Signals, th: &Thresholds) -> Option<TopUnit> {
     let (resource, pct) = [
         (Resource::Tensor, s.tensor_pct),
         (Resource::Fp32, s.fp32_pct),
@@ -287,7 +285,8 @@ pub fn top_unit(s: &Signals) -> Option<TopUnit> {
     Some(TopUnit {
         resource,
         pct,
-        busy_pct: pct / s.busy_share(),
+        busy_pct: pct / s.busy_share().max(th.bound_busy_share_min),
+        running_pct: pct / s.busy_share(),
     })
 }
 
@@ -319,7 +318,7 @@ mod tests {
         assert_eq!(h.text(), "DRAM bandwidth at 57% of peak (4.8 TB/s)");
         // The top unit: DRAM for decode, under the line (latency) and in its band.
         let th = Thresholds::default();
-        let top = top_unit(&s).expect("top unit");
+        let top = top_unit(&s, &th).expect("top unit");
         assert_eq!(
             (top.resource, top.class(&th)),
             (Resource::Dram, Class::LatencyBound)
@@ -332,7 +331,7 @@ mod tests {
             dram_pct: Some(60.0),
             ..Signals::default()
         };
-        let top = top_unit(&tie).expect("top unit");
+        let top = top_unit(&tie, &th).expect("top unit");
         assert_eq!(
             (top.resource, top.class(&th)),
             (Resource::Tensor, Class::ComputeBound)
@@ -343,7 +342,7 @@ mod tests {
             ..tie
         };
         assert_eq!(
-            top_unit(&under).expect("top").class(&th),
+            top_unit(&under, &th).expect("top").class(&th),
             Class::MemoryBound
         );
         let under = Signals {
@@ -352,32 +351,58 @@ mod tests {
             ..Signals::default()
         };
         assert_eq!(
-            top_unit(&under).expect("top").class(&th),
+            top_unit(&under, &th).expect("top").class(&th),
             Class::LatencyBound
         );
-        // Kernels resident 60% of the window: 40% of the window is 67% while they ran.
+        // Kernels resident 80% of the window: 50% of the window is 62.5% while they ran.
         let paused = Signals {
-            util_pct: Some(60.0),
-            fp32_pct: Some(40.0),
+            util_pct: Some(80.0),
+            fp32_pct: Some(50.0),
             ..Signals::default()
         };
-        let top = top_unit(&paused).expect("top");
-        assert!((top.busy_pct - 66.667).abs() < 0.01, "{}", top.busy_pct);
+        let top = top_unit(&paused, &th).expect("top");
+        assert!((top.busy_pct - 62.5).abs() < 0.01, "{}", top.busy_pct);
         assert_eq!(top.class(&th), Class::ComputeBound);
-        assert_eq!(top_unit(&Signals::default()), None);
-        // A compute-bound verdict's headroom is its busiest pipe, whatever DRAM reads (a
-        // convnet: tensor 45%, DRAM 30%), and any class else takes the nearest of all.
+        // Resident 60%: a pause forgives at most a quarter of the window, so 44.9% of the
+        // window is under the line (59.9% of three quarters), 45% at it.
+        let half = Signals {
+            util_pct: Some(60.0),
+            fp32_pct: Some(44.9),
+            ..Signals::default()
+        };
+        let top = top_unit(&half, &th).expect("top");
+        assert_eq!(top.class(&th), Class::LatencyBound);
+        let half = Signals {
+            fp32_pct: Some(45.0),
+            ..half
+        };
+        assert_eq!(
+            top_unit(&half, &th).expect("top").class(&th),
+            Class::ComputeBound
+        );
+        assert_eq!(top_unit(&Signals::default(), &th), None);
+        // Whatever the verdict, the headroom is the unit nearest its peak: never a 1.4% tensor
+        // pipe over a 29% DRAM (h100-everyday's scatter, once read compute_bound).
+        let scatter = Signals {
+            tensor_pct: Some(1.4),
+            fp32_pct: Some(1.0),
+            dram_pct: Some(29.4),
+            ..Signals::default()
+        };
+        for class in [Class::ComputeBound, Class::LatencyBound, Class::MemoryBound] {
+            let h = headroom(&scatter, class, Peaks::default()).expect("headroom");
+            assert_eq!((h.resource, h.fraction), (Resource::Dram, 0.294));
+        }
         let conv = Signals {
             tensor_pct: Some(45.3),
             dram_pct: Some(30.4),
             ..Signals::default()
         };
-        let h = headroom(&conv, Class::ComputeBound, Peaks::default()).expect("headroom");
-        assert_eq!(h.resource, Resource::Tensor);
-        let h = headroom(&conv, Class::MemoryBound, Peaks::default()).expect("headroom");
-        assert_eq!(h.resource, Resource::Dram);
         let h = headroom(&conv, Class::InputStarved, Peaks::default()).expect("headroom");
         assert_eq!(h.resource, Resource::Tensor);
+        // Idle and held windows carry none.
+        assert_eq!(headroom(&conv, Class::Idle, Peaks::default()), None);
+        assert_eq!(headroom(&conv, Class::IdleHeld, Peaks::default()), None);
     }
 
     #[test]

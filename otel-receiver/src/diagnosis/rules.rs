@@ -278,7 +278,7 @@ fn memory(x: &RuleInput) -> Option<Verdict> {
     if let Some(dram) = s.dram_pct {
         // DRAM binds only as the unit nearest its peak, at or above the line; a pipe nearer
         // its own is the compute rule's.
-        let top = top_unit(s)?;
+        let top = top_unit(s, th)?;
         if top.resource != Resource::Dram || !top.binds(th) {
             return None;
         }
@@ -344,7 +344,7 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
         Some(th.busy_sm_pct / 100.0 * busy),
         format!("SMs {} active{}", pct(sm), while_busy(busy)),
     );
-    let Some(top) = top_unit(s) else {
+    let Some(top) = top_unit(s, th) else {
         return latency(x, None, sm_ev);
     };
     if top.binds(th) {
@@ -446,7 +446,10 @@ fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
         return None;
     }
     let busy = x.busy_share();
-    let load = x.power.load.filter(|l| l / busy >= th.busy_power_load)?;
+    let load = x.power.load?;
+    if load / busy < th.busy_power_load {
+        return latency_from_power(x, load);
+    }
     let mem = s
         .util_mem_pct
         .map(|m| format!(", memory controller {}", pct(m)))
@@ -465,6 +468,30 @@ fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
                 ),
             ),
         ],
+    )
+}
+
+/// Without GPM: kernels resident in every sample drawing clearly more than a held context
+/// (tiny kernels and a spin draw under `idle_power_load`) but under what a unit at its peak
+/// draws (`busy_power_load`): real kernels, none shown near a peak. h100-everyday's scatter
+/// without GPM: GPU-Util 100%, load 0.39, the memory controller 39%.
+fn latency_from_power(x: &RuleInput, load: f64) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    s.util_median_pct.filter(|u| *u >= th.spin_util_pct)?;
+    if load < th.idle_power_load {
+        return None;
+    }
+    verdict(
+        Class::LatencyBound,
+        vec![x.load_evidence(
+            load,
+            th.idle_power_load,
+            &format!(
+                "kernels resident in every sample draw more than tiny kernels or a spin, yet less than a unit at its peak ({}) {NO_GPM}: busy, not fast, by power alone",
+                th.busy_power_load
+            ),
+        )],
     )
 }
 
@@ -565,7 +592,7 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
             pct(sm)
         ),
     );
-    let top = top_unit(s)?;
+    let top = top_unit(s, th)?;
     if !top.binds(th) {
         return latency(x, Some(top), sm_ev);
     }

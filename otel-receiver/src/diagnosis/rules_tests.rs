@@ -661,14 +661,23 @@ fn compute_binds_at_the_line_and_below_it_every_unit_is_latency() {
     assert_eq!(d.assessment.alternatives, vec![Class::LatencyBound]);
     let d = decide(&busy(99.0, th.bound_line_pct + th.bound_band_pct, 10.0));
     assert_eq!(d.assessment.confidence, Confidence::High);
-    // A window half paused: the line is set against the share the kernels ran (a pipe at 40%
-    // of the window, kernels resident 60% of it: 67% while running).
-    let paused = Signals {
-        util_pct: Some(60.0),
-        util_median_pct: Some(60.0),
-        ..busy(55.0, 40.0, 5.0)
+    // A window partly paused: the line is set against the share the kernels ran (a pipe at
+    // 50% of the window, kernels resident 80% of it: 62.5% while running)…
+    let paused = |util: f64, pipe: f64| Signals {
+        util_pct: Some(util),
+        util_median_pct: Some(util),
+        ..busy(util * 0.9, pipe, 5.0)
     };
-    assert_eq!(decide(&paused).verdict.class, Class::ComputeBound);
+    assert_eq!(
+        decide(&paused(80.0, 50.0)).verdict.class,
+        Class::ComputeBound
+    );
+    // …but a pause forgives at most a quarter of it: resident 60%, a pipe at 40% (67% while
+    // running, 53% of three quarters) is not shown to bind; low, naming compute.
+    let d = decide(&paused(60.0, 40.0));
+    assert_eq!(d.verdict.class, Class::LatencyBound);
+    assert_eq!(d.assessment.confidence, Confidence::Low);
+    assert_eq!(d.assessment.alternatives, vec![Class::ComputeBound]);
     assert_ne!(
         decide(&busy(under(th.busy_sm_pct), 94.0, 0.0)).rule,
         "compute"
@@ -837,7 +846,26 @@ fn compute_without_gpm_needs_power_load_and_says_what_it_cannot_tell() {
         "compute",
         "power_load",
     )]);
-    assert_ne!(decide(&s(under(th.busy_power_load), 5.0)).rule, "compute");
+    // Under the line with a kernel in every sample and clearly more than a held context
+    // drawn: latency by power (h100-everyday's scatter without GPM: load 0.39), low, naming
+    // compute, memory (the controller at 39%) and small kernels.
+    let d = decide(&s(under(th.busy_power_load), 39.0));
+    assert_eq!((d.verdict.class, d.rule), (Class::LatencyBound, "compute"));
+    assert_eq!(d.assessment.confidence, Confidence::Low);
+    assert_eq!(
+        d.assessment.alternatives,
+        vec![Class::ComputeBound, Class::MemoryBound, Class::LaunchBound]
+    );
+    assert_eq!(
+        decide(&s(th.idle_power_load, 5.0)).verdict.class,
+        Class::LatencyBound
+    );
+    assert_ne!(decide(&s(under(th.idle_power_load), 5.0)).rule, "compute");
+    let unsteady = Signals {
+        util_median_pct: Some(under(th.spin_util_pct)),
+        ..s(0.3, 5.0)
+    };
+    assert_ne!(decide(&unsteady).rule, "compute");
     // Util under 80%: not judged compute from power.
     assert_ne!(decide(&nvml(under(80.0), 0.9)).rule, "compute");
     // NVLink measured quiet and the controller quiet: power says work, not whether a pipe

@@ -29,6 +29,11 @@ pub struct Thresholds {
     /// other side as its alternative (55–65%: ncu's own figures and GPM's differ by up to 10
     /// points on the pipes; flash attention at ncu's 59% accepts both).
     pub bound_band_pct: f64,
+    /// The least busy share the line is set against: a pause forgives at most this much of the
+    /// window, so a unit binds only where it ran at the line for at least 0.75 × 60% = 45% of
+    /// the window (issue #46: no bound window without a unit at 45%; the FP8 GEMM's last
+    /// window, kernels resident half of it, tensor 43.7%, is not shown to bind).
+    pub bound_busy_share_min: f64,
     /// A latency-bound window whose DRAM moves at least this share of its peak (%) waits on
     /// memory arriving a sector at a time (a random gather: SM 100%, DRAM 38–58%); below it,
     /// on dependent arithmetic, on-chip memory or units GPM does not count: the words differ,
@@ -134,6 +139,7 @@ impl Default for Thresholds {
             busy_sm_pct: 80.0,
             bound_line_pct: 60.0,
             bound_band_pct: 5.0,
+            bound_busy_share_min: 0.75,
             latency_dram_pct: 25.0,
             latency_pipe_quiet_pct: 5.0,
             roofline_sm_pct: 30.0,
