@@ -59,6 +59,9 @@ pub struct GpuDid {
     pub processes_sampled: bool,
     /// Its health over the run.
     pub health: Health,
+    /// In its latency-bound time, the mean share of peak (%) of the unit nearest its peak:
+    /// "busy, but at 29% of what the GPU can do".
+    pub latency_peak_pct: Option<f64>,
 }
 
 /// One change to make.
@@ -146,6 +149,11 @@ impl Screen {
                 owner: None,
                 processes_sampled: self.gpus.iter().any(|g| g.processes_sampled),
                 health: Health::default(),
+                latency_peak_pct: self
+                    .gpus
+                    .iter()
+                    .filter_map(|g| g.latency_peak_pct)
+                    .reduce(f64::max),
             }],
             hardware_lines: Some(hardware),
             together: Some(indices),
@@ -182,6 +190,9 @@ impl Screen {
             }
         }
         for line in self.hardware() {
+            push(&mut out, &line, 0);
+        }
+        if let Some(line) = self.latency_line() {
             push(&mut out, &line, 0);
         }
         let first = self.fixes.first().or(self.advice.as_ref());
@@ -311,6 +322,29 @@ impl Screen {
         parts.join(" · ")
     }
 
+    /// Busy is not fast: where a latency-bound change is among the three the screen names, how
+    /// far from its speed the GPU ran and the command that confirms it on one step.
+    fn latency_line(&self) -> Option<String> {
+        let named = self
+            .fixes
+            .iter()
+            .take(3)
+            .chain(self.advice.as_ref())
+            .any(|f| f.class == Class::LatencyBound);
+        if !named {
+            return None;
+        }
+        let peak = self
+            .gpus
+            .iter()
+            .filter_map(|g| g.latency_peak_pct)
+            .reduce(f64::max)?;
+        Some(format!(
+            "Busy, not fast: the unit nearest its peak ran at {peak:.0}% of it (ncu's line: 60%). Confirm: {}",
+            crate::diagnosis::NCU_COMMAND
+        ))
+    }
+
     /// Whether the hardware is sound, per GPU (GPUs that read the same share a line), and
     /// what a throttle asks of the reader.
     pub fn hardware(&self) -> Vec<String> {
@@ -409,7 +443,15 @@ fn did_sentence(g: &GpuDid, most: usize) -> String {
         .by_class
         .iter()
         .take(most)
-        .map(|(c, s)| format!("{:.0}% {}", 100.0 * s / total.max(1e-9), words::did(*c)))
+        .map(|(c, s)| {
+            let share = 100.0 * s / total.max(1e-9);
+            match (c, g.latency_peak_pct) {
+                (Class::LatencyBound, Some(peak)) => {
+                    format!("{share:.0}% busy, but at {peak:.0}% of what the GPU can do")
+                }
+                _ => format!("{share:.0}% {}", words::did(*c)),
+            }
+        })
         .collect();
     format!("Its time: {}.", parts.join(", "))
 }
@@ -473,6 +515,7 @@ mod tests {
             owner: Some("pid 499 python3 (user root, pgid 485)".into()),
             processes_sampled: true,
             health: Health::default(),
+            latency_peak_pct: None,
         }
     }
 

@@ -210,6 +210,8 @@ struct ClassTotals {
     power_w: Mean,
     util_pct: Mean,
     sm_pct: Mean,
+    /// The headroom's figure (% of peak): how near its peak the nearest unit ran.
+    headroom_pct: Mean,
 }
 
 /// Seconds an owner was seen, the verdicts it was seen in, its identity as recorded.
@@ -645,6 +647,8 @@ impl HumanReport {
             t.power_w.add(report.signals.power_w);
             t.util_pct.add(report.signals.util_pct);
             t.sm_pct.add(report.signals.sm_pct);
+            t.headroom_pct
+                .add(report.headroom.map(|h| h.fraction * 100.0));
         }
         let remedy = self.remedies.entry(report.remedy()).or_default();
         *remedy.seconds.entry(report.class).or_default() += seconds;
@@ -1035,6 +1039,10 @@ impl HumanReport {
                     owner: r.owners.ranked().first().map(|(o, _)| (*o).clone()),
                     processes_sampled: r.processes_sampled,
                     health: r.health.clone(),
+                    latency_peak_pct: r
+                        .by_class
+                        .get(&Class::LatencyBound)
+                        .and_then(|t| t.headroom_pct.get()),
                 }
             })
             .collect();

@@ -75,7 +75,7 @@ pub fn change(remedy: &str, class: Class) -> String {
             "Fuse the step: model = torch.compile(model) (mode=\"reduce-overhead\" also captures a CUDA graph), then grow the batch until a unit nears its peak.",
         ),
         r if r == advice::LATENCY_CUSTOM || r == Class::LatencyBound.remedy() => Some(
-            "Confirm on one step with Nsight Compute's SpeedOfLight section, then give each kernel more independent work: fuse small kernels, grow the batch, coalesce accesses and raise occupancy.",
+            "Confirm on one step with `ncu --section SpeedOfLight` (under 60% on both compute and memory is latency), then give each kernel more work: fuse small ops with torch.compile, grow the batch; in kernels of your own, coalesce accesses and raise occupancy.",
         ),
         r if r == Class::LaunchBound.remedy() => Some(
             "Fuse the small kernels: model = torch.compile(model, mode=\"reduce-overhead\"), which also captures the step in a CUDA graph (or capture it yourself with torch.cuda.graph); then grow the batch.",
