@@ -52,6 +52,16 @@ pub enum Metric {
     GpmFp32,
     GpmFp16,
     GpmFp64,
+    /// GPM integer-pipe activity (%): `NVML_GPM_METRIC_INTEGER_UTIL`. Sorts, top-k, hashing
+    /// and index arithmetic keep this pipe busy while every floating-point pipe reads ~0, so
+    /// without it integer-heavy work and latency-bound work look the same.
+    GpmInt,
+    /// GPM tensor-pipe activity split by instruction (%): half-precision matrix (HMMA: fp16,
+    /// bf16, tf32, fp8), integer matrix (IMMA: int8, int4) and FP64 matrix (DFMA) work.
+    /// `GpmTensor` is any of them; the split says which kind of GEMM keeps the cores busy.
+    GpmHmma,
+    GpmImma,
+    GpmDfma,
     /// GPM PCIe transmit rate (MiB/s).
     GpmPcieTx,
     /// GPM PCIe receive rate (MiB/s).
@@ -117,8 +127,8 @@ pub enum Metric {
 }
 
 impl Metric {
-    /// At most 64: [`Sample`] keeps a bit per metric in a `u64`.
-    pub const COUNT: usize = 61;
+    /// At most 128: [`Sample`] keeps a bit per metric in a [`MetricBits`].
+    pub const COUNT: usize = 65;
 
     pub const ALL: [Metric; Metric::COUNT] = [
         Metric::UtilGpu,
@@ -145,6 +155,10 @@ impl Metric {
         Metric::GpmFp32,
         Metric::GpmFp16,
         Metric::GpmFp64,
+        Metric::GpmInt,
+        Metric::GpmHmma,
+        Metric::GpmImma,
+        Metric::GpmDfma,
         Metric::GpmPcieTx,
         Metric::GpmPcieRx,
         Metric::GpmNvlinkTx,
@@ -211,6 +225,10 @@ impl Metric {
             Metric::GpmFp32 => "gpm_fp32",
             Metric::GpmFp16 => "gpm_fp16",
             Metric::GpmFp64 => "gpm_fp64",
+            Metric::GpmInt => "gpm_int",
+            Metric::GpmHmma => "gpm_hmma",
+            Metric::GpmImma => "gpm_imma",
+            Metric::GpmDfma => "gpm_dfma",
             Metric::GpmPcieTx => "gpm_pcie_tx",
             Metric::GpmPcieRx => "gpm_pcie_rx",
             Metric::GpmNvlinkTx => "gpm_nvlink_tx",
@@ -271,6 +289,10 @@ impl Metric {
                 | Metric::GpmFp32
                 | Metric::GpmFp16
                 | Metric::GpmFp64
+                | Metric::GpmInt
+                | Metric::GpmHmma
+                | Metric::GpmImma
+                | Metric::GpmDfma
                 | Metric::FanPct
         )
     }
@@ -285,6 +307,11 @@ impl Metric {
     }
 }
 
+/// A set of [`Metric`]s, bit `i` for [`Metric::ALL`]`[i]`: wide enough for every metric.
+pub type MetricBits = u128;
+
+const _: () = assert!(Metric::COUNT <= MetricBits::BITS as usize);
+
 /// One reading of one GPU. `t` is unix seconds; `clk_reasons` is NVML's clock-event (throttle)
 /// bitmask, kept apart from the numeric metrics because it is a set of flags, not a quantity.
 #[derive(Debug, Clone, PartialEq)]
@@ -298,7 +325,7 @@ pub struct Sample {
     values: [f64; Metric::COUNT],
     /// Bit `i` set when `values[i]` was read: the windows visit the metrics a sample has, not
     /// all of them (a trace of 20 columns would cost as much as one of 52).
-    present: u64,
+    present: MetricBits,
     /// The processes holding the GPU, where the process list was read (once a second).
     pub processes: Option<std::sync::Arc<Vec<GpuProcess>>>,
     /// The Kubernetes containers the kubelet assigned the GPU to, read with the process list
@@ -365,7 +392,7 @@ impl Sample {
 
     /// The bit of each metric it carries (bit `i` for [`Metric::ALL`]`[i]`), whose values
     /// [`Sample::metrics`] gives in the same order.
-    pub fn metric_bits(&self) -> u64 {
+    pub fn metric_bits(&self) -> MetricBits {
         self.present
     }
 
@@ -373,8 +400,8 @@ impl Sample {
     /// [`Sample::metric_bits`] and [`Sample::metrics`] give them): a packed row made a sample
     /// again without a pass over every metric. Bits past [`Metric::COUNT`] and bits beyond
     /// the values given are left out.
-    pub fn set_metrics(&mut self, bits: u64, values: &[f64]) {
-        let bits = bits & (u64::MAX >> (64 - Metric::COUNT));
+    pub fn set_metrics(&mut self, bits: MetricBits, values: &[f64]) {
+        let bits = bits & (MetricBits::MAX >> (MetricBits::BITS as usize - Metric::COUNT));
         // Most rows carry the metrics the one before did: only those it no longer carries go
         // back to 0, so that two samples with the same metrics compare equal.
         let mut stale = self.present & !bits;
@@ -605,9 +632,9 @@ mod tests {
         s.set_metrics(packed.metric_bits(), &values);
         assert_eq!(s, packed, "the old metrics gone, their values 0 again");
         // Fewer values than bits, and bits past the last metric: left out.
-        s.set_metrics(u64::MAX, &[7.0]);
+        s.set_metrics(MetricBits::MAX, &[7.0]);
         assert_eq!(s, Sample::new(1.0, 0).with(Metric::UtilGpu, 7.0));
-        s.set_metrics(1 << 63, &[1.0]);
+        s.set_metrics(1 << 100, &[1.0]);
         assert_eq!(s.metric_bits(), 0);
     }
 

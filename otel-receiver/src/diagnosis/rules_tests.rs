@@ -51,6 +51,11 @@ fn gpm(util: f64, sm: f64) -> Signals {
         fp32_pct: Some(0.0),
         fp16_pct: Some(0.0),
         fp64_pct: Some(0.0),
+        // As the fixtures recorded before `gpm_int` and the tensor split: not read.
+        integer_pct: None,
+        hmma_pct: None,
+        imma_pct: None,
+        dfma_pct: None,
         dram_pct: Some(0.0),
         pcie_mib_s: Some(0.0),
         pcie_rx_mib_s: Some(0.0),

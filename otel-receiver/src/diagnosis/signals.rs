@@ -36,6 +36,14 @@ pub struct Signals {
     pub fp32_pct: Option<f64>,
     pub fp16_pct: Option<f64>,
     pub fp64_pct: Option<f64>,
+    /// The integer pipe (%), where GPM reads it (`gpm_int`; traces before it have none):
+    /// sorts, top-k, hashing and index arithmetic.
+    pub integer_pct: Option<f64>,
+    /// The tensor pipe split by instruction (%): half-precision (HMMA), integer (IMMA) and
+    /// FP64 (DFMA) matrix work, where GPM reads them.
+    pub hmma_pct: Option<f64>,
+    pub imma_pct: Option<f64>,
+    pub dfma_pct: Option<f64>,
     pub dram_pct: Option<f64>,
     /// PCIe receive + transmit (MiB/s), from GPM or NVML.
     pub pcie_mib_s: Option<f64>,
@@ -93,6 +101,7 @@ impl Signals {
             (Metric::GpmFp32, "fp32"),
             (Metric::GpmFp16, "fp16"),
             (Metric::GpmFp64, "fp64"),
+            (Metric::GpmInt, "integer"),
         ];
         let busiest = pipes
             .iter()
@@ -127,6 +136,10 @@ impl Signals {
             fp32_pct: w.mean(Metric::GpmFp32),
             fp16_pct: w.mean(Metric::GpmFp16),
             fp64_pct: w.mean(Metric::GpmFp64),
+            integer_pct: w.mean(Metric::GpmInt),
+            hmma_pct: w.mean(Metric::GpmHmma),
+            imma_pct: w.mean(Metric::GpmImma),
+            dfma_pct: w.mean(Metric::GpmDfma),
             dram_pct: w.mean(Metric::GpmDram),
             pcie_mib_s: sum(pcie_rx, pcie_tx),
             pcie_rx_mib_s: pcie_rx,
@@ -182,5 +195,56 @@ impl Signals {
     /// not bursts between waits. Without a duty figure, the mean decides.
     pub fn util_steady(&self) -> bool {
         self.util_duty.is_none_or(|d| d >= 0.75)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Sample;
+    use crate::window::GpuWindower;
+
+    /// One 2 s window of `rows`, a sample every 100 ms.
+    fn window_of(row: impl Fn(Sample) -> Sample) -> WindowStats {
+        let mut windower = GpuWindower::new(0, 2.0);
+        for i in 0..20 {
+            let sample = row(Sample::new(100.0 + f64::from(i) * 0.1, 0));
+            windower.push(&sample).expect("in order");
+        }
+        windower.finish().expect("a window")
+    }
+
+    #[test]
+    fn the_integer_pipe_is_a_pipe_and_the_tensor_split_is_read() {
+        // A sort's shape: SMs busy, the integer pipe well above every floating-point pipe.
+        let w = window_of(|s| {
+            s.with(Metric::GpmSm, 95.0)
+                .with(Metric::GpmFp32, 4.0)
+                .with(Metric::GpmTensor, 0.0)
+                .with(Metric::GpmInt, 38.0)
+                .with(Metric::GpmHmma, 0.0)
+                .with(Metric::GpmImma, 0.0)
+                .with(Metric::GpmDfma, 0.0)
+        });
+        let s = Signals::of(&w);
+        assert_eq!((s.pipe_pct, s.pipe_name), (Some(38.0), Some("integer")));
+        assert_eq!(s.integer_pct, Some(38.0));
+        assert_eq!(
+            (s.hmma_pct, s.imma_pct, s.dfma_pct),
+            (Some(0.0), Some(0.0), Some(0.0))
+        );
+    }
+
+    #[test]
+    fn a_trace_without_the_new_columns_leaves_them_unmeasured() {
+        // Every fixture recorded before `gpm_int`: the busiest pipe is one of the old four.
+        let w = window_of(|s| {
+            s.with(Metric::GpmSm, 95.0)
+                .with(Metric::GpmFp32, 4.0)
+                .with(Metric::GpmTensor, 1.0)
+        });
+        let s = Signals::of(&w);
+        assert_eq!((s.pipe_pct, s.pipe_name), (Some(4.0), Some("fp32")));
+        assert_eq!((s.integer_pct, s.hmma_pct), (None, None));
     }
 }

@@ -140,7 +140,7 @@ pub const SM_OCCUPANCY: MetricDef = gauge("gpuslack.sm.occupancy", "1", "GPM SM 
 pub const PIPE_ACTIVITY: MetricDef = gauge(
     "gpuslack.pipe.activity",
     "1",
-    "GPM activity of each arithmetic pipe (gpuslack.pipe: tensor, fp32, fp16, fp64)",
+    "GPM activity of each arithmetic pipe (gpuslack.pipe: tensor, fp32, fp16, fp64, integer)",
 );
 pub const DRAM_ACTIVITY: MetricDef = gauge(
     "gpuslack.dram.activity",

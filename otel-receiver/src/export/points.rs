@@ -491,6 +491,7 @@ pub fn shaped_points(view: &GpuView, top: usize, shape: Shape) -> Vec<Point> {
         ("tensor", s.tensor_pct),
         ("fp32", s.fp32_pct),
         ("fp16", s.fp16_pct),
+        ("integer", s.integer_pct),
     ] {
         push(PIPE_ACTIVITY, share(value), attr("gpuslack.pipe", pipe));
     }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::error::TraceError;
 use crate::attribution::{GpuProcess, PodContainer};
-use crate::sample::{NvlinkLink, Sample};
+use crate::sample::{MetricBits, NvlinkLink, Sample};
 
 /// Chunks parsed or being parsed ahead of the pipeline, whatever the number of threads: this
 /// bounds the reader's memory (about 2 MiB of input, 6 MiB of parsed rows and the windows
@@ -37,7 +37,7 @@ const CHUNKS_IN_FLIGHT: usize = 16;
 struct Row {
     t: f64,
     gpu: u32,
-    present: u64,
+    present: MetricBits,
     first: u32,
     clk_reasons: Option<u64>,
     /// The lists, which few rows carry, apart: the row stays one cache line.

@@ -164,6 +164,6 @@ mod tests {
             .collect::<Result<_, _>>()
             .expect("rows");
         assert_eq!(back, vec![s]);
-        assert_eq!(back[0].get(Metric::PcieLinkWidthMax), Some(1057.0));
+        assert_eq!(back[0].get(Metric::PcieLinkWidthMax), Some(1061.0));
     }
 }

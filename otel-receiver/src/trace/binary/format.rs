@@ -4,14 +4,22 @@
 /// The file's first eight bytes. Not text: a CSV trace cannot start with them.
 pub(crate) const MAGIC: [u8; 8] = *b"\x89GSTRC\r\n";
 
-/// The layout version this build writes and reads. A reader refuses a newer one by name rather
-/// than misreading it.
-pub(super) const VERSION: u16 = 1;
+/// The layout version this build writes. A reader refuses a newer one by name rather than
+/// misreading it. Version 2 let the header name up to 128 columns (the presence and integer
+/// masks grew from 64 to 128 bits, still LEB128): a version 1 file, at most 64 columns, reads
+/// exactly as it did.
+pub(super) const VERSION: u16 = 2;
+
+/// The oldest layout version this build reads.
+pub(super) const OLDEST_VERSION: u16 = 1;
+
+/// The most metric columns a header may name: one bit each in a row's presence mask.
+pub(super) const MAX_COLUMNS: usize = 128;
 
 /// Bytes before the header's text: magic, version, reserved, the text's length, its CRC-32.
 pub(super) const PREAMBLE_BYTES: usize = 20;
 
-/// The longest header text accepted: 64 names of at most a few dozen bytes each.
+/// The longest header text accepted: 128 names of at most a few dozen bytes each.
 pub(super) const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// A block's own header: its payload's length, its row count, the payload's CRC-32.
@@ -51,6 +59,41 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// Appends a presence or integer mask as LEB128, which for a mask under 2^64 is the same bytes
+/// [`put_varint`] writes.
+pub(super) fn put_mask(out: &mut Vec<u8>, mut v: u128) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a mask [`put_mask`] wrote; `None` when the bytes end first or it does not fit 128
+/// bits (more than nineteen bytes, or a nineteenth above 1).
+#[inline(always)]
+pub(super) fn get_mask(b: &[u8], p: &mut usize) -> Option<u128> {
+    let start = *p;
+    if let Some(v) = get_varint(b, p) {
+        return Some(u128::from(v));
+    }
+    // Past 64 bits: a byte at a time, from where the short form gave up.
+    *p = start;
+    let mut v = 0u128;
+    for shift in (0..128).step_by(7) {
+        let byte = *b.get(*p)?;
+        *p += 1;
+        if shift == 126 && byte > 3 {
+            return None;
+        }
+        v |= u128::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// Reads a LEB128 number at `*p`, moving past it; `None` when the bytes end first or it does
@@ -123,6 +166,41 @@ pub(super) fn unzigzag(z: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mask_reads_back_on_both_sides_of_64_bits() {
+        for v in [
+            0u128,
+            1,
+            127,
+            128,
+            u128::from(u64::MAX),
+            1 << 64,
+            (1 << 64) | 5,
+            u128::MAX,
+        ] {
+            let mut out = Vec::new();
+            put_mask(&mut out, v);
+            if let Ok(short) = u64::try_from(v) {
+                let mut same = Vec::new();
+                put_varint(&mut same, short);
+                assert_eq!(
+                    out, same,
+                    "a mask under 2^64 is written as version 1 wrote it"
+                );
+            }
+            let mut p = 0;
+            assert_eq!(get_mask(&out, &mut p), Some(v));
+            assert_eq!(p, out.len());
+        }
+        // A twentieth byte, or a nineteenth above 3: not a 128-bit mask.
+        let mut p = 0;
+        assert_eq!(get_mask(&[0xff; 20], &mut p), None);
+        let mut long = vec![0xff; 18];
+        long.push(4);
+        let mut p = 0;
+        assert_eq!(get_mask(&long, &mut p), None);
+    }
 
     #[test]
     fn varints_round_trip_at_every_length_and_refuse_overflow() {

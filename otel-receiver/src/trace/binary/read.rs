@@ -7,8 +7,9 @@ use std::io::{self, Read};
 use std::sync::Arc;
 
 use super::format::{
-    get_varint, unzigzag, BLOCK_HEADER_BYTES, CLK_REASONS, EXTRAS, MAX_BLOCK_BYTES, MAX_BLOCK_ROWS,
-    MAX_HEADER_BYTES, MIN_ROW_BYTES, NVLINKS, PODS, PREAMBLE_BYTES, PROCESSES, VERSION,
+    get_mask, get_varint, unzigzag, BLOCK_HEADER_BYTES, CLK_REASONS, EXTRAS, MAX_BLOCK_BYTES,
+    MAX_BLOCK_ROWS, MAX_COLUMNS, MAX_HEADER_BYTES, MIN_ROW_BYTES, NVLINKS, OLDEST_VERSION, PODS,
+    PREAMBLE_BYTES, PROCESSES, VERSION,
 };
 use crate::sample::{Metric, Sample};
 use crate::trace::batches::{Batch, Chunk, Chunker, ParseChunk};
@@ -26,9 +27,9 @@ struct Layout {
     /// Bit `i` of a row's presence: the metric of the header's `i`-th name and whether it is a
     /// percentage, or `None` for a name this build does not know (read and left out) and past
     /// the header's names.
-    columns: [Option<(Metric, bool)>; 64],
+    columns: [Option<(Metric, bool)>; MAX_COLUMNS],
     /// Bits of a row's presence that the header names.
-    named: u64,
+    named: u128,
     /// The header's names, to name a column in an error.
     names: Vec<String>,
 }
@@ -103,10 +104,10 @@ impl<R: Read> BinaryChunks<R> {
         }
         let version = u16::from_le_bytes([fixed[0], fixed[1]]);
         let reserved = u16::from_le_bytes([fixed[2], fixed[3]]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(header_error(
                 &path,
-                format!("a binary trace of layout version {version}; this gpuslack reads version {VERSION} (a newer gpuslack wrote it: convert it to CSV there)"),
+                format!("a binary trace of layout version {version}; this gpuslack reads versions {OLDEST_VERSION} to {VERSION} (a newer gpuslack wrote it: convert it to CSV there)"),
             ));
         }
         if reserved != 0 {
@@ -135,11 +136,13 @@ impl<R: Read> BinaryChunks<R> {
             Ok(text) => text.split(',').map(str::to_string).collect(),
             Err(_) => return Err(header_error(&path, "the header is not text".into())),
         };
-        if names.len() > 64 {
+        // Version 1 rows had room for 64; a longer header there is damage.
+        let room = if version == 1 { 64 } else { MAX_COLUMNS };
+        if names.len() > room {
             return Err(header_error(
                 &path,
                 format!(
-                    "the header names {} columns; a row has room for 64",
+                    "the header names {} columns; a row has room for {room}",
                     names.len()
                 ),
             ));
@@ -152,11 +155,13 @@ impl<R: Read> BinaryChunks<R> {
                 });
             }
         }
-        let mut columns = [None; 64];
+        let mut columns = [None; MAX_COLUMNS];
         for (column, name) in columns.iter_mut().zip(&names) {
             *column = Metric::from_column(name).map(|m| (m, m.is_percent()));
         }
-        let named = u64::MAX.checked_shr(64 - names.len() as u32).unwrap_or(0);
+        let named = u128::MAX
+            .checked_shr(MAX_COLUMNS as u32 - names.len() as u32)
+            .unwrap_or(0);
         let ignored = check::unknown_columns(
             &path,
             names
@@ -427,8 +432,8 @@ fn decode_row(
             );
         }
     }
-    let present = get_varint(b, p).ok_or_else(cut)?;
-    let integers = get_varint(b, p).ok_or_else(cut)?;
+    let present = get_mask(b, p).ok_or_else(cut)?;
+    let integers = get_mask(b, p).ok_or_else(cut)?;
     if integers & !present != 0 {
         return Err(RowError::Corrupt(
             "integer bits for values the row lacks".into(),
@@ -657,10 +662,10 @@ mod tests {
     fn a_header_of_another_version_or_damaged_is_refused_by_name() {
         let good = trace_of(1, 1);
         let mut newer = good.clone();
-        newer[8] = 2;
+        newer[8] = 3;
         assert_eq!(
-            read(&newer)[0].1.as_ref().expect_err("version 2"),
-            "t.gstrace: a binary trace of layout version 2; this gpuslack reads version 1 (a newer gpuslack wrote it: convert it to CSV there)"
+            read(&newer)[0].1.as_ref().expect_err("version 3"),
+            "t.gstrace: a binary trace of layout version 3; this gpuslack reads versions 1 to 2 (a newer gpuslack wrote it: convert it to CSV there)"
         );
         let mut damaged = good.clone();
         damaged[PREAMBLE_BYTES] ^= 1;
@@ -682,10 +687,18 @@ mod tests {
 
     #[test]
     fn a_column_a_newer_writer_added_is_read_past() {
+        for version in [OLDEST_VERSION, VERSION] {
+            a_column_a_newer_writer_added_is_read_past_in(version);
+        }
+    }
+
+    /// The same row in a version 1 file (before the masks grew to 128 bits) and a version 2
+    /// file: a mask under 2^64 is the same bytes in both.
+    fn a_column_a_newer_writer_added_is_read_past_in(version: u16) {
         // A header naming a column this build does not know, before one it does.
         let text = b"fan_rpm,power_mw";
         let mut bytes = MAGIC.to_vec();
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&version.to_le_bytes());
         bytes.extend_from_slice(&0u16.to_le_bytes());
         bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
         bytes.extend_from_slice(&crc32fast::hash(text).to_le_bytes());

@@ -5,8 +5,8 @@
 use std::io::{self, Write};
 
 use super::format::{
-    exact_integer, put_varint, zigzag, BLOCK_HEADER_BYTES, CLK_REASONS, MAGIC, MAX_LIST_BYTES,
-    NVLINKS, PODS, PROCESSES, TARGET_BLOCK_BYTES, VERSION,
+    exact_integer, put_mask, put_varint, zigzag, BLOCK_HEADER_BYTES, CLK_REASONS, MAGIC,
+    MAX_LIST_BYTES, NVLINKS, PODS, PROCESSES, TARGET_BLOCK_BYTES, VERSION,
 };
 use crate::sample::{Metric, Sample};
 use crate::trace::SampleWriter;
@@ -128,15 +128,15 @@ impl<W: Write> SampleWriter for BinaryTraceWriter<W> {
             }
         }
         // A NaN is "not sampled" to every reader: it is left out, as the CSV reader reads it.
-        let (mut present, mut integers) = (0u64, 0u64);
+        let (mut present, mut integers) = (0u128, 0u128);
         for (metric, v) in sample.metrics().filter(|(_, v)| !v.is_nan()) {
             present |= 1 << metric as u32;
             if exact_integer(v).is_some() {
                 integers |= 1 << metric as u32;
             }
         }
-        put_varint(b, present);
-        put_varint(b, integers);
+        put_mask(b, present);
+        put_mask(b, integers);
         for (_, v) in sample.metrics().filter(|(_, v)| !v.is_nan()) {
             match exact_integer(v) {
                 Some(i) => put_varint(b, zigzag(i)),

@@ -6,7 +6,11 @@ use super::*;
 /// GPM metrics we read, and the trace metric each becomes. Graphics-engine activity is left out
 /// on purpose: computing it costs 1.4 ms of CPU on an H200, the other eleven together ~30 µs
 /// (measured once by scripts/device/gpm_cost.py, in git history), and SM activity says more.
-const GPM_METRICS: [(GpmMetricId, Metric); 11] = [
+/// The integer pipe and the tensor split are computed from the same two samples as the rest:
+/// the roofline needs the integer pipe to tell sorts and hashing from latency-bound work, and
+/// the split to say which kind of matrix work binds. A GPU without one of them answers that
+/// metric alone with an error, which leaves its column empty.
+const GPM_METRICS: [(GpmMetricId, Metric); 15] = [
     (GpmMetricId::SmUtil, Metric::GpmSm),
     (GpmMetricId::SmOccupancy, Metric::GpmOcc),
     (GpmMetricId::AnyTensorUtil, Metric::GpmTensor),
@@ -14,6 +18,10 @@ const GPM_METRICS: [(GpmMetricId, Metric); 11] = [
     (GpmMetricId::Fp32Util, Metric::GpmFp32),
     (GpmMetricId::Fp16Util, Metric::GpmFp16),
     (GpmMetricId::Fp64Util, Metric::GpmFp64),
+    (GpmMetricId::IntegerUtil, Metric::GpmInt),
+    (GpmMetricId::HmmaTensorUtil, Metric::GpmHmma),
+    (GpmMetricId::ImmaTensorUtil, Metric::GpmImma),
+    (GpmMetricId::DfmaTensorUtil, Metric::GpmDfma),
     (GpmMetricId::PcieTxPerSec, Metric::GpmPcieTx),
     (GpmMetricId::PcieRxPerSec, Metric::GpmPcieRx),
     (GpmMetricId::NvlinkTotalTxPerSec, Metric::GpmNvlinkTx),
