@@ -287,8 +287,10 @@ pub fn assess(x: &Inputs) -> Assessment {
             )
         }
         ("compute" | "roofline", Class::LatencyBound) => {
+            // DRAM quiet and the integer pipe unmeasured: integer work at its peak would read
+            // the same.
             let dram = s.dram_pct.unwrap_or(0.0) / s.busy_share();
-            if dram < x.thresholds.latency_dram_pct {
+            if dram < x.thresholds.latency_dram_pct && s.integer_pct.is_none() {
                 push(&mut alts, Class::ComputeBound, own);
             }
             let beyond_tiny = s.dram_pct.unwrap_or(0.0) >= super::invariants::TINY_DRAM_MAX * 100.0

@@ -28,6 +28,8 @@ pub enum Resource {
     Fp16,
     /// The FP64 pipe (GPM).
     Fp64,
+    /// The integer pipe (GPM's `INTEGER_UTIL`, where the source reads it).
+    Integer,
     /// DRAM bandwidth (GPM).
     Dram,
     /// The memory controller's busy share of time (NVML): DRAM's stand-in without GPM.
@@ -46,6 +48,7 @@ impl Resource {
             Resource::Fp32 => "fp32",
             Resource::Fp16 => "fp16",
             Resource::Fp64 => "fp64",
+            Resource::Integer => "integer",
             Resource::Dram => "dram",
             Resource::MemoryController => "memory_controller",
             Resource::Pcie => "pcie",
@@ -57,7 +60,7 @@ impl Resource {
     pub fn is_arithmetic(self) -> bool {
         matches!(
             self,
-            Resource::Tensor | Resource::Fp32 | Resource::Fp16 | Resource::Fp64
+            Resource::Tensor | Resource::Fp32 | Resource::Fp16 | Resource::Fp64 | Resource::Integer
         )
     }
 
@@ -67,6 +70,7 @@ impl Resource {
             Resource::Fp32 => "the FP32 pipe",
             Resource::Fp16 => "the FP16 pipe",
             Resource::Fp64 => "the FP64 pipe",
+            Resource::Integer => "the integer pipe",
             Resource::Dram => "DRAM bandwidth",
             Resource::MemoryController => "the memory controller",
             Resource::Pcie => "the PCIe link",
@@ -146,6 +150,7 @@ pub fn resources(s: &Signals, pcie_peak_mib_s: Option<f64>) -> Vec<(Resource, f6
         (Resource::Fp32, s.fp32_pct),
         (Resource::Fp16, s.fp16_pct),
         (Resource::Fp64, s.fp64_pct),
+        (Resource::Integer, s.integer_pct),
         (Resource::Dram, s.dram_pct),
     ] {
         if let Some(v) = v.filter(|v| v.is_finite()) {
@@ -207,7 +212,8 @@ pub fn headroom(s: &Signals, class: Class, peaks: Peaks) -> Option<Headroom> {
     })
 }
 
-/// The unit nearest its peak among DRAM and every measured pipe: what Nsight Compute's
+/// The unit nearest its peak among DRAM and every measured pipe (the integer pipe where the
+/// source reads it): what Nsight Compute's
 /// speed-of-light sets against its 60% line. PCIe, NVLink and the memory controller's share of
 /// time are not among them: they are not the SMs' units.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -277,6 +283,7 @@ pub fn top_unit(s: &Signals, th: &Thresholds) -> Option<TopUnit> {
         (Resource::Fp32, s.fp32_pct),
         (Resource::Fp16, s.fp16_pct),
         (Resource::Fp64, s.fp64_pct),
+        (Resource::Integer, s.integer_pct),
         (Resource::Dram, s.dram_pct),
     ]
     .into_iter()

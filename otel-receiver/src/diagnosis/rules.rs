@@ -421,16 +421,27 @@ fn latency(x: &RuleInput, top: Option<TopUnit>, fill: Evidence) -> Option<Verdic
             "neither DRAM nor any pipe was measured beside the SM activity: no unit is known to bind".into(),
         ),
     };
-    let unmeasured = Evidence::new(
-        "integer_unmeasured",
-        0.0,
-        None,
-        "the integer pipe was not measured (this source has no integer column), nor the load/store and special-function units: integer-heavy work (sort, top-k, hashing) would read the same".into(),
-    );
+    let units = match s.integer_pct {
+        None => Evidence::new(
+            "integer_unmeasured",
+            0.0,
+            None,
+            "the integer pipe was not measured (this source has no integer column), nor the load/store and special-function units: integer-heavy work (sort, top-k, hashing) would read the same".into(),
+        ),
+        Some(int) => Evidence::new(
+            "integer",
+            int / 100.0,
+            Some(th.bound_line_pct / 100.0 * busy),
+            format!(
+                "the integer pipe, measured, at {}: not integer work at its peak either (the load/store and special-function units are not measured)",
+                pct(int)
+            ),
+        ),
+    };
     let scattered = dram / busy >= th.latency_dram_pct && pipe < th.latency_pipe_quiet_pct;
     Some(Verdict {
         class: Class::LatencyBound,
-        evidence: vec![top_ev, fill, unmeasured],
+        evidence: vec![top_ev, fill, units],
         advice: scattered.then_some(advice::LATENCY_SCATTERED),
     })
 }

@@ -208,7 +208,7 @@ pub const POWER_EXPECTED: MetricDef = gauge(
 );
 /// One series per GPU at a time: the unit the figure measures is its `gpuslack.headroom.unit`
 /// attribute, one of [`crate::diagnosis::Resource`]'s fixed names (tensor, fp32, fp16, fp64,
-/// dram, memory_controller, pcie, power), never a value per window.
+/// integer, dram, memory_controller, pcie, power), never a value per window.
 pub const HEADROOM: MetricDef = gauge(
     "gpuslack.headroom",
     "1",
