@@ -399,7 +399,7 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     assert!(!churn.is_empty());
     for w in &churn {
         assert_eq!(
-            w.remedy,
+            w.remedy(),
             gpuslack_receiver::diagnosis::advice::ALLOCATION_CHURN
         );
         let swing = w
@@ -412,7 +412,7 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     // One 1024-thread block: 0.8% of the SMs active, each holding half its warps.
     for w in in_phase(&r, phase("h200-verdicts", "one_block_reduction"), 1.5) {
         assert_eq!(w.class, Class::LaunchBound);
-        assert_eq!(w.remedy, gpuslack_receiver::diagnosis::advice::FEW_BLOCKS);
+        assert_eq!(w.remedy(), gpuslack_receiver::diagnosis::advice::FEW_BLOCKS);
         let occ = &w.evidence[0];
         assert_eq!(occ.signal, "occupancy_per_sm");
         assert!(occ.value >= 0.3, "{}", occ.text);
@@ -422,7 +422,7 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     for w in in_phase(&r, phase("h200-verdicts", "random_gather"), 1.5) {
         assert_eq!(w.class, Class::LatencyBound);
         assert_eq!(
-            w.remedy,
+            w.remedy(),
             gpuslack_receiver::diagnosis::advice::LATENCY_SCATTERED
         );
         assert!(evidence_text(w).contains("busy, not fast"));
@@ -443,7 +443,9 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     assert!(windows
         .iter()
         .filter(|w| w.stats.start >= first_hung.stats.start && w.stats.end <= spin.1)
-        .all(|w| w.class == Class::Hung && w.remedy == gpuslack_receiver::diagnosis::advice::SPIN));
+        .all(
+            |w| w.class == Class::Hung && w.remedy() == gpuslack_receiver::diagnosis::advice::SPIN
+        ));
 }
 
 /// Two jobs on one host, from the two-GPU recording: job A (GPUs 0 and 1, process group 100)

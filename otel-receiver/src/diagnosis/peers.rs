@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use super::class::advice;
 use super::evidence::{pct, Evidence};
+use super::remedy::Advice;
 use super::{Class, StallKind, Thresholds, WindowReport};
 
 pub fn explain(frame: &mut [WindowReport], th: &Thresholds) {
@@ -187,7 +187,7 @@ fn explain_by_power(frame: &mut [WindowReport], group: &[usize], th: &Thresholds
             let r = &mut frame[i];
             r.class = Class::SyncWait;
             r.rule = "collective_by_power";
-            r.remedy = Class::SyncWait.remedy();
+            r.found.peers = Some(Advice::Own);
             r.evidence.insert(0, ev);
         }
         name_straggler(frame, leader, &waiters, gap);
@@ -199,7 +199,7 @@ fn explain_by_power(frame: &mut [WindowReport], group: &[usize], th: &Thresholds
             let r = &mut frame[i];
             r.class = Class::SyncWait;
             r.rule = "collective_by_power";
-            r.remedy = Class::SyncWait.remedy();
+            r.found.peers = Some(Advice::Own);
             r.evidence.insert(0, ev);
         }
         let top = load(&frame[leader]) * 100.0;
@@ -289,11 +289,11 @@ fn explain_hang(frame: &mut [WindowReport], group: &[usize], th: &Thresholds) {
         if hung {
             r.class = Class::Hung;
             r.rule = "hung_job";
-            r.remedy = advice::HUNG_JOB;
+            r.found.peers = Some(Advice::HungJob);
         } else if mine == StallKind::Spin && r.class != Class::Hung {
             r.class = Class::SyncWait;
             r.rule = "stalled_job";
-            r.remedy = Class::SyncWait.remedy();
+            r.found.peers = Some(Advice::Own);
         }
     }
 }

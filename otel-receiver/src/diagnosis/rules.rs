@@ -4,9 +4,9 @@
 //! power placed against the GPU's baselines, NVML's link counters): most installed GPUs have
 //! no GPM. docs/DIAGNOSIS.md walks through them with the recorded numbers behind each threshold.
 
-use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
 use super::invariants::{TINY_DRAM_MAX, TINY_TENSOR_MAX};
+use super::remedy::Advice;
 use super::roofline::Resource;
 use super::roofline::{top_unit, TopUnit};
 use super::{Class, PowerPlace, Signals, Spin, Thresholds};
@@ -50,7 +50,7 @@ impl RuleInput<'_> {
 pub struct Verdict {
     pub class: Class,
     pub evidence: Vec<Evidence>,
-    pub advice: Option<&'static str>,
+    pub advice: Option<Advice>,
 }
 
 fn verdict(class: Class, evidence: Vec<Evidence>) -> Option<Verdict> {
@@ -159,7 +159,7 @@ fn spin(x: &RuleInput) -> Option<Verdict> {
     Some(Verdict {
         class,
         evidence,
-        advice: Some(advice::SPIN),
+        advice: Some(Advice::Spin),
     })
 }
 
@@ -442,7 +442,7 @@ fn latency(x: &RuleInput, top: Option<TopUnit>, fill: Evidence) -> Option<Verdic
     Some(Verdict {
         class: Class::LatencyBound,
         evidence: vec![top_ev, fill, units],
-        advice: scattered.then_some(advice::LATENCY_SCATTERED),
+        advice: scattered.then_some(Advice::LatencyScattered),
     })
 }
 
@@ -557,11 +557,11 @@ fn collective(x: &RuleInput) -> Option<Verdict> {
 /// with the tensor pipe idle (the FP32 GEMM: fp32 76%, tensor 0%) is the TF32/bf16 case; a
 /// tensor pipe busy well under its peak with the SMs held (a convnet: tensor 45%, SM 94%;
 /// GEMMs of 2048: 64%) spends the rest on layouts, small tiles and the ops between.
-fn compute_advice(s: &Signals, busy: f64) -> Option<&'static str> {
+fn compute_advice(s: &Signals, busy: f64) -> Option<Advice> {
     let tensor = s.tensor_pct.unwrap_or(0.0);
     match s.pipe_name {
-        Some("fp32") if tensor < 1.0 => Some(advice::FP32_NO_TENSOR),
-        Some("tensor") if tensor / busy < 70.0 => Some(advice::TENSOR_PARTLY),
+        Some("fp32") if tensor < 1.0 => Some(Advice::Fp32NoTensor),
+        Some("tensor") if tensor / busy < 70.0 => Some(Advice::TensorPartly),
         _ => None,
     }
 }
@@ -622,7 +622,7 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
                     pct(pipe)
                 ),
             ),
-            Some(advice::LOW_INTENSITY_MEMORY),
+            Some(Advice::LowIntensityMemory),
         )
     } else {
         (
@@ -639,8 +639,8 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
             ),
             // FP32 work with the tensor cores idle is the TF32/bf16 case however full the SMs.
             Some(match compute_advice(s, busy) {
-                Some(advice::FP32_NO_TENSOR) => advice::FP32_NO_TENSOR,
-                _ => advice::PARTLY_FILLED_COMPUTE,
+                Some(Advice::Fp32NoTensor) => Advice::Fp32NoTensor,
+                _ => Advice::PartlyFilledCompute,
             }),
         )
     };
@@ -800,7 +800,7 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
         return Some(Verdict {
             class: Class::LaunchBound,
             evidence,
-            advice: Some(advice::FEW_BLOCKS),
+            advice: Some(Advice::FewBlocks),
         });
     }
     if let Spin::Spinning {
@@ -856,7 +856,7 @@ fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
                 th.long_spin_s
             ),
         )],
-        advice: Some(advice::ON_CHIP_OR_SPIN),
+        advice: Some(Advice::OnChipOrSpin),
     })
 }
 

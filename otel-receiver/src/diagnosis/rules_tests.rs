@@ -147,7 +147,9 @@ impl Decided {
         self.verdict.evidence.iter().map(|e| e.signal).collect()
     }
     fn remedy(&self) -> &'static str {
-        self.verdict.advice.unwrap_or(self.verdict.class.remedy())
+        self.verdict
+            .advice
+            .map_or(self.verdict.class.remedy(), |a| a.text(self.verdict.class))
     }
 }
 

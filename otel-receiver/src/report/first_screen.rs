@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use crate::device::DeviceFacts;
-use crate::diagnosis::{Class, Confidence};
+use crate::diagnosis::{Advice, Class, Confidence};
 
 use super::health::Health;
 use super::units::{duration, wrap};
@@ -71,8 +71,8 @@ pub struct Fix {
     pub id: usize,
     /// The verdict it fixes.
     pub class: Class,
-    /// The remedy's full text.
-    pub remedy: &'static str,
+    /// Which advice it is: what the instruction is asked of.
+    pub advice: Advice,
     /// GPU time it would recover (s), or for advice the time it applied to.
     pub seconds: f64,
     /// The GPUs it applies to.
@@ -207,7 +207,7 @@ impl Screen {
                 format!("Change first ({}):", self.fix_basis(fix, true))
             };
             push(&mut out, &head, 0);
-            push(&mut out, &words::change(fix.remedy, fix.class), 2);
+            push(&mut out, &words::change(fix.advice, fix.class), 2);
         }
         let next: Vec<&Fix> = self.fixes.iter().skip(1).take(2).collect();
         if !next.is_empty() {
@@ -223,7 +223,7 @@ impl Screen {
                     duration(fix.seconds),
                     100.0 * fix.seconds / self.seconds.max(1e-9),
                     fix.id,
-                    words::change(fix.remedy, fix.class)
+                    words::change(fix.advice, fix.class)
                 );
                 // Two lines at most: the whole remedy is numbered below.
                 let keep = if short_next { 1 } else { 2 };
@@ -252,13 +252,13 @@ impl Screen {
             out.push(format!(
                 "Change first ({}): {}",
                 self.fix_basis(fix, true),
-                words::change(fix.remedy, fix.class)
+                words::change(fix.advice, fix.class)
             ));
         } else if let Some(fix) = &self.advice {
             out.push(format!(
                 "Change first (nothing is slack; {}): {}",
                 self.fix_basis(fix, false),
-                words::change(fix.remedy, fix.class)
+                words::change(fix.advice, fix.class)
             ));
         }
         for fix in self.fixes.iter().skip(1).take(2) {
@@ -266,7 +266,7 @@ impl Screen {
                 "Then, {} ({}): {}",
                 words::label(fix.class),
                 self.fix_basis(fix, true),
-                words::change(fix.remedy, fix.class)
+                words::change(fix.advice, fix.class)
             ));
         }
         out
@@ -523,7 +523,7 @@ mod tests {
         Fix {
             id,
             class,
-            remedy: class.remedy(),
+            advice: Advice::Own,
             seconds,
             gpus: BTreeSet::from([0]),
             confidence: Some(Confidence::High),

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 
 use crate::attribution::{GpuProcess, PodContainer};
 use crate::device::DeviceFacts;
-use crate::diagnosis::{self, Class, WindowReport};
+use crate::diagnosis::{self, Advice, Class, WindowReport};
 use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
 use crate::text;
@@ -481,6 +481,8 @@ impl GpuReport {
 /// A remedy and where it applied: each is printed once, and the ranked fixes refer to it.
 #[derive(Debug, Clone, Default)]
 struct RemedyUse {
+    /// Which advice it is, for its one-line instruction.
+    advice: Advice,
     /// Seconds per class it was the remedy of.
     seconds: BTreeMap<Class, f64>,
     energy_j: f64,
@@ -509,6 +511,8 @@ pub struct Remedy {
     pub class: Class,
     /// What to do.
     pub text: &'static str,
+    /// Which advice it is ([`words::change`] asks it for the instruction).
+    pub advice: Advice,
     /// GPU time it applied to, over every GPU.
     pub seconds: f64,
     /// Energy of the windows it applied to (J).
@@ -651,6 +655,7 @@ impl HumanReport {
                 .add(report.headroom.map(|h| h.fraction * 100.0));
         }
         let remedy = self.remedies.entry(report.remedy()).or_default();
+        remedy.advice = report.advice;
         *remedy.seconds.entry(report.class).or_default() += seconds;
         remedy.energy_j += energy_j;
         remedy.gpus.insert(gpu_index);
@@ -742,6 +747,7 @@ impl HumanReport {
                 id: 0,
                 class: u.class(),
                 text,
+                advice: u.advice,
                 seconds: u
                     .seconds
                     .iter()
@@ -969,7 +975,7 @@ impl HumanReport {
                     "seconds": r.seconds,
                     "gpus": r.gpus,
                     "text": r.text,
-                    "change": words::change(r.text, r.class),
+                    "change": words::change(r.advice, r.class),
                 })
             })
             .collect();
@@ -1017,7 +1023,7 @@ impl HumanReport {
         let fix = |r: &Remedy| first_screen::Fix {
             id: r.id,
             class: r.class,
-            remedy: r.text,
+            advice: r.advice,
             seconds: r.seconds,
             gpus: r.gpus.clone(),
             confidence: confidence(r.class, &r.gpus),

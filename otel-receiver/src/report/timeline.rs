@@ -52,34 +52,12 @@ pub struct Timeline {
 /// kernels magenta, copies purple,
 /// a hang the darkest red.
 pub fn class_colour(class: Class) -> &'static str {
-    match class {
-        Class::Idle => "#f5f5f5",
-        Class::SyncWait => "#f6dc74",
-        Class::InputStarved => "#ffb674",
-        Class::IdleHeld => "#a8aeba",
-        Class::MemoryBound => "#509dd9",
-        Class::LatencyBound => "#259088",
-        Class::LaunchBound => "#bc3681",
-        Class::ComputeBound => "#0e651d",
-        Class::TransferBound => "#562c8a",
-        Class::Hung => "#640b09",
-    }
+    class.info().colour
 }
 
 /// The 256-colour terminal code nearest each [`class_colour`].
 fn class_ansi(class: Class) -> u8 {
-    match class {
-        Class::Idle => 255,
-        Class::IdleHeld => 247,
-        Class::ComputeBound => 28,
-        Class::MemoryBound => 68,
-        Class::LatencyBound => 30,
-        Class::LaunchBound => 162,
-        Class::TransferBound => 55,
-        Class::InputStarved => 215,
-        Class::SyncWait => 221,
-        Class::Hung => 88,
-    }
+    class.info().ansi
 }
 
 /// Escapes text for HTML and SVG.
@@ -345,18 +323,7 @@ impl Timeline {
 
 /// One letter per class for a colourless strip.
 fn letter(class: Class) -> char {
-    match class {
-        Class::Idle => '.',
-        Class::IdleHeld => 'h',
-        Class::ComputeBound => 'C',
-        Class::MemoryBound => 'M',
-        Class::LatencyBound => 'L',
-        Class::LaunchBound => 'l',
-        Class::TransferBound => 't',
-        Class::InputStarved => 's',
-        Class::SyncWait => 'w',
-        Class::Hung => 'X',
-    }
+    class.info().letter
 }
 
 #[cfg(test)]
