@@ -295,7 +295,10 @@ fn two_gpu_scenarios_name_the_straggler_the_hang_and_the_starved_loader() {
         evidence_text(hung)
     );
     let stalled = at(&r, 1, 86.0);
-    assert_eq!((stalled.class, stalled.rule), (Class::Hung, "hung_job"));
+    assert_eq!(
+        (stalled.class, stalled.rule.as_str()),
+        (Class::Hung, "hung_job")
+    );
     assert!(evidence_text(stalled).contains("the rank that never joined"));
 
     let loader = at(&r, 0, 110.0);

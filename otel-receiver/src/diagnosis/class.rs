@@ -306,10 +306,11 @@ pub mod advice {
         ncu_command!(),
         ", with torch.cuda.profiler.start() and .stop() (cudaProfilerStart/Stop) around one warmed-up step."
     );
-    /// Latency-bound with the pipes partly busy or DRAM quiet, in a PyTorch process: the time
-    /// goes to many kernels each too small or too dependent to reach a unit's peak.
+    /// Latency-bound in a Python or PyTorch process (by its name): the time goes to many kernels
+    /// each too small or too dependent to reach a unit's peak; advice the counters cannot check
+    /// is hedged.
     pub const LATENCY_PYTORCH: &str = concat!(
-        "Latency-bound in PyTorch: kernels are resident but none drives a unit near its peak, the signature of many small or unfused kernels and dependent steps. Fuse them (model = torch.compile(model)), capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\")), grow the batch so each kernel has more independent work, and run in bf16 under torch.autocast if not already; for convolutions, channels_last if not already. Confirm on one step: ",
+        "Latency-bound in a Python job: kernels are resident but none drives a unit near its peak, the signature of many small or unfused kernels and dependent steps. If it is PyTorch: fuse them (model = torch.compile(model)), capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\")), grow the batch so each kernel has more independent work, and run in bf16 under torch.autocast if not already; for convolutions, channels_last if not already. Other frameworks have the same levers (jax.jit, larger batches). Confirm on one step: ",
         ncu_command!(),
         ", with torch.cuda.profiler.start() and .stop() (cudaProfilerStart/Stop) around one warmed-up step."
     );

@@ -41,6 +41,7 @@ use crate::device::{DeviceFacts, PowerBaselines, PowerProfile};
 use crate::efficiency::effective_efficiency;
 use crate::sample::Metric;
 use crate::window::WindowStats;
+pub use rules::Rule;
 use rules::RuleInput;
 use state::GpuState;
 
@@ -61,7 +62,7 @@ pub struct WindowReport {
     pub profile_origin: Option<String>,
     pub class: Class,
     /// The rule of the decision list that decided.
-    pub rule: &'static str,
+    pub rule: Rule,
     pub evidence: Vec<Evidence>,
     /// What to do: the class's remedy, or advice that follows the evidence; chosen once, after
     /// the rules across GPUs and the guard ([`remedy::choose`]).
@@ -121,7 +122,7 @@ impl WindowReport {
             return;
         };
         self.class = fixed.class;
-        self.rule = "invariant";
+        self.rule = Rule::Invariant;
         self.invariant = Some(fixed.broken);
         self.evidence.insert(0, fixed.evidence);
         self.found.guard = true;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use super::evidence::{pct, Evidence};
 use super::remedy::Advice;
+use super::rules::Rule;
 use super::{Class, StallKind, Thresholds, WindowReport};
 
 pub fn explain(frame: &mut [WindowReport], th: &Thresholds) {
@@ -186,7 +187,7 @@ fn explain_by_power(frame: &mut [WindowReport], group: &[usize], th: &Thresholds
             let ev = evidence(&frame[i]);
             let r = &mut frame[i];
             r.class = Class::SyncWait;
-            r.rule = "collective_by_power";
+            r.rule = Rule::CollectiveByPower;
             r.found.peers = Some(Advice::Own);
             r.evidence.insert(0, ev);
         }
@@ -198,7 +199,7 @@ fn explain_by_power(frame: &mut [WindowReport], group: &[usize], th: &Thresholds
             let ev = evidence(&frame[i]);
             let r = &mut frame[i];
             r.class = Class::SyncWait;
-            r.rule = "collective_by_power";
+            r.rule = Rule::CollectiveByPower;
             r.found.peers = Some(Advice::Own);
             r.evidence.insert(0, ev);
         }
@@ -288,11 +289,11 @@ fn explain_hang(frame: &mut [WindowReport], group: &[usize], th: &Thresholds) {
         ));
         if hung {
             r.class = Class::Hung;
-            r.rule = "hung_job";
+            r.rule = Rule::HungJob;
             r.found.peers = Some(Advice::HungJob);
         } else if mine == StallKind::Spin && r.class != Class::Hung {
             r.class = Class::SyncWait;
-            r.rule = "stalled_job";
+            r.rule = Rule::StalledJob;
             r.found.peers = Some(Advice::Own);
         }
     }

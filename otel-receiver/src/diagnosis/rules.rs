@@ -71,25 +71,85 @@ fn while_busy(busy: f64) -> String {
 
 const NO_GPM: &str = "(no GPM)";
 
-type Rule = fn(&RuleInput) -> Option<Verdict>;
+/// The rule that decided a verdict: the ten of the ordered list, and those of the stages after
+/// it (the guard's re-decision, the rules across GPUs). An enum, so that whatever reads the
+/// rule (the confidence, the cadence) is told by the compiler of a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    Spin,
+    Transfer,
+    Memory,
+    Compute,
+    Collective,
+    Roofline,
+    Quiet,
+    TinyKernels,
+    Bursts,
+    Partial,
+    /// The guard re-decided a verdict that broke an invariant.
+    Invariant,
+    /// Across GPUs: a collective inferred from power-cap bursts.
+    CollectiveByPower,
+    /// Across GPUs: the job's GPUs stopped together; this one spins, or waits.
+    HungJob,
+    StalledJob,
+}
+
+impl Rule {
+    /// Its name in the JSON lines, `-v` and the OTLP log records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Spin => "spin",
+            Rule::Transfer => "transfer",
+            Rule::Memory => "memory",
+            Rule::Compute => "compute",
+            Rule::Collective => "collective",
+            Rule::Roofline => "roofline",
+            Rule::Quiet => "quiet",
+            Rule::TinyKernels => "tiny_kernels",
+            Rule::Bursts => "bursts",
+            Rule::Partial => "partial",
+            Rule::Invariant => "invariant",
+            Rule::CollectiveByPower => "collective_by_power",
+            Rule::HungJob => "hung_job",
+            Rule::StalledJob => "stalled_job",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Tests and tools compare a rule with its name.
+impl PartialEq<&str> for Rule {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+type RuleFn = fn(&RuleInput) -> Option<Verdict>;
 
 /// In order: the first rule that matches decides.
-const RULES: [(&str, Rule); 10] = [
-    ("spin", spin),
-    ("transfer", transfer),
-    ("memory", memory),
-    ("compute", compute),
-    ("collective", collective),
-    ("roofline", roofline),
-    ("quiet", quiet),
-    ("tiny_kernels", tiny_kernels),
-    ("bursts", bursts),
-    ("partial", partial),
+const RULES: [(Rule, RuleFn); 10] = [
+    (Rule::Spin, spin),
+    (Rule::Transfer, transfer),
+    (Rule::Memory, memory),
+    (Rule::Compute, compute),
+    (Rule::Collective, collective),
+    (Rule::Roofline, roofline),
+    (Rule::Quiet, quiet),
+    (Rule::TinyKernels, tiny_kernels),
+    (Rule::Bursts, bursts),
+    (Rule::Partial, partial),
 ];
 
 /// Classifies one window and names the rule that decided. Always returns a class: `partial`
 /// matches anything left.
-pub fn classify(input: &RuleInput) -> (Verdict, &'static str) {
+pub fn classify(input: &RuleInput) -> (Verdict, Rule) {
     for (name, rule) in RULES {
         if let Some(v) = rule(input) {
             return (v, name);
@@ -102,7 +162,7 @@ pub fn classify(input: &RuleInput) -> (Verdict, &'static str) {
             evidence: Vec::new(),
             advice: None,
         },
-        "partial",
+        Rule::Partial,
     )
 }
 

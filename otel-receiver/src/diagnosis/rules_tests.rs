@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::super::confidence::{self, Assessment, Confidence};
 use super::super::{advice, Class, PowerPlace, Signals, Spin, Thresholds};
-use super::{classify, RuleInput, Verdict};
+use super::{classify, Rule, RuleInput, Verdict};
 use crate::device::PowerBaselines;
 
 const DOC: &str = include_str!("../../../docs/DIAGNOSIS.md");
@@ -138,7 +138,7 @@ fn nvlink(s: Signals, mib_s: f64) -> Signals {
 /// What one window decides: the verdict, its rule and its assessment.
 struct Decided {
     verdict: Verdict,
-    rule: &'static str,
+    rule: Rule,
     assessment: Assessment,
 }
 
@@ -219,7 +219,7 @@ fn check(cases: &[Case]) {
     for c in cases {
         let d = decide_with(&c.signals, c.spin, true);
         assert_eq!(
-            (d.verdict.class, d.rule),
+            (d.verdict.class, d.rule.as_str()),
             (c.class, c.rule),
             "{}: got {} by {} ({:?})",
             c.name,
@@ -405,7 +405,7 @@ fn spin_without_gpm_names_tiny_kernels_as_its_alternative() {
         },
         true,
     );
-    assert_eq!((d.verdict.class, d.rule), (Class::Hung, "spin"));
+    assert_eq!((d.verdict.class, d.rule.as_str()), (Class::Hung, "spin"));
     assert_eq!(d.assessment.confidence, Confidence::Medium);
     assert_eq!(d.assessment.alternatives, vec![Class::LaunchBound]);
     assert!(d.assessment.unmeasured.contains(&"gpm"));
@@ -469,7 +469,7 @@ fn transfer_without_any_pcie_counter_is_low_and_names_launch_bound() {
     });
     let d = decide(&s);
     assert_eq!(
-        (d.verdict.class, d.rule),
+        (d.verdict.class, d.rule.as_str()),
         (Class::TransferBound, "transfer")
     );
     assert_eq!(d.assessment.confidence, Confidence::Low);
@@ -811,11 +811,17 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
         ..gpm(100.0, 99.0)
     };
     assert_eq!(
-        (decide(&rows(50.0)).verdict.class, decide(&rows(50.0)).rule),
+        (
+            decide(&rows(50.0)).verdict.class,
+            decide(&rows(50.0)).rule.as_str()
+        ),
         (Class::LatencyBound, "compute")
     );
     assert_eq!(
-        (decide(&rows(70.0)).verdict.class, decide(&rows(70.0)).rule),
+        (
+            decide(&rows(70.0)).verdict.class,
+            decide(&rows(70.0)).rule.as_str()
+        ),
         (Class::MemoryBound, "memory")
     );
     // On a partly filled GPU too (an FP32 conv3d-like step: SM 60%, FP32 62%, tensor 0%).
@@ -826,7 +832,10 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
         dram_pct: Some(20.0),
         ..gpm(100.0, 60.0)
     });
-    assert_eq!((d.verdict.class, d.rule), (Class::ComputeBound, "roofline"));
+    assert_eq!(
+        (d.verdict.class, d.rule.as_str()),
+        (Class::ComputeBound, "roofline")
+    );
     assert_eq!(d.remedy(), advice::FP32_NO_TENSOR);
     // FP32 arithmetic with the tensor pipe idle: the TF32/bf16 advice.
     let d = decide(&Signals {
@@ -857,7 +866,10 @@ fn compute_without_gpm_needs_power_load_and_says_what_it_cannot_tell() {
     // drawn: latency by power (h100-everyday's scatter without GPM: load 0.39), low, naming
     // compute, memory (the controller at 39%) and small kernels.
     let d = decide(&s(under(th.busy_power_load), 39.0));
-    assert_eq!((d.verdict.class, d.rule), (Class::LatencyBound, "compute"));
+    assert_eq!(
+        (d.verdict.class, d.rule.as_str()),
+        (Class::LatencyBound, "compute")
+    );
     assert_eq!(d.assessment.confidence, Confidence::Low);
     assert_eq!(
         d.assessment.alternatives,
@@ -922,7 +934,10 @@ fn collective_needs_nvlink_traffic() {
     assert_eq!(d.assessment.confidence, Confidence::High);
     // NVML's counters without GPM: the traffic is measured, how much it computes is not.
     let d = decide(&nvlink(nvml(100.0, 0.69), 2200.0));
-    assert_eq!((d.verdict.class, d.rule), (Class::SyncWait, "collective"));
+    assert_eq!(
+        (d.verdict.class, d.rule.as_str()),
+        (Class::SyncWait, "collective")
+    );
     assert_eq!(d.assessment.confidence, Confidence::Medium);
     assert_eq!(d.assessment.alternatives, vec![Class::ComputeBound]);
 }
@@ -1074,7 +1089,7 @@ fn a_young_spin_on_many_sms_is_launch_bound_with_hung_as_alternative() {
         true,
     );
     assert_eq!(
-        (d.verdict.class, d.rule),
+        (d.verdict.class, d.rule.as_str()),
         (Class::LaunchBound, "tiny_kernels")
     );
     assert!(d.signals().contains(&"spin_s"));
@@ -1100,7 +1115,7 @@ fn tiny_kernels_without_gpm_are_low_and_name_a_spin() {
     // A CUDA graph of tiny kernels without GPM: 121 W, under a held context.
     let d = decide(&nvml(100.0, -0.01));
     assert_eq!(
-        (d.verdict.class, d.rule),
+        (d.verdict.class, d.rule.as_str()),
         (Class::LaunchBound, "tiny_kernels")
     );
     assert!(d.signals().contains(&"power_per_util"));
@@ -1123,7 +1138,7 @@ fn every_sm_busy_without_gpm_is_told_by_power_above_held() {
     // The all-SM spin of h200-nogpm-lookalikes: load 0.029; a one-block spin: −0.005.
     let d = decide(&nvml(100.0, th.all_sm_power_load));
     assert_eq!(
-        (d.verdict.class, d.rule),
+        (d.verdict.class, d.rule.as_str()),
         (Class::LatencyBound, "tiny_kernels")
     );
     assert!(d.signals().contains(&"all_sm_power_load"));
@@ -1248,7 +1263,10 @@ fn partial_is_what_is_left_and_follows_the_host_link() {
         util_duty: Some(0.5),
         ..nvml(2.0, -0.006)
     }));
-    assert_eq!((d.verdict.class, d.rule), (Class::LaunchBound, "partial"));
+    assert_eq!(
+        (d.verdict.class, d.rule.as_str()),
+        (Class::LaunchBound, "partial")
+    );
     assert_eq!(d.assessment.confidence, Confidence::Low);
     assert!(d.assessment.alternatives.contains(&Class::TransferBound));
     assert!(d.assessment.alternatives.contains(&Class::IdleHeld));
@@ -1270,7 +1288,7 @@ fn every_rule_has_a_case_here() {
         "partial",
     ];
     for (name, _) in super::RULES {
-        assert!(tested.contains(&name), "rule `{name}` has no test");
+        assert!(tested.contains(&name.as_str()), "rule `{name}` has no test");
     }
 }
 

@@ -518,7 +518,7 @@ fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64)
     }
     let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
     attributes.extend([
-        attribute("gpuslack.diagnosis.rule", text(r.rule)),
+        attribute("gpuslack.diagnosis.rule", text(r.rule.as_str())),
         attribute("gpuslack.diagnosis.evidence", text(evidence.join("; "))),
         attribute("gpuslack.diagnosis.remedy", text(r.remedy())),
         attribute(
