@@ -290,7 +290,7 @@ pub fn assess(x: &Inputs) -> Assessment {
         (Rule::Compute | Rule::Roofline, Class::LatencyBound) => {
             // DRAM quiet and the integer pipe unmeasured: integer work at its peak would read
             // the same.
-            let dram = s.dram_pct.unwrap_or(0.0) / s.busy_share();
+            let dram = s.dram_pct.unwrap_or(0.0) / s.busy_share(x.thresholds);
             if dram < x.thresholds.latency_dram_pct && s.integer_pct.is_none() {
                 push(&mut alts, Class::ComputeBound, own);
             }

@@ -65,7 +65,7 @@ pub struct WindowReport {
     pub rule: Rule,
     pub evidence: Vec<Evidence>,
     /// What to do: the class's remedy, or advice that follows the evidence; chosen once, after
-    /// the rules across GPUs and the guard ([`remedy::choose`]).
+    /// the rules across GPUs and the guard (`remedy::choose`).
     pub advice: Advice,
     /// What the stages before the remedy found, for it to choose from.
     pub found: remedy::Found,

@@ -292,8 +292,8 @@ pub fn top_unit(s: &Signals, th: &Thresholds) -> Option<TopUnit> {
     Some(TopUnit {
         resource,
         pct,
-        busy_pct: pct / s.busy_share().max(th.bound_busy_share_min),
-        running_pct: pct / s.busy_share(),
+        busy_pct: pct / s.busy_share(th).max(th.bound_busy_share_min),
+        running_pct: pct / s.busy_share(th),
     })
 }
 

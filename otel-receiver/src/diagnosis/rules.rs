@@ -24,7 +24,7 @@ pub struct RuleInput<'a> {
 impl RuleInput<'_> {
     /// [`Signals::busy_share`]: the share of the window the kernels ran.
     fn busy_share(&self) -> f64 {
-        self.signals.busy_share()
+        self.signals.busy_share(self.thresholds)
     }
 
     /// The evidence of where power sits, for the NVML-only paths.
@@ -439,7 +439,7 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
         return Some(Verdict {
             class: Class::ComputeBound,
             evidence: vec![pipe_ev, sm_ev],
-            advice: compute_advice(s, busy),
+            advice: compute_advice(s, busy, th),
         });
     }
     // Busy SMs with quiet pipes and NVLink traffic are communication kernels: leave them to
@@ -512,7 +512,7 @@ fn latency(x: &RuleInput, top: Option<TopUnit>, fill: Evidence) -> Option<Verdic
 fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
-    let util = s.util_pct.filter(|u| *u >= 80.0)?;
+    let util = s.util_pct.filter(|u| *u >= th.compute_power_util_pct)?;
     if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
         return None;
     }
@@ -617,11 +617,11 @@ fn collective(x: &RuleInput) -> Option<Verdict> {
 /// with the tensor pipe idle (the FP32 GEMM: fp32 76%, tensor 0%) is the TF32/bf16 case; a
 /// tensor pipe busy well under its peak with the SMs held (a convnet: tensor 45%, SM 94%;
 /// GEMMs of 2048: 64%) spends the rest on layouts, small tiles and the ops between.
-fn compute_advice(s: &Signals, busy: f64) -> Option<Advice> {
+fn compute_advice(s: &Signals, busy: f64, th: &Thresholds) -> Option<Advice> {
     let tensor = s.tensor_pct.unwrap_or(0.0);
     match s.pipe_name {
-        Some("fp32") if tensor < 1.0 => Some(Advice::Fp32NoTensor),
-        Some("tensor") if tensor / busy < 70.0 => Some(Advice::TensorPartly),
+        Some("fp32") if tensor < th.tensor_idle_pct => Some(Advice::Fp32NoTensor),
+        Some("tensor") if tensor / busy < th.tensor_partly_pct => Some(Advice::TensorPartly),
         _ => None,
     }
 }
@@ -639,7 +639,8 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
     let util = s.util_pct.filter(|u| *u >= th.starved_util_max_pct)?;
     // Kernels absent a tenth of the time or more while the host streams data in or out: the
     // waits are the host's (a fed loader, an offloaded optimizer), which the partial rule names.
-    if util < 90.0 && s.pcie_mib_s.unwrap_or(0.0) >= th.transfer_pcie_mib_s / 4.0 {
+    if util < th.host_waits_util_pct && s.pcie_mib_s.unwrap_or(0.0) >= th.transfer_pcie_mib_s / 4.0
+    {
         return None;
     }
     let busy = x.busy_share();
@@ -698,7 +699,7 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
                 ),
             ),
             // FP32 work with the tensor cores idle is the TF32/bf16 case however full the SMs.
-            Some(match compute_advice(s, busy) {
+            Some(match compute_advice(s, busy, th) {
                 Some(Advice::Fp32NoTensor) => Advice::Fp32NoTensor,
                 _ => Advice::PartlyFilledCompute,
             }),
@@ -1034,7 +1035,7 @@ fn partial(x: &RuleInput) -> Option<Verdict> {
             )],
         );
     }
-    if pcie >= th.transfer_pcie_mib_s / 4.0 && util < 90.0 {
+    if pcie >= th.transfer_pcie_mib_s / 4.0 && util < th.host_waits_util_pct {
         return verdict(
             Class::InputStarved,
             vec![Evidence::new(

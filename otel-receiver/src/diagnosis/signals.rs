@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use super::Thresholds;
 use crate::sample::Metric;
 use crate::window::WindowStats;
 
@@ -174,14 +175,16 @@ impl Signals {
     /// first second was still idle (the window straddles the start of the work). Where it reads
     /// ≥ 95%, the SM activity's mean against its busiest reading says how much of the window the
     /// work filled (never less than half: below that the window is the idle part's).
-    pub fn busy_share(&self) -> f64 {
+    pub fn busy_share(&self, th: &Thresholds) -> f64 {
         let s = self;
         match s.util_pct {
-            Some(util) if util >= 95.0 => match (s.sm_pct, s.sm_max_pct) {
-                (Some(mean), Some(max)) if max >= 50.0 => (mean / max).clamp(0.5, 1.0),
+            Some(util) if util >= th.resident_whole_util_pct => match (s.sm_pct, s.sm_max_pct) {
+                (Some(mean), Some(max)) if max >= th.resident_most_util_pct => {
+                    (mean / max).clamp(th.busy_share_min, 1.0)
+                }
                 _ => 1.0,
             },
-            Some(util) if util >= 50.0 => (util / 100.0).min(1.0),
+            Some(util) if util >= th.resident_most_util_pct => (util / 100.0).min(1.0),
             _ => 1.0,
         }
     }

@@ -19,6 +19,27 @@ pub struct Thresholds {
     pub starved_util_max_pct: f64,
     /// Compute- or memory-bound need the SMs at least this busy (%).
     pub busy_sm_pct: f64,
+    /// The busy share ([`super::Signals::busy_share`]): GPU-Util at or above this (%) reads a
+    /// kernel resident the whole window, and SM activity's mean against its busiest reading
+    /// says how much of it the work filled (a window straddling the start of the work)…
+    pub resident_whole_util_pct: f64,
+    /// …at or above this (%), GPU-Util itself is the share the kernels ran; below it pauses
+    /// are the story and the burst rules judge the window…
+    pub resident_most_util_pct: f64,
+    /// …and never less than this share: below it the window is the idle part's.
+    pub busy_share_min: f64,
+    /// Without GPM, compute is judged from power only with a kernel resident at least this
+    /// share of the time (GPU-Util %).
+    pub compute_power_util_pct: f64,
+    /// Kernels absent at least the rest of this share of the time (GPU-Util % under it) while
+    /// the host streams data in or out wait on the host (a fed loader, an offloaded optimizer).
+    pub host_waits_util_pct: f64,
+    /// FP32 work with the tensor pipe under this (%) leaves the tensor cores idle (the FP32
+    /// GEMM: tensor 0%): the TF32/bf16 advice.
+    pub tensor_idle_pct: f64,
+    /// The tensor pipe under this (%, per busy share) with the SMs held runs well under its
+    /// peak (a convnet: 45%; GEMMs of 2048: 64%; bf16 GEMM 8192³: 94%).
+    pub tensor_partly_pct: f64,
     /// Nsight Compute's speed-of-light line (%): the unit nearest its peak (DRAM or a measured
     /// pipe), per busy share, binds the window at or above it (`compute_bound`,
     /// `memory_bound`); below it on every unit, with kernels resident, the window is
@@ -137,6 +158,13 @@ impl Default for Thresholds {
             launch_sm_max_pct: 30.0,
             starved_util_max_pct: 50.0,
             busy_sm_pct: 80.0,
+            resident_whole_util_pct: 95.0,
+            resident_most_util_pct: 50.0,
+            busy_share_min: 0.5,
+            compute_power_util_pct: 80.0,
+            host_waits_util_pct: 90.0,
+            tensor_idle_pct: 1.0,
+            tensor_partly_pct: 70.0,
             bound_line_pct: 60.0,
             bound_band_pct: 5.0,
             bound_busy_share_min: 0.75,
