@@ -68,7 +68,7 @@ pub struct WindowReport {
     /// the rules across GPUs and the guard (`remedy::choose`).
     pub advice: Advice,
     /// What the stages before the remedy found, for it to choose from.
-    pub found: remedy::Found,
+    pub(crate) found: remedy::Found,
     /// Where power sat between a held context and the GPU's peak, when known.
     pub power: PowerPlace,
     /// No progress in this window, and since when: what the rules across GPUs read.
