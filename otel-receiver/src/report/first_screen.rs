@@ -435,7 +435,7 @@ fn throttle_advice(reason: &str, share: f64, facts: &DeviceFacts) -> String {
     }
 }
 
-/// "Its time: 29% idle with nothing on it, 19% computing at full speed, …", the `most`
+/// "Its time: 29% idle with nothing on it, 19% computing, an arithmetic pipe at 60% …", the `most`
 /// longest verdicts.
 fn did_sentence(g: &GpuDid, most: usize) -> String {
     let total: f64 = g.by_class.iter().map(|(_, s)| s).sum();
