@@ -40,6 +40,16 @@ export GPUSLACK_PROMETHEUS
 GPUSLACK_PROMETHEUS=$(command -v prometheus)
 export GPUSLACK_SYSTEMD_ANALYZE
 GPUSLACK_SYSTEMD_ANALYZE=$(command -v systemd-analyze)
+# The image built here from Debian packages (tests/image.rs, deploy/container/build-debian.sh):
+# mmdebstrap makes the base, podman builds and runs it (with runc, which works where crun's
+# cgroup handling does not).
+if ! command -v mmdebstrap >/dev/null || ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+  "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends \
+    mmdebstrap podman runc >/dev/null
+fi
+export GPUSLACK_PODMAN
+GPUSLACK_PODMAN=$(command -v podman)
 
 nvrtc_lib=$("$GPUSLACK_PYTHON" -c 'import os, nvidia; print(os.path.join(nvidia.__path__[0], "cu13", "lib"))')
 export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

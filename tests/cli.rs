@@ -185,6 +185,43 @@ fn an_empty_file_and_a_missing_file_are_clear_errors() {
     );
 }
 
+/// Issue #47: `replay` and `score` take a trace's folder as `calibrate --from-recording` does,
+/// and a folder with no trace fails before any header is printed.
+#[test]
+fn replay_and_score_take_a_trace_folder() {
+    let file = fixture("h200-diagnose-job");
+    let dir = Path::new(&file).parent().expect("the fixture's folder");
+    let by_file = gpuslack(&["replay", &file, "--format", "jsonl"]);
+    let by_dir = gpuslack(&["replay", &dir.display().to_string(), "--format", "jsonl"]);
+    assert!(by_dir.status.success(), "{}", stderr(&by_dir));
+    assert_eq!(stdout(&by_dir), stdout(&by_file));
+    assert_eq!(stdout(&by_dir).lines().count(), 21);
+    let scenarios = fixture("h200x2-scenarios");
+    let scenarios = Path::new(&scenarios).parent().expect("folder");
+    let labels = scenarios.join("labels.json").display().to_string();
+    let score = gpuslack(&[
+        "score",
+        &scenarios.display().to_string(),
+        &labels,
+        "--min-overall",
+        "0",
+        "--min-segment",
+        "0",
+    ]);
+    assert!(score.status.success(), "{}", stderr(&score));
+    // A folder without a trace: the error names it, and nothing went to stdout.
+    let empty = std::env::temp_dir().join(format!("gpuslack-cli-{}-no-trace", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("temp dir");
+    let out = gpuslack(&["replay", &empty.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("is a folder with no trace in it"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_trace_with_few_columns_still_gets_verdicts_and_says_what_is_missing() {
     // No GPM, no process list: GPU-Util 100% at 120 W of a 700 W TDP reads as tiny kernels.

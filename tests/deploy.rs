@@ -100,17 +100,54 @@ fn the_example_scrape_job_is_the_job_the_agent_alerts_select() {
         ),
     )
     .expect("config");
-    std::fs::copy(
-        repo("deploy/prometheus/gpuslack-rules.yml"),
-        dir.join("gpuslack-rules.yml"),
-    )
-    .expect("rules");
+    // Every rule file `gpuslack fleet --from-rules` and the alerts need, each checked.
+    let files: Vec<&str> = text
+        .split("rule_files:\n")
+        .nth(1)
+        .expect("rule_files")
+        .lines()
+        .map_while(|l| l.trim().strip_prefix("- "))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "gpuslack-rules.yml",
+            "gpuslack-jobs.yml",
+            "gpuslack-fleet-rules.yml"
+        ]
+    );
+    for file in &files {
+        std::fs::copy(repo(&format!("deploy/prometheus/{file}")), dir.join(file)).expect("rules");
+    }
     let out = run_ok(
         Command::new(promtool())
             .args(["check", "config", "prometheus.yml"])
             .current_dir(&dir),
     );
     assert!(out.contains("SUCCESS"), "{out}");
+    assert!(out.contains("SUCCESS: 3 rule files found"), "{out}");
+    for file in &files {
+        let checked = out
+            .split(&format!("Checking {file}\n"))
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default();
+        assert!(
+            checked.contains("SUCCESS") && checked.contains("rules found"),
+            "{file}: {out}"
+        );
+    }
+    // The PodMonitor labels the node as the plain job does.
+    let pod_monitor =
+        std::fs::read_to_string(repo("deploy/kubernetes/podmonitor.yaml")).expect("PodMonitor");
+    assert!(text
+        .contains("source_labels: [__meta_kubernetes_pod_node_name]\n        target_label: node"));
+    assert!(
+        pod_monitor.contains(
+            "relabelings:\n        - sourceLabels: [__meta_kubernetes_pod_node_name]\n          targetLabel: node"
+        ),
+        "{pod_monitor}"
+    );
 }
 
 /// The metric names a PromQL expression reads: identifiers outside label matchers and outside
@@ -679,7 +716,12 @@ fn the_systemd_unit_verifies() {
         .any(|l| l.starts_with("ExecStart=") && l.ends_with(" $GPUSLACK_ARGS")));
     let config = std::fs::read_to_string(repo("deploy/systemd/gpuslack.toml")).expect("config");
     assert!(config.contains("# preset = \"datadog\"") && !config.contains("0.0.0.0"));
-    assert!(unit.contains("DynamicUser=yes") && unit.contains("RestartPreventExitStatus=69"));
+    // No exit status is final (69, no NVML, least of all): the agent waits for its driver.
+    assert!(unit.contains("DynamicUser=yes") && !unit.contains("RestartPreventExitStatus"));
+    assert!(unit.contains("Restart=on-failure"));
+    assert!(unit
+        .lines()
+        .any(|l| l.starts_with("ExecStart=") && l.contains(" --wait-for-driver ")));
     // /metrics and /healthz on loopback unless the environment file names another address.
     assert!(unit.contains("Environment=GPUSLACK_PROMETHEUS_LISTEN=127.0.0.1:9464"));
     assert!(unit.contains("--prometheus ${GPUSLACK_PROMETHEUS_LISTEN}"));
@@ -699,7 +741,9 @@ fn the_systemd_unit_verifies() {
         check.contains("/healthz")
             && check.contains("systemctl --no-block restart gpuslack.service")
     );
-    assert!(check.contains("Requisite=gpuslack.service"));
+    // Not Requisite= on an agent that may be between restarts: skipped, not failed.
+    assert!(!check.lines().any(|l| l.starts_with("Requisite=")));
+    assert!(check.contains("ExecCondition=/bin/systemctl is-active --quiet gpuslack.service"));
     let timer =
         std::fs::read_to_string(repo("deploy/systemd/gpuslack-healthcheck.timer")).expect("timer");
     assert!(
@@ -1032,6 +1076,57 @@ assert n >= 1, "no remote-write pipeline"
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The Datadog Xid monitor pages on the per-code count of the actions that need an operator,
+/// exactly the agent's table's (hw_health.rs), so that the application's own Xids (13, 31, 43:
+/// restart_app) never page; the `datadog` set exports that count.
+#[test]
+fn the_datadog_xid_monitor_filters_out_the_applications_xids() {
+    use gpuslack_receiver::export::selection::{MetricSet, Selection};
+    use gpuslack_receiver::hw_health::{lookup, XIDS};
+    let text = std::fs::read_to_string(repo("deploy/datadog/monitors.json")).expect("monitors");
+    let monitors: Value = serde_json::from_str(&text).expect("JSON");
+    let xid: Vec<&str> = monitors
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|m| m["query"].as_str())
+        .filter(|q| q.contains("xid"))
+        .collect();
+    assert_eq!(xid.len(), 1, "one Xid monitor: {xid:?}");
+    let q = xid[0];
+    assert!(
+        q.starts_with("sum(last_10m):sum:gpuslack.xid.errors{"),
+        "{q}"
+    );
+    assert!(
+        q.contains("by {host,hw.id,gpuslack.xid.code,gpuslack.xid.action}"),
+        "{q}"
+    );
+    let listed: BTreeSet<&str> = q
+        .split("gpuslack.xid.action IN (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("an action filter")
+        .split(',')
+        .map(str::trim)
+        .collect();
+    let paging: BTreeSet<&str> = XIDS
+        .iter()
+        .filter(|x| x.action.needs_operator())
+        .map(|x| x.action.as_str())
+        .collect();
+    assert_eq!(listed, paging);
+    for application in [13, 31, 43] {
+        let action = lookup(application).expect("in the table").action.as_str();
+        assert!(
+            !listed.contains(action),
+            "Xid {application} ({action}) pages"
+        );
+    }
+    let datadog = Selection::new(MetricSet::Datadog, &[], &[]).expect("the set");
+    assert!(datadog.has("gpuslack.xid.errors"));
 }
 
 /// Every Prometheus alert has its Datadog monitor, GpuFailed among them.

@@ -281,6 +281,44 @@ fn using_it_shows_every_command_with_flags_it_takes() {
     }
 }
 
+/// Issue #47: the README's `run` synopsis names every flag `run --help` lists (the metric set's
+/// `--metrics`, `--metrics-include` and `--metrics-exclude` were missing), `-v` aside.
+#[test]
+fn the_run_synopsis_names_every_flag_run_takes() {
+    let commands = using_it_commands();
+    let run = commands
+        .iter()
+        .find(|c| c.starts_with("gpuslack run "))
+        .expect("README shows `gpuslack run`");
+    let shown = flags_in(run);
+    // The options' own lines ("  -v, --verbose...", "      --replay <TRACE>"), not the flags
+    // their descriptions mention.
+    let help = help(&["run"]);
+    let options: BTreeSet<String> = help
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| {
+            flags_in(l.split("  ").next().unwrap_or(l))
+                .into_iter()
+                .next()
+        })
+        .collect();
+    assert!(options.len() > 30, "{options:?}");
+    for flag in options {
+        if ["--help", "--verbose"].contains(&flag.as_str()) {
+            continue;
+        }
+        assert!(
+            shown.contains(&flag),
+            "README's `gpuslack run` synopsis lacks `{flag}`: {run}"
+        );
+    }
+    for flag in ["--metrics", "--metrics-include", "--metrics-exclude"] {
+        assert!(shown.contains(flag), "{flag}: {run}");
+    }
+}
+
 #[test]
 fn defaults_quoted_in_prose_are_the_flags_defaults() {
     let readme = read("README.md");
@@ -382,8 +420,56 @@ fn each_exit_code_is_listed_once() {
             "exit code {code} listed twice"
         );
     }
-    for code in ["0", "1", "2", "3", "69", "76", "126", "127"] {
+    for code in ["0", "1", "2", "3", "69", "75", "76", "126", "127"] {
         assert!(seen.contains(code), "exit code {code} not listed");
+    }
+    // 69 means "no GPU"; `fleet`, which needs none, never says it (issue #47).
+    let no_gpu = table
+        .lines()
+        .find(|l| l.starts_with("| 69 |"))
+        .expect("69 listed");
+    assert!(!no_gpu.contains("fleet"), "{no_gpu}");
+    let readme = read("README.md");
+    assert!(
+        readme.contains("75 nothing answered\nat `--prometheus`"),
+        "README lists fleet's exit codes apart from the GPU ones"
+    );
+}
+
+/// Issue #47: DEPLOY.md's memory limit is the DaemonSet's, and what it says `run --usage`
+/// prints is what the live source prints.
+#[test]
+fn deploy_quotes_the_daemonset_limit_and_the_usage_lines() {
+    let yaml = read("deploy/kubernetes/gpuslack.yaml");
+    let limit_mi: u32 = yaml
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("limits: {")?
+                .split("memory: ")
+                .nth(1)?
+                .split("Mi")
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("the DaemonSet's memory limit");
+    assert_eq!(limit_mi, 192);
+    let deploy = read("docs/DEPLOY.md");
+    let flat = deploy.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!("a {limit_mi} MiB limit")),
+        "DEPLOY.md does not state the DaemonSet's {limit_mi} MiB limit"
+    );
+    assert!(!flat.contains("128 MiB limit"));
+    let ticks = read("otel-receiver/src/source/live/ticks.rs");
+    for quoted in [
+        "cadence relaxed_ms fast_ms hold_s relaxed_ticks fast_ticks fast_share_of_time",
+        "cadence_triggers",
+    ] {
+        assert!(flat.contains(quoted), "DEPLOY.md: {quoted}");
+        assert!(ticks.contains(quoted), "ticks.rs: {quoted}");
     }
 }
 

@@ -126,6 +126,32 @@ fn processes_it_cannot_read_are_named_with_what_attribution_loses() {
         "{stdout}"
     );
     assert!(stdout.contains("fix: run the agent as root"), "{stdout}");
+    // Root whose /proc still hides a process's environment (a dropped capability, hidepid):
+    // the fix never asks root to run as root.
+    if root {
+        let fake =
+            std::env::temp_dir().join(format!("gpuslack-doctor-proc-{}", std::process::id()));
+        std::fs::create_dir_all(fake.join("4242")).expect("fake /proc");
+        std::fs::write(fake.join("4242/comm"), "python3\n").expect("comm");
+        std::fs::write(fake.join("4242/cgroup"), "0::/\n").expect("cgroup");
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+            .args(["doctor", "--proc-root"])
+            .arg(&fake)
+            .output()
+            .expect("doctor runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let processes = line(&stdout, "processes");
+        assert!(
+            processes[0].contains("environment unreadable for 1 of 1 processes (PIDs 4242)"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("run the agent as root"), "{stdout}");
+        assert!(
+            stdout.contains("fix: already root: give the agent CAP_SYS_PTRACE"),
+            "{stdout}"
+        );
+        std::fs::remove_dir_all(&fake).ok();
+    }
     // A /proc that is not there at all.
     let (_, findings) = json_findings(&["--proc-root", "/nonexistent-proc"]);
     let f = finding(&findings, "processes");
@@ -269,4 +295,165 @@ fn self_signed(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf
         String::from_utf8_lossy(&out.stderr)
     );
     (dir.join("cert.pem"), dir.join("key.pem"))
+}
+
+/// A collector that answers every request with `answer` (raw bytes, HTTP/1.1 or not), after
+/// reading the request's head and body; on a thread, for the test's life.
+fn raw_collector(answer: Vec<u8>) -> u16 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let Ok(mut reader) = stream.try_clone().map(BufReader::new) else {
+                    return;
+                };
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                let mut stream = stream;
+                let _ = stream.write_all(&answer);
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_collector_that_answers_broken_http_is_named_so_not_unreachable() {
+    let mut many = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n".to_vec();
+    for i in 0..10_000 {
+        many.extend_from_slice(format!("x-h{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    let mut huge = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 5242880\r\n\r\n".to_vec();
+    huge.resize(huge.len() + 5 * 1024 * 1024, 0);
+    for (what, answer, said) in [
+        (
+            "a malformed header",
+            b"HTTP/1.1 200 OK\r\nno colon here\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            "a malformed answer (an invalid status line or header)",
+        ),
+        (
+            "10,000 headers",
+            many,
+            "a header block too large (too many or too long headers)",
+        ),
+        ("a body over 4 MiB", huge, "a body over 4 MiB"),
+    ] {
+        let port = raw_collector(answer);
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let (_, findings) = json_findings(&[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+        ]);
+        let otlp = finding(&findings, "otlp");
+        assert_eq!(otlp["status"], "failed", "{what}: {otlp}");
+        let detail = otlp["detail"].as_str().unwrap_or("");
+        assert!(
+            detail.ends_with(&format!(
+                "the collector answered, but not in HTTP the exporter can read: {said}"
+            )),
+            "{what}: {otlp}"
+        );
+        assert!(!detail.contains("cannot connect"), "{what}: {otlp}");
+        // The run files them the same way: the summary's failed exports say `protocol`.
+        let out = gpuslack(
+            &[
+                "run",
+                "--replay",
+                &common::repo("tests/fixtures/h200-health/samples.csv")
+                    .display()
+                    .to_string(),
+                "--speed",
+                "0",
+                "--otlp-endpoint",
+                &endpoint,
+                "--otlp-protocol",
+                "http/protobuf",
+                "--shutdown-timeout-s",
+                "1",
+            ],
+            &[],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("protocol×"), "{what}: {err}");
+        assert!(!err.contains("network×"), "{what}: {err}");
+    }
+}
+
+#[test]
+fn root_refused_by_the_kernel_is_told_the_capability_not_to_run_as_root() {
+    if !unsafe_is_root() {
+        return;
+    }
+    // A process of another user, whose environment root reads only with CAP_SYS_PTRACE.
+    let mut other = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            "sleep",
+            "30",
+        ])
+        .spawn()
+        .expect("sleep runs");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Root, with CAP_SYS_PTRACE out of its bounding set: as a container that drops it.
+    let out = Command::new("setpriv")
+        .args(["--bounding-set=-sys_ptrace", "--"])
+        .arg(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["doctor", "--format", "json"])
+        .output()
+        .expect("doctor runs");
+    let _ = other.kill();
+    let _ = other.wait();
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let findings = doc["findings"].as_array().cloned().unwrap_or_default();
+    let f = finding(&findings, "processes");
+    assert_eq!(f["status"], "degraded", "{f}");
+    assert!(
+        f["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("running as root but without CAP_SYS_PTRACE")),
+        "{f}"
+    );
+    let fix = f["fix"].as_str().unwrap_or("");
+    assert!(fix.starts_with("add CAP_SYS_PTRACE"), "{f}");
+    assert!(!fix.contains("run the agent as root"), "{f}");
+}
+
+#[test]
+fn a_reader_that_leaves_at_once_changes_no_exit_code_in_either_format() {
+    for format in ["human", "json"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+            .args(["doctor", "--format", format])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("doctor runs");
+        // The reader is gone before a byte is written: every write meets a broken pipe.
+        drop(child.stdout.take());
+        let status = child.wait().expect("doctor ends");
+        // No GPU here: 69, as with a reader.
+        assert_eq!(status.code(), Some(69), "--format {format}");
+    }
 }

@@ -276,7 +276,8 @@ fn fleet_and_job_reports_match_diagnose_of_the_same_traces_to_the_gpu_second() {
             .code()
     };
     assert_eq!(code("not a url"), Some(2));
-    assert_eq!(code(&format!("http://127.0.0.1:{}", free_port())), Some(69));
+    // Nothing listening: 75 (EX_TEMPFAIL), never 69, which means "no GPU" to every command.
+    assert_eq!(code(&format!("http://127.0.0.1:{}", free_port())), Some(75));
     assert_eq!(
         code(&format!("http://127.0.0.1:{}", ports[0])),
         Some(76),

@@ -13,6 +13,8 @@ use gpuslack_receiver::attribution::kubelet::{self, GpuIds, PodWatcher};
 use gpuslack_receiver::attribution::procfs::Procfs;
 use gpuslack_receiver::attribution::{Attributor, PodContainer};
 use gpuslack_receiver::export::point::owner_attributes;
+use gpuslack_receiver::export::selection::{MetricSet, Selection};
+use gpuslack_receiver::export::ExportState;
 use gpuslack_receiver::trace::{TraceFacts, TraceReader};
 use gpuslack_receiver::{Diagnoser, Pipeline, Thresholds};
 use serde_json::json;
@@ -114,6 +116,44 @@ fn the_kubelets_pods_reach_the_right_gpus_series() {
         last(0).stats.pods.as_deref(),
         Some(&vec![lab("notebook-a"), lab("notebook-b")])
     );
+    // The dcgm set puts the owner's pod on every series of its GPU, as dcgm-exporter does:
+    // dcgm-exporter's names on its fields, the semantic conventions' on gpuslack's gauges. The
+    // time-sliced GPU has no one owner, and no pod on its series.
+    let selection = Selection::new(MetricSet::Dcgm, &[], &[]).expect("the dcgm set");
+    let mut state = ExportState::default().with_selection(selection);
+    for r in &reports {
+        state.update(r, &facts.per_gpu[&r.stats.gpu]);
+    }
+    let points = state.points();
+    let mut fields = [0, 0];
+    for p in points.iter() {
+        let a: HashMap<&str, &str> = p.attributes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let dcgm = p.def.name.starts_with("DCGM_");
+        let gpu = if dcgm {
+            a["gpu"]
+        } else {
+            a["gpuslack.gpu.index"]
+        };
+        let (pod, namespace, container) = if dcgm {
+            ("pod", "namespace", "container")
+        } else {
+            ("k8s.pod.name", "k8s.namespace.name", "k8s.container.name")
+        };
+        if dcgm {
+            fields[usize::from(gpu == "1")] += 1;
+        }
+        if p.def.name != "gpuslack.diagnosis" && !dcgm {
+            continue;
+        }
+        if gpu == "1" {
+            assert_eq!(a.get(pod), Some(&"trainer-0"), "{}: {a:?}", p.def.name);
+            assert_eq!(a.get(namespace), Some(&"ml"), "{}", p.def.name);
+            assert_eq!(a.get(container), Some(&"trainer"), "{}", p.def.name);
+        } else {
+            assert!(!a.contains_key(pod), "{}: {a:?}", p.def.name);
+        }
+    }
+    assert!(fields[0] > 20 && fields[1] > 20, "{fields:?}");
     let methods: Vec<String> = requests(&calls)
         .iter()
         .filter_map(|c| c["method"].as_str().map(String::from))

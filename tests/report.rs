@@ -161,6 +161,7 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         "nsys profile",
         "cudaAccessPolicyWindow",
         "torch.sum",
+        "`ncu`",
     ];
     for (name, report) in &reports {
         let screen: Vec<&str> = report.lines().take(24).collect();
@@ -182,7 +183,9 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         assert!(text.contains("Bottom line: "), "{name}:\n{text}");
         // One GPU's line, or every GPU's as one ("GPU 0–7 (8 GPUs)", "GPU 0, 1 (2 GPUs)").
         assert!(
-            text.contains("GPU 0 · ") || text.contains("GPU 0–") || text.contains("GPU 0, "),
+            text.contains("GPU 0 · ")
+                || text.contains("GPU 0–")
+                || text.contains("GPU 0, 1 (2 GPUs)"),
             "{name}:\n{text}"
         );
         assert!(text.contains("Hardware"), "{name}:\n{text}");
@@ -205,6 +208,192 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
         bundled.contains("job pgid:485 · pid 499 python3"),
         "{bundled}"
     );
+}
+
+/// The first 24 lines of a report, as one line: what a wrapped sentence says.
+fn first_screen(trace: &str) -> String {
+    let report = diagnose(&["diagnose", "--trace", trace]);
+    one_line(&report.lines().take(24).collect::<Vec<_>>().join("\n"))
+}
+
+/// The "Change first" sentence of a first screen, up to the next change.
+fn change_first(screen: &str) -> &str {
+    let at = screen
+        .find("Change first (")
+        .unwrap_or_else(|| panic!("no change first:\n{screen}"));
+    let rest = &screen[at..];
+    let end = rest.find("Then: ").unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// Issue #47, two GPUs: a hang is an incident, not a share of time, so it comes first and
+/// names the GPU that never joined (GPU 1 held its context while GPU 0 spun in the all-reduce);
+/// the straggler of the all-reduce is named by its GPU, and GPU 0 is said to wait on it.
+#[test]
+fn a_hang_comes_first_and_names_the_gpu_and_the_straggler_is_named() {
+    let screen = first_screen(&fixture("h200x2-scenarios"));
+    let report = diagnose(&["diagnose", "--trace", &fixture("h200x2-scenarios")]);
+    let first = report
+        .lines()
+        .find(|l| !l.is_empty() && !l.starts_with("gpuslack diagnose") && !l.starts_with("  "))
+        .expect("a first line");
+    assert!(
+        first.starts_with("HUNG: GPUs 0, 1 stopped together"),
+        "{report}"
+    );
+    assert!(
+        screen.contains("made no progress for 14 s from 08:06:14 UTC"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Likely culprit: GPU 1 held its context and never joined"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Now: `py-spy dump --pid PID` on it first, then every rank."),
+        "{screen}"
+    );
+    let change = change_first(&screen);
+    assert!(
+        change
+            .contains("Change first (the hang, before any share of time; GPU 1 first; [1] below)"),
+        "{change}"
+    );
+    assert!(change.contains("GPU 1 first"), "{change}");
+    assert!(change.contains("py-spy dump"), "{change}");
+    // The straggler: GPU 1 computed while GPU 0 waited on it for 22 s of its 2 min 36 s.
+    assert!(
+        screen.contains("Straggler: GPU 1. GPU 0 waits on it 22 s (14% of its time)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("waiting for GPU 1, the straggler"),
+        "{screen}"
+    );
+    // The wait on peers comes second, naming the straggler.
+    assert!(
+        screen.contains("Then: 2. Waiting on peers, up to 1 min 14 s back (24%) [2]: GPU 1 is the straggler GPU 0 waits on"),
+        "{screen}"
+    );
+}
+
+/// Issue #47, Nsight Compute on a GEMM loop: the one-window phases where the GEMM processes
+/// start and stop never drive the change (no DataLoader in this job); the windows the profiler
+/// paced come first, and the change names Nsight Compute.
+#[test]
+fn a_profiler_comes_before_start_up_and_tear_down_windows() {
+    let screen = first_screen(&fixture("h200-profiler-and-shared"));
+    let change = change_first(&screen);
+    assert!(
+        change.contains("up to 6 s back, 8% of the GPU time"),
+        "{change}"
+    );
+    assert!(change.contains("Nsight Compute (`ncu`)"), "{change}");
+    assert!(!change.contains("DataLoader"), "{change}");
+    // The loader's advice is left with what the start and stop windows cannot win back.
+    assert!(
+        screen.contains("Then: 2. Starved of input, up to 2 s back (3%)"),
+        "{screen}"
+    );
+}
+
+/// Issue #47, the bundled demo: 6 of the 8 held seconds come before the first kernel ran and 2
+/// are a one-window phase after the last, so "release the GPU" wins nothing back; the code
+/// change (fuse the tiny kernels) comes first, tied in share with the starved phase.
+#[test]
+fn start_up_never_drives_the_change_and_code_goes_before_habit() {
+    for trace in [fixture("h200-diagnose-job"), "bundled".to_string()] {
+        let screen = if trace == "bundled" {
+            let out = gpuslack(&["diagnose"]);
+            one_line(&stdout(&out).lines().take(24).collect::<Vec<_>>().join("\n"))
+        } else {
+            first_screen(&trace)
+        };
+        let change = change_first(&screen);
+        assert!(
+            change.contains("up to 6 s back, 14% of the GPU time"),
+            "{trace}: {change}"
+        );
+        assert!(change.contains("torch.compile"), "{trace}: {change}");
+        assert!(!screen.contains("Release the GPU"), "{trace}: {screen}");
+        assert!(
+            screen.contains("Then: 2. Starved of input, up to 6 s back (14%)"),
+            "{trace}: {screen}"
+        );
+    }
+    // The remedies below still list the held context, with its whole 8 s in the JSON.
+    let json = json_of(&fixture("h200-diagnose-job"));
+    let held = json["remedies"]
+        .as_array()
+        .expect("remedies")
+        .iter()
+        .find(|r| r["class"] == "idle_held")
+        .expect("the held context's remedy");
+    assert_eq!(held["seconds"], 8.0);
+    assert_eq!(held["won_back_seconds"], 0.0);
+    assert_eq!(held["severity"], "slack");
+    assert_eq!(held["id"], 3);
+    let first = &json["remedies"][0];
+    assert_eq!(first["class"], "launch_bound");
+    assert_eq!(first["seconds"], 8.0);
+    assert_eq!(first["won_back_seconds"], 6.0);
+    let hang = json_of(&fixture("h200x2-scenarios"));
+    assert_eq!(hang["remedies"][0]["severity"], "incident");
+    assert_eq!(hang["remedies"][0]["class"], "hung");
+}
+
+/// Words never beyond figures, over every fixture: the first screen says a GPU moved data "at
+/// its memory bandwidth's limit" only where a memory-bound GPU's DRAM averaged at least the
+/// 60% line; it claims occupancy only where occupancy was measured; and the layout advice the
+/// counters cannot check (channels_last, bf16) is hedged.
+#[test]
+fn the_first_screen_says_no_more_than_its_figures() {
+    for trace in every_fixture_trace() {
+        let screen = first_screen(&trace);
+        let json = json_of(&trace);
+        let gpus = json["gpus"].as_array().expect("gpus");
+        let verdict = |class: &str, field: &str| -> Vec<Option<f64>> {
+            gpus.iter()
+                .filter_map(|g| g["time_by_verdict"].get(class))
+                .map(|v| v[field].as_f64())
+                .collect()
+        };
+        if screen.contains("at its memory bandwidth's limit") {
+            let dram = verdict("memory_bound", "dram");
+            assert!(
+                dram.iter().flatten().any(|d| *d >= 0.6),
+                "{trace}: bandwidth's limit with DRAM at {dram:?}:\n{screen}"
+            );
+        }
+        // Every memory-bound GPU whose DRAM is under the line has its share said instead.
+        for d in verdict("memory_bound", "dram").into_iter().flatten() {
+            if d < 0.6 && gpus.len() == 1 {
+                assert!(
+                    screen.contains(&format!("with DRAM moving {:.0}% of its peak", d * 100.0)),
+                    "{trace}: DRAM {d}:\n{screen}"
+                );
+            }
+        }
+        if screen.to_lowercase().contains("occupancy") {
+            let measured = gpus.iter().any(|g| {
+                g["time_by_verdict"]
+                    .as_object()
+                    .is_some_and(|m| m.values().any(|v| v["sm_occupancy"].is_number()))
+            });
+            assert!(measured, "{trace}: occupancy unmeasured:\n{screen}");
+        }
+        for (advice, hedge) in [
+            ("channels_last", "If not already channels_last"),
+            ("torch.autocast", "not already in bf16"),
+        ] {
+            if screen.contains(advice) {
+                assert!(
+                    screen.contains(hedge),
+                    "{trace}: {advice} unhedged:\n{screen}"
+                );
+            }
+        }
+    }
 }
 
 /// Each sentence of evidence says one thing, once: the figures the issue found said twice or
@@ -721,11 +910,131 @@ fn the_html_page_renders_one_band_per_phase_in_a_real_browser() {
     }
 }
 
+/// What the browser measured of a page laid out `width` px wide. Headless Chromium will not
+/// open a window under 500 px, so the page is laid out in a frame of that width (`srcdoc`, so
+/// that the host page may read it), and a script measures it once loaded: how wide the page
+/// scrolls, and which of a timeline's legend items, axis ticks and caption meet.
+fn layout_at(browser: &str, page: &Path, width: u32) -> Value {
+    let html = std::fs::read_to_string(page).expect("page");
+    let srcdoc = html.replace('&', "&amp;").replace('"', "&quot;");
+    let host = format!(
+        r#"<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<iframe id="f" style="width:{width}px;height:4000px;border:0" srcdoc="{srcdoc}"></iframe>
+<script>
+document.getElementById('f').addEventListener('load', () => {{
+  const w = document.getElementById('f').contentWindow, d = w.document;
+  const box = e => {{ const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }};
+  const meets = (a, b) => a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+  const out = {{ width: w.innerWidth, scroll: d.documentElement.scrollWidth, overlaps: [], timelines: 0, legend: 0 }};
+  for (const svg of d.querySelectorAll('svg.timeline')) {{
+    out.timelines += 1;
+    const caption = svg.querySelector('.caption');
+    const items = [...svg.querySelectorAll('.legend-item')];
+    const ticks = [...svg.querySelectorAll('.tick')];
+    out.legend = Math.max(out.legend, items.length);
+    items.forEach((item, i) => {{
+      if (meets(box(item), box(caption))) out.overlaps.push('legend ' + i + ' / caption');
+      items.slice(i + 1).forEach((o, j) => {{ if (meets(box(item), box(o))) out.overlaps.push('legend ' + i + ' / ' + (i + 1 + j)); }});
+      ticks.forEach((t, j) => {{ if (meets(box(item), box(t))) out.overlaps.push('legend ' + i + ' / tick ' + j); }});
+    }});
+    ticks.forEach((t, j) => {{ if (meets(box(t), box(caption))) out.overlaps.push('tick ' + j + ' / caption'); }});
+    ticks.slice(1).forEach((t, j) => {{ if (meets(box(ticks[j]), box(t))) out.overlaps.push('tick ' + j + ' / tick ' + (j + 1)); }});
+  }}
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+}});
+</script></body></html>"#
+    );
+    let measured = page.with_file_name(format!("measured-{width}.html"));
+    std::fs::write(&measured, host).expect("write");
+    let dir = page.parent().expect("dir");
+    let dom = headless(browser, &dir.join(format!("profile-{width}")))
+        .arg("--window-size=1400,1200")
+        .arg("--dump-dom")
+        .arg(format!("file://{}", measured.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(dom.status.success(), "{}", stderr(&dom));
+    let dom = stdout(&dom);
+    let attr = dom
+        .split("data-layout=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no measurement in the DOM: {dom}"));
+    serde_json::from_str(&attr.replace("&quot;", "\"")).expect("the measurement")
+}
+
+/// Issue #47: a page worth sharing. Its title names the job, the trace and the date; its
+/// times carry the date and the zone; GPU-Util is drawn beside SM activity and power; with
+/// seven verdicts and more the legend wraps and never meets the curves' caption or the time
+/// axis; and at a phone's 420 px nothing makes the page scroll sideways.
+#[test]
+fn the_html_page_reads_at_phone_width_and_its_legend_never_overlaps() {
+    let browser = chromium();
+    for name in ["h200-verdicts", "h200x2-calibration", "h200-diagnose-job"] {
+        let dir = temp_dir(&format!("layout-{name}"));
+        let page = dir.join("report.html");
+        let trace = fixture(name);
+        let out = gpuslack(&[
+            "diagnose",
+            "--trace",
+            &trace,
+            "--html",
+            &page.display().to_string(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let html = std::fs::read_to_string(&page).expect("page");
+        let title = html
+            .split("<title>")
+            .nth(1)
+            .and_then(|t| t.split("</title>").next())
+            .expect("a title");
+        let json = json_of(&trace);
+        let start = json["gpus"][0]["phases"][0]["start"]
+            .as_f64()
+            .expect("start");
+        let date = gpuslack_receiver::report::utc_date(start);
+        assert!(title.starts_with("gpuslack diagnose · "), "{title}");
+        assert!(title.contains("trace samples.csv"), "{title}");
+        assert!(title.contains(&format!(" · {date} ")), "{title}");
+        assert!(title.ends_with(" UTC"), "{title}");
+        for job in json["gpus"][0]["jobs"].as_array().expect("jobs") {
+            assert!(title.contains(job.as_str().expect("job")), "{title}");
+        }
+        // Times with their date and zone: the axis's first tick, every phase row.
+        let stamp = gpuslack_receiver::report::utc_stamp(start);
+        assert!(
+            html.contains(&format!(">{stamp}</text>")),
+            "{name}: {stamp}"
+        );
+        assert!(html.contains(&format!("<td>{date} ")), "{name}");
+        // GPU-Util beside SM activity, where GPM read the SMs.
+        assert!(html.contains(r#"class="util""#), "{name}");
+        assert!(html.contains("— GPU-Util (%, right axis)"), "{name}");
+        for width in [1280, 420] {
+            let layout = layout_at(&browser, &page, width);
+            assert_eq!(layout["width"], width, "{name}: {layout}");
+            assert!(
+                layout["scroll"].as_u64() <= layout["width"].as_u64(),
+                "{name} at {width} px scrolls sideways: {layout}"
+            );
+            assert_eq!(
+                layout["overlaps"],
+                serde_json::json!([]),
+                "{name} at {width} px"
+            );
+            assert!(layout["timelines"].as_u64() >= Some(1), "{layout}");
+            if name != "h200-diagnose-job" {
+                assert!(layout["legend"].as_u64() >= Some(7), "{name}: {layout}");
+            }
+        }
+    }
+}
+
 /// Writes the README's pictures when asked (`GPUSLACK_SCREENSHOT=1 cargo test --test report
 /// screenshot`): docs/diagnose-terminal.png, the first screen of `diagnose` where there is no
 /// GPU (the bundled recording) as a 100-column terminal shows it, and
 /// docs/diagnose-h200-job.png, the HTML page of the same job (the README's and
-/// docs/REPORT-H200.md's). Each from the current build, with paths relative to the
+/// docs/REPORT-H200.md's), and docs/diagnose-h200-job-phone.png, that page at a phone's 420 px. Each from the current build, with paths relative to the
 /// repository, so that no local path shows.
 #[test]
 fn screenshot() {
@@ -779,6 +1088,19 @@ fn screenshot() {
         .expect("gpuslack runs");
     assert!(out.status.success(), "{}", stderr(&out));
     shoot(&page, "docs/diagnose-h200-job.png", "1060,1500");
+    // The same page on a phone: laid out 420 px wide and drawn at twice the pixels, as a phone
+    // shows it (Chromium opens no window under 500 px, so the page sits in a frame).
+    let html = std::fs::read_to_string(&page).expect("page");
+    let phone = dir.join("phone.html");
+    std::fs::write(
+        &phone,
+        format!(
+            r#"<!DOCTYPE html><html><head><meta charset="utf-8"><style>body{{margin:0;overflow:hidden}}iframe{{width:420px;height:900px;border:0;transform:scale(2);transform-origin:0 0}}</style></head><body><iframe srcdoc="{}"></iframe></body></html>"#,
+            html.replace('&', "&amp;").replace('"', "&quot;")
+        ),
+    )
+    .expect("write");
+    shoot(&phone, "docs/diagnose-h200-job-phone.png", "840,1800");
 }
 
 #[test]

@@ -96,9 +96,12 @@ fn per_gpu_of_scrape(text: &str) -> BTreeMap<String, usize> {
         if line.starts_with("gpuslack_agent_") {
             continue;
         }
+        // gpuslack's series name the GPU by `gpuslack_gpu_index`, dcgm-exporter's by `gpu`.
         let gpu = line
             .split("gpuslack_gpu_index=\"")
             .nth(1)
+            .or_else(|| line.split(",gpu=\"").nth(1))
+            .or_else(|| line.split("{gpu=\"").nth(1))
             .and_then(|r| r.split('"').next())
             .unwrap_or_else(|| panic!("a GPU sample without its index: {line}"));
         *out.entry(gpu.to_string()).or_default() += 1;
@@ -181,8 +184,10 @@ fn exported(
             continue;
         }
         for p in r["points"].as_array().into_iter().flatten() {
-            let gpu = p["attributes"]["gpuslack.gpu.index"]
+            let attributes = &p["attributes"];
+            let gpu = attributes["gpuslack.gpu.index"]
                 .as_str()
+                .or_else(|| attributes["gpu"].as_str())
                 .unwrap_or_else(|| panic!("{name}: a point without its GPU: {p}"));
             *out.entry(gpu.to_string()).or_default() += 1;
         }
@@ -303,12 +308,19 @@ fn full_is_todays_table() {
 }
 
 #[test]
-fn dcgm_is_dcgm_exporters_default_fields() {
+fn dcgm_is_dcgm_exporters_fields_and_the_verdict() {
     let c = counts("dcgm", &[], &[]);
-    // 21 fields, some of them two of ours in one (FB used and free are usage and limit) and
-    // the all-zero counts none: about dcgm-exporter's own count, plus the owner's energy.
+    // 38 fields, of which the H200's recording lacks the fan (an SXM board has none) and an
+    // NVLink (one GPU: no NVLink rates), one verdict series, the efficiency, the headroom, the
+    // job, and the verdict time per owner: whatever the churn, at most the owner-series bound
+    // more (docs/EXPORT.md, "What it costs").
     for n in [c.job_scrape, c.job_otlp] {
-        assert!((10..=21).contains(&n), "{n}");
+        assert!((38..=46).contains(&n), "{n}");
+    }
+    // docs/EXPORT.md's bound whatever the churn: 38 fields, 4 gauges, ≤ 3 owners' verdict
+    // times of ≤ 10 classes.
+    for n in [c.churn_scrape, c.churn_otlp] {
+        assert!((38..=72).contains(&n), "{n}");
     }
 }
 
@@ -430,6 +442,7 @@ fn a_bad_selection_is_an_error_that_names_it() {
     }
     let every: String = gpuslack_receiver::export::catalogue::ALL
         .iter()
+        .chain(&gpuslack_receiver::export::catalogue::DCGM_FIELDS)
         .map(|d| d.name)
         .collect::<Vec<_>>()
         .join(",");

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use gpuslack_receiver::files::{self, Input};
 use gpuslack_receiver::sample::{Metric, Sample};
 use gpuslack_receiver::window::ClockReasonCounts;
 use serde::{Deserialize, Serialize};
@@ -21,11 +22,9 @@ pub struct PhaseSpan {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PhasesError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// Unreadable, not a regular file, or past its cap (the error names the file and cap).
+    #[error(transparent)]
+    Read(#[from] files::ReadError),
     #[error("{path}: {source}")]
     Parse {
         path: String,
@@ -41,10 +40,7 @@ pub enum PhasesError {
 
 pub fn load_phases(path: &Path) -> Result<Vec<PhaseSpan>, PhasesError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PhasesError::Read {
-        path: shown.clone(),
-        source,
-    })?;
+    let text = files::read_text(path, Input::Phases)?;
     let phases: Vec<PhaseSpan> =
         serde_json::from_str(&text).map_err(|source| PhasesError::Parse {
             path: shown.clone(),

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use gpuslack_receiver::device::PowerProfile;
+use gpuslack_receiver::files::{self, Input};
 use serde::{Deserialize, Serialize};
 
 use crate::phases::PhaseStats;
@@ -42,11 +43,9 @@ pub struct ProfileFile {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// Unreadable, not a regular file, or past its cap (the error names the file and cap).
+    #[error(transparent)]
+    Read(#[from] files::ReadError),
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("profile has no `{0}` baseline: the calibration did not measure it")]
@@ -59,10 +58,8 @@ const BUILT_IN: &[(&str, &str)] = &[("profiles/h200.toml", include_str!("../prof
 impl ProfileFile {
     pub fn load(path: &Path) -> Result<ProfileFile, ProfileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
-            path: shown.clone(),
-            source,
-        })?;
+        // Bounded and a regular file only: `--profile /dev/zero` took 7.1 GB.
+        let text = files::read_text(path, Input::Profile)?;
         ProfileFile::parse(&text, &shown)
     }
 

@@ -32,7 +32,7 @@ if [ -n "${SLURM_JOB_START_TIME:-}" ]; then
 fi
 
 if ! summary=$("$gpuslack" fleet job "slurm:$job" --prometheus "$url" --since "$since" --json --no-timeline); then
-  echo "gpuslack-epilog: job $job: no summary (gpuslack fleet exited $?; 1: no series of the job, 69: Prometheus unreachable)" >&2
+  echo "gpuslack-epilog: job $job: no summary (gpuslack fleet exited $?; 1: no series of the job, 75: Prometheus unreachable)" >&2
   exit 0
 fi
 encoded=$(printf '%s' "$summary" | gzip -9 -c | base64 -w0)

@@ -92,6 +92,7 @@ fn main() -> ExitCode {
         shutdown_timeout: Duration::from_secs(1),
         usage: false,
         say: |line| eprintln!("{line}"),
+        wait_for_driver: None,
     };
     // The handle would go to the program's own shutdown path (another thread, a signal).
     let (_handle, mut stop) = channel_pair();

@@ -19,3 +19,29 @@ pub(crate) fn causes(e: &(dyn std::error::Error + 'static)) -> String {
     }
     parts.join(": ")
 }
+
+/// What an answer that broke HTTP was, where an error's chain holds one: a malformed status
+/// line or header, a header block past the client's limit (hyper takes at most 100 headers),
+/// a body past the 4 MiB the OTLP client reads. Such a server was reached and answered: it is
+/// not a failure to connect, which these used to be filed as.
+pub(crate) fn protocol_fault(e: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_parse_too_large() {
+                return Some("a header block too large (too many or too long headers)");
+            }
+            if h.is_parse() || h.is_parse_status() {
+                return Some("a malformed answer (an invalid status line or header)");
+            }
+        }
+        if err
+            .downcast_ref::<opentelemetry_http::ResponseBodyTooLarge>()
+            .is_some()
+        {
+            return Some("a body over 4 MiB");
+        }
+        next = err.source();
+    }
+    None
+}

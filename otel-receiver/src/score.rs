@@ -31,11 +31,9 @@ pub struct Segment {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LabelsError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// Unreadable, not a regular file, or past its cap (the error names the file and cap).
+    #[error(transparent)]
+    Read(#[from] crate::files::ReadError),
     #[error("{path}: {source}")]
     Parse {
         path: String,
@@ -55,10 +53,7 @@ pub enum LabelsError {
 impl Labels {
     pub fn load(path: &Path) -> Result<Labels, LabelsError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| LabelsError::Read {
-            path: shown.clone(),
-            source,
-        })?;
+        let text = crate::files::read_text(path, crate::files::Input::Labels)?;
         Labels::parse(&text, &shown)
     }
 

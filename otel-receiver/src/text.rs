@@ -135,6 +135,16 @@ pub fn message(text: &str) -> Cow<'_, str> {
     one_line(text, MESSAGE_MAX_CHARS)
 }
 
+/// An attribute value as it is exported (a Prometheus label value, an OTLP string attribute):
+/// every control character but the line feed, and every bidi mark, shown escaped as
+/// [`lines`] shows them, and nothing cut, so that two values stay two series and the same
+/// value is always the same series. The line feed is the exposition format's own to escape
+/// (`\n`, which Prometheus reads back), and moves no cursor. A value without any is passed
+/// as it is.
+pub fn exported(text: &str) -> Cow<'_, str> {
+    lines(text, usize::MAX)
+}
+
 /// Makes the name in `text` safe to show, in place: what a report's model does with each
 /// outside value as it takes it in.
 pub fn clean_name(text: &mut String) {
@@ -156,6 +166,10 @@ pub fn clean_opt_name(text: &mut Option<String>) {
 /// a URL's authority and path (up to its `?` or `#`, or the end of the word) goes, so that a
 /// password with an unescaped `/` or `@` in it goes whole. A URL with an `@` in its path is
 /// shown shorter than it is, which is the safe way to be wrong.
+///
+/// The query's secret-looking values go too (`?orgId=7&token=X` → `?orgId=7&token=<redacted>`):
+/// those of a parameter whose name holds `token`, `key`, `pass`, `secret`, `auth`,
+/// `credential` or `signature` (any case), as query APIs and their proxies take them.
 pub fn redact_url(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -168,16 +182,53 @@ pub fn redact_url(text: &str) -> String {
             .unwrap_or(after.len());
         let word = &after[..word_end];
         let before_query = word.find(['?', '#']).unwrap_or(word.len());
-        match word[..before_query].rfind('@') {
-            Some(last_at) => {
-                out.push_str(&word[last_at + 1..]);
-            }
-            None => out.push_str(word),
-        }
+        let kept = match word[..before_query].rfind('@') {
+            Some(last_at) => last_at + 1,
+            None => 0,
+        };
+        out.push_str(&word[kept..before_query]);
+        redact_query(&word[before_query..], &mut out);
         rest = &after[word_end..];
     }
     out.push_str(rest);
     out
+}
+
+/// Words in a query parameter's name that mark its value secret.
+const SECRET_PARAMS: [&str; 7] = [
+    "token",
+    "key",
+    "pass",
+    "secret",
+    "auth",
+    "credential",
+    "signature",
+];
+
+/// `tail` (a URL's `?query#fragment`, or "") onto `out`, each secret-looking value redacted.
+fn redact_query(tail: &str, out: &mut String) {
+    let Some(query) = tail.strip_prefix('?') else {
+        out.push_str(tail);
+        return;
+    };
+    let (query, fragment) = query.split_at(query.find('#').unwrap_or(query.len()));
+    out.push('?');
+    for (i, pair) in query.split('&').enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        let (name, value) = pair.split_at(pair.find('=').unwrap_or(pair.len()));
+        let lower = percent_encoding::percent_decode_str(name)
+            .decode_utf8_lossy()
+            .to_ascii_lowercase();
+        out.push_str(name);
+        if value.len() > 1 && SECRET_PARAMS.iter().any(|w| lower.contains(w)) {
+            out.push_str("=<redacted>");
+        } else {
+            out.push_str(value);
+        }
+    }
+    out.push_str(fragment);
 }
 
 /// A writer that passes each write on as one line of safe text: what the program's logging
@@ -342,6 +393,14 @@ mod tests {
             (
                 "from http://a:b@one/ to https://c:d@two:2",
                 "from http://one/ to https://two:2",
+            ),
+            (
+                "http://u:p@h/?orgId=7&token=X&API_Key=Y&x-auth=&tenant=t#f",
+                "http://h/?orgId=7&token=<redacted>&API_Key=<redacted>&x-auth=&tenant=t#f",
+            ),
+            (
+                "http://h/api/v1/query?query=up&access%5Ftoken=abc&password=p&sig=1 done",
+                "http://h/api/v1/query?query=up&access%5Ftoken=<redacted>&password=<redacted>&sig=1 done",
             ),
         ] {
             assert_eq!(redact_url(given), shown, "{given}");

@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // Refused before calibrating, like a bad file below: not after minutes of work.
     for (flag, path) in [("--out", &args.out), ("--report", &args.report)] {
         if let Some(path) = path {
-            files::refuse_link(flag, path)?;
+            files::check_output(flag, path)?;
         }
     }
     // Read before calibrating: a bad file should fail in a second, not after minutes of work.
@@ -204,8 +204,10 @@ fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()
         }
     }
     if let Some(path) = &args.out {
-        files::refuse_link("--out", path)?;
-        let mut existing = if path.exists() {
+        files::check_output("--out", path)?;
+        // Only a regular file holds profiles to keep: a device (`/dev/null`) is written
+        // through unread (`--out /dev/zero`, read first, took 8.5 GB).
+        let mut existing = if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
             ProfileFile::load(path)?
         } else {
             ProfileFile::default()

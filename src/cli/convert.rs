@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let facts = facts.filter(|_| !to_stdout && facts_out != TraceFacts::path_for(&args.input));
     if facts.is_some() {
         // Refused before the conversion, not after it.
-        files::refuse_link("", &facts_out)?;
+        files::check_output("", &facts_out)?;
     }
     // Into a file beside the output, renamed over it once whole: a bad row half-way leaves no
     // half-converted trace under the name asked for (`gpuslack_receiver::files`).

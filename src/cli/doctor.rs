@@ -84,8 +84,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         endpoints::otlp(&config),
         endpoints::prometheus(config.prometheus),
     ]);
-    match args.format {
-        Format::Human => out!("{}", doctor.text()),
+    let shown = match args.format {
+        Format::Human => doctor.text(),
         Format::Json => {
             let verdict = match doctor.verdict() {
                 Verdict::Healthy => "healthy",
@@ -97,14 +97,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 "verdict": verdict,
                 "findings": doctor.findings,
             });
-            outln!("{}", serde_json::to_string_pretty(&document)?);
+            serde_json::to_string_pretty(&document)? + "\n"
         }
-    }
+    };
+    write_report(&shown)?;
     Ok(match doctor.verdict() {
         Verdict::Healthy => ExitCode::SUCCESS,
         Verdict::NoGpu => ExitCode::from(EXIT_NO_GPU),
         Verdict::Failed => ExitCode::FAILURE,
     })
+}
+
+/// The report on standard output in one write. A reader that leaves early (`| head -c1`)
+/// does not change the exit code, which is the node's verdict in either format: the JSON
+/// form, written in two writes, exited 0 on the broken pipe where the text form exited 69.
+fn write_report(shown: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(shown.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        done => Ok(done?),
+    }
 }
 
 /// Each GPU's model against the specification table, and the figures the verdicts use (NVML's

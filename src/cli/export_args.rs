@@ -79,6 +79,12 @@ pub struct ExportArgs {
     /// includes (GPUSLACK_METRICS_EXCLUDE).
     #[arg(long, value_name = "NAMES")]
     pub metrics_exclude: Vec<String>,
+    /// Put the GPU owner's pod, namespace and container on every per-GPU gauge: on by default
+    /// in the dcgm set, as dcgm-exporter has them (`--pod-labels=false` takes them off), off in
+    /// the others (docs/EXPORT.md, "Pods on GPU series"; GPUSLACK_POD_LABELS,
+    /// `metrics.pod_labels`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub pod_labels: Option<String>,
 }
 
 /// `GPUSLACK_PRESET`, where `--preset` is not given: the way a DaemonSet or a systemd
@@ -204,6 +210,11 @@ impl ExportArgs {
         };
         layer.metrics_include = names(&self.metrics_include, "--metrics-include");
         layer.metrics_exclude = names(&self.metrics_exclude, "--metrics-exclude");
+        layer.pod_labels = self.pod_labels.clone().map(|value| Written {
+            origin: "flag",
+            field: "--pod-labels",
+            value,
+        });
         if let Some(a) = &self.prometheus {
             layer.prometheus = Some(parse_listen(a).ok_or_else(|| {
                 bad(

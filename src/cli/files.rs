@@ -17,10 +17,11 @@ pub fn named(flag: &str, e: OutputError) -> anyhow::Error {
     }
 }
 
-/// Refuses `path` when it is a symbolic link, naming the flag: checked before a file is read
-/// that is about to be replaced, and before a command starts work whose output it would be.
-pub fn refuse_link(flag: &str, path: &Path) -> Result<()> {
-    files::refuse_link(path).map_err(|e| named(flag, e))
+/// Refuses `path` as an output file, naming the flag: a symbolic link, a FIFO or a socket.
+/// Checked before a file is read that is about to be replaced, and before a command starts
+/// work whose output it would be.
+pub fn check_output(flag: &str, path: &Path) -> Result<()> {
+    files::check_output(path).map_err(|e| named(flag, e))
 }
 
 /// Writes `bytes` as `path`, whole: beside it, synced, renamed over it.

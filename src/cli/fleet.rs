@@ -1,8 +1,9 @@
 //! `gpuslack fleet`: the fleet waste report, and `gpuslack fleet job JOB` one job across its
 //! nodes, both read from a Prometheus-compatible query API (the library's `fleet` module).
 //! Exit codes: 0 a report, 1 no gpuslack series for what was asked, 2 a usage error (a bad URL
-//! or duration included), 69 nothing answered at the URL, 76 something answered that is not
-//! the Prometheus query API, or it refused a query.
+//! or duration included), 75 nothing answered at the URL (sysexits' EX_TEMPFAIL: try again
+//! later; 69 is "no GPU" elsewhere), 76 something answered that is not the Prometheus query
+//! API, or it refused a query.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -100,7 +101,7 @@ fn report(args: &Args) -> Result<()> {
     }) = &args.command
     {
         // Before the queries, not after.
-        crate::cli::files::refuse_link("--html", path)?;
+        crate::cli::files::check_output("--html", path)?;
     }
     let prom = Prometheus::new(url)?
         .with_max_answer_bytes((args.max_answer_mib * f64::from(1u32 << 20)) as u64);

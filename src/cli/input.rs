@@ -2,7 +2,7 @@
 //! TDP to divide by.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use gpuslack_calibration::ProfileFile;
@@ -128,6 +128,44 @@ impl PipelineArgs {
             pipeline.diagnoser_mut().set_facts(gpu, facts);
         }
         Ok(pipeline)
+    }
+}
+
+/// The trace a path names: the file itself, or in a folder (a fixture's, a recording's, as
+/// `calibrate --from-recording` takes one) its `samples.csv` or `samples.gstrace`, else its one
+/// trace file. Decided before anything is printed, so that a folder never fails after a header.
+pub fn trace_in(path: &Path) -> Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    for name in ["samples.csv", "samples.gstrace"] {
+        if path.join(name).is_file() {
+            return Ok(path.join(name));
+        }
+    }
+    let entries = std::fs::read_dir(path)
+        .with_context(|| format!("listing the trace folder {}", path.display()))?;
+    let mut traces: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "csv" || e == "gstrace"))
+        .collect();
+    traces.sort();
+    match traces.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!(
+            "{} is a folder with no trace in it (samples.csv, samples.gstrace, or one .csv or .gstrace file)",
+            path.display()
+        ),
+        many => bail!(
+            "{} holds {} traces ({}): name the file",
+            path.display(),
+            many.len(),
+            many.iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -39,8 +39,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let facts_path = TraceFacts::path_for(&args.out);
     // Links refused before the GPUs are opened, not after.
     if !to_stdout {
-        files::refuse_link("--out", &args.out)?;
-        files::refuse_link("", &facts_path)?;
+        files::check_output("--out", &args.out)?;
+        files::check_output("", &facts_path)?;
     }
     let run_for = args
         .seconds

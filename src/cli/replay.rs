@@ -10,11 +10,12 @@ use gpuslack_receiver::source::thinning::replay_at;
 use gpuslack_receiver::trace::{parse_threads, TraceReader};
 use gpuslack_receiver::WindowReport;
 
-use super::input::{facts_beside, PipelineArgs};
+use super::input::{facts_beside, trace_in, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Trace file, CSV or binary (`.gstrace`), as `gpuslack record` writes them.
+    /// Trace file, CSV or binary (`.gstrace`), as `gpuslack record` writes them, or a folder
+    /// holding one (its `samples.csv`).
     pub trace: PathBuf,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
@@ -33,8 +34,9 @@ pub enum Format {
     Jsonl,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(mut args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
+    args.trace = trace_in(&args.trace)?;
     let facts = facts_beside(&args.trace)?;
     let mut pipeline = args.pipeline.pipeline_for_trace(&facts)?;
     let reader = TraceReader::open(&args.trace)?;

@@ -60,6 +60,12 @@ pub struct Args {
     /// down is queueing, and a restart would throw its queue away (docs/DEPLOY.md).
     #[arg(long, value_name = "N", default_value_t = prometheus::DEFAULT_UNHEALTHY_AFTER_FAILED_EXPORTS)]
     pub unhealthy_after_failed_exports: u32,
+    /// With no NVML yet (the driver not installed or not loaded: a node whose driver comes up
+    /// after the agent), keep serving and try again, 1 s after the first try and doubling up to
+    /// 60 s, saying why on /healthz (`waiting_for_driver`) and in the log, instead of exiting
+    /// 69. The systemd unit and the DaemonSet run with it (docs/DEPLOY.md, "Health").
+    #[arg(long)]
+    pub wait_for_driver: bool,
 }
 
 /// The checked durations of the flags.
@@ -141,6 +147,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         shutdown_timeout: timing.shutdown,
         usage: args.usage,
         say,
+        wait_for_driver: (args.wait_for_driver && args.replay.is_none())
+            .then_some(gpuslack_receiver::agent::DEFAULT_WAIT_FOR_DRIVER),
     };
     let mut shutdown = Shutdown::install()?;
     let outcome = Agent::new(options).run_input(

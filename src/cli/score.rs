@@ -9,11 +9,11 @@ use gpuslack_receiver::source::cadence::{CadenceMode, CadencePolicy, CadenceSpli
 use gpuslack_receiver::source::thinning::{replay_at, Thinned};
 use gpuslack_receiver::trace::TraceReader;
 
-use super::input::{facts_beside, PipelineArgs};
+use super::input::{facts_beside, trace_in, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Trace file, CSV or binary (`.gstrace`).
+    /// Trace file, CSV or binary (`.gstrace`), or a folder holding one (its `samples.csv`).
     pub trace: PathBuf,
     /// Labels: time segments per GPU with the classes that count as right (labels.json).
     pub labels: PathBuf,
@@ -75,6 +75,7 @@ impl CadenceReport {
 
 pub fn run(mut args: Args) -> Result<ExitCode> {
     args.pipeline.validate()?;
+    args.trace = trace_in(&args.trace)?;
     let labels = Labels::load(&args.labels)?;
     if args.pipeline.tdp_w.is_none() {
         args.pipeline.tdp_w = labels.tdp_w;

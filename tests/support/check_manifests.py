@@ -99,7 +99,8 @@ listen = args[args.index("--prometheus") + 1] if "--prometheus" in args[:-1] els
 need(listen == "$(POD_IP):9464", f"--prometheus $(POD_IP):9464 in the args, not {listen}")
 config = kinds.get("ConfigMap", {}).get("data", {}).get("gpuslack.toml", "")
 need("0.0.0.0" not in config and "[prometheus]" not in config, "no listen address in the config file")
-for probe, path in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/readyz")]:
+need("--wait-for-driver" in args, "the agent waits for a driver that comes up after it (--wait-for-driver)")
+for probe, path in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/healthz")]:
     need(c.get(probe, {}).get("httpGet", {}).get("path") == path, f"{probe} on {path}")
     # The kubelet probes the pod's IP unless told a host: the address the agent listens on.
     need("host" not in c.get(probe, {}).get("httpGet", {}), f"{probe} at the pod's IP")

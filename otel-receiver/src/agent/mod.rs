@@ -76,6 +76,11 @@ pub struct AgentOptions {
     /// Where the lines a person reads at the end go (the summary, the signal notices);
     /// `gpuslack` writes them to stderr.
     pub say: fn(&str),
+    /// A source that cannot open yet (no NVML: the driver not installed or loaded, as on a
+    /// node whose driver comes up after the agent) is tried again, 1 s after the first try and
+    /// doubling up to this ([`DEFAULT_WAIT_FOR_DRIVER`] for `run --wait-for-driver`), while the
+    /// endpoint serves and `/healthz` says why; `None` gives up at once (the caller exits 69).
+    pub wait_for_driver: Option<Duration>,
 }
 
 /// The built-in sources, as a command line names them.
@@ -220,13 +225,21 @@ impl Agent {
         S: Source + ?Sized,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.run_opening(|| Ok(source), pipeline_for, stop)
+        let mut once = Some(source);
+        self.run_opening(
+            move || {
+                once.take()
+                    .ok_or_else(|| SourceError::Other("the source was opened already".into()))
+            },
+            pipeline_for,
+            stop,
+        )
     }
 
     /// The run: exporters started, then the source opened and driven, then the flush.
     fn run_opening<S, E>(
         self,
-        open: impl FnOnce() -> Result<S, SourceError>,
+        mut open: impl FnMut() -> Result<S, SourceError>,
         pipeline_for: impl FnOnce(&TraceFacts) -> Result<Pipeline, E>,
         stop: &mut Stop,
     ) -> Result<Outcome, AgentError>
@@ -290,7 +303,18 @@ impl Agent {
             exporters,
         };
         let mut source = None;
-        let result = open().map_err(AgentError::from).and_then(|opened| {
+        let opened = open_waiting(
+            &mut open,
+            options.wait_for_driver,
+            &publisher.state,
+            stop,
+            options.run_for.map(|d| Instant::now() + d),
+        );
+        let result = opened.map_err(AgentError::from).and_then(|opened| {
+            // Stopped (or out of time) while waiting for the driver: nothing ran.
+            let Some(opened) = opened else {
+                return Ok(());
+            };
             let source = source.insert(opened);
             let mut pipeline =
                 pipeline_for(&source.facts()).map_err(|e| AgentError::Pipeline(Cause(e.into())))?;
@@ -378,6 +402,62 @@ impl Agent {
             counts,
             usage,
         })
+    }
+}
+
+/// The longest pause between two tries to open a source, by default: a driver that loads is
+/// seen within a minute, and a host with no GPU pays one failed `dlopen` a minute.
+pub const DEFAULT_WAIT_FOR_DRIVER: Duration = Duration::from_secs(60);
+
+/// Opens the source; with `wait` set, a source that cannot open yet (no NVML) is tried again
+/// after 1 s, doubling up to `wait`, with the reason in the log and on `/healthz` meanwhile
+/// (exit 69 is then not final: a node whose driver loads after the agent is watched once it
+/// does). `Ok(None)` when a stop is asked for, or the run's deadline passes, while waiting.
+fn open_waiting<S>(
+    open: &mut impl FnMut() -> Result<S, SourceError>,
+    wait: Option<Duration>,
+    state: &Arc<RwLock<ExportState>>,
+    stop: &mut Stop,
+    deadline: Option<Instant>,
+) -> Result<Option<S>, SourceError> {
+    let note = |reason: Option<String>| {
+        if let Ok(mut s) = state.write() {
+            s.set_waiting_for_source(reason);
+        }
+    };
+    let mut delay = Duration::from_secs(1);
+    let mut tries: u64 = 0;
+    loop {
+        tries += 1;
+        let error = match open() {
+            Ok(source) => {
+                if tries > 1 {
+                    tracing::info!(tries, "the NVIDIA driver answered: sampling starts");
+                }
+                note(None);
+                return Ok(Some(source));
+            }
+            Err(SourceError::Open(e)) => e,
+            Err(e) => return Err(e),
+        };
+        let Some(most) = wait else {
+            return Err(SourceError::Open(error));
+        };
+        let pause = delay.min(most);
+        let reason = format!(
+            "{error}; waiting for the driver: try {tries}, the next in {} s",
+            pause.as_secs()
+        );
+        tracing::warn!("{reason}");
+        note(Some(reason));
+        let pause = match deadline {
+            Some(end) => pause.min(end.saturating_duration_since(Instant::now())),
+            None => pause,
+        };
+        if stop.wait(pause) || deadline.is_some_and(|end| Instant::now() >= end) {
+            return Ok(None);
+        }
+        delay = (delay * 2).min(most);
     }
 }
 
@@ -536,6 +616,7 @@ mod tests {
             shutdown_timeout: Duration::from_secs(1),
             usage: false,
             say: |_| {},
+            wait_for_driver: None,
         }
     }
 

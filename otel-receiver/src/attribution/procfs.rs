@@ -3,17 +3,17 @@
 //! cgroup. CPU use is a rate, so [`CpuMeter`] keeps the last reading of each process.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::cgroup::{self, CgroupOwner};
+use crate::files::{self, Input};
 use crate::sample::JobIdentity;
 
 /// The most of a process's `environ` read: the variables a launcher sets come first or early,
 /// and an environment can be megabytes (a shell's exported functions, a conda activation), so
 /// the read is bounded and a variable cut at the bound is dropped rather than half-read.
-pub const ENVIRON_MAX_BYTES: u64 = 256 * 1024;
+pub const ENVIRON_MAX_BYTES: u64 = Input::Environ.cap_bytes();
 
 /// Clock ticks per second of `/proc/*/stat` times (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
 const TICKS_PER_S: f64 = 100.0;
@@ -234,7 +234,7 @@ impl Procfs {
     pub fn new(root: impl Into<PathBuf>, passwd_file: &Path) -> Procfs {
         Procfs {
             root: root.into(),
-            passwd: std::fs::read_to_string(passwd_file).ok(),
+            passwd: files::read_text(passwd_file, Input::Proc).ok(),
         }
     }
 
@@ -244,7 +244,8 @@ impl Procfs {
     }
 
     fn read(&self, pid: u32, file: &str) -> Option<String> {
-        std::fs::read_to_string(self.root.join(pid.to_string()).join(file)).ok()
+        // Bounded, regular files only: a recorded root's file may be a link to `/dev/zero`.
+        files::read_text(&self.root.join(pid.to_string()).join(file), Input::Proc).ok()
     }
 
     /// One reading of `pid`, its threads too if `with_threads`; `None` when it is gone or not
@@ -290,15 +291,10 @@ impl Procfs {
     /// (another user's process and no `CAP_SYS_PTRACE`, or gone), logged once at debug level.
     fn environ(&self, pid: u32) -> Option<Vec<u8>> {
         let path = self.root.join(pid.to_string()).join("environ");
-        let read = std::fs::File::open(&path).and_then(|f| {
-            let mut buf = Vec::new();
-            f.take(ENVIRON_MAX_BYTES).read_to_end(&mut buf)?;
-            Ok(buf)
-        });
-        match read {
-            Ok(mut buf) => {
+        match files::read_head(&path, Input::Environ) {
+            Ok((mut buf, cut)) => {
                 // Cut at the bound: the last variable may be partial, so it goes.
-                if buf.len() as u64 >= ENVIRON_MAX_BYTES {
+                if cut || buf.len() as u64 >= ENVIRON_MAX_BYTES {
                     let end = buf.iter().rposition(|b| *b == 0).unwrap_or(0);
                     buf.truncate(end);
                 }
@@ -321,7 +317,7 @@ impl Procfs {
             .flatten()
             .filter_map(|t| {
                 let tid = t.file_name().to_str()?.parse().ok()?;
-                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                let stat = files::read_text(&t.path().join("stat"), Input::Proc).ok()?;
                 parse_stat(&stat).map(|(_, _, _, cpu)| (tid, cpu))
             })
             .collect()

@@ -78,7 +78,7 @@ pub const CLASSES: [ClassInfo; 10] = [
         label: "compute-limited",
         did: "computing, an arithmetic pipe at 60% of its peak or more",
         remedy: "Healthy: the arithmetic units are busy. To go faster, use the tensor cores with lower precision (bf16/fp8 via torch.autocast), or do less arithmetic; if a power cap or thermal slowdown is listed, the limit, not the code, sets the pace.",
-        instruction: Some("Nothing is wasted here; to go faster, run the matmuls in bf16 on the tensor cores: `with torch.autocast(\"cuda\", dtype=torch.bfloat16):` around the forward pass."),
+        instruction: Some("Nothing is wasted here; to go faster, if the matmuls are not already in bf16, run them on the tensor cores: `with torch.autocast(\"cuda\", dtype=torch.bfloat16):` around the forward pass."),
         colour: "#0e651d",
         ansi: 28,
         letter: 'C',
@@ -91,7 +91,7 @@ pub const CLASSES: [ClassInfo; 10] = [
         label: "memory-limited",
         did: "moving data, DRAM at 60% of its peak or more",
         remedy: "Healthy for bandwidth-bound work. To go faster, move fewer bytes: fuse element-wise ops (torch.compile), keep activations in bf16, improve reuse (larger tiles, better layouts).",
-        instruction: Some("Nothing is wasted here; to go faster, move fewer bytes: fuse element-wise ops with torch.compile(model) and keep activations in bf16."),
+        instruction: Some("Nothing is wasted here; to go faster, move fewer bytes: fuse element-wise ops with torch.compile(model) and, if they are not already, keep activations in bf16."),
         colour: "#509dd9",
         ansi: 68,
         letter: 'M',
@@ -292,7 +292,7 @@ pub mod advice {
     pub const FP32_NO_TENSOR: &str = "Compute-bound in FP32 with the tensor cores idle: the FP32 pipe peaks at a small fraction of the tensor cores' rate. Allow TF32 for matrix products and convolutions (torch.set_float32_matmul_precision('high'), torch.backends.cudnn.allow_tf32 = True), or run in bf16 under torch.autocast; if FP32 accuracy is required, the pipe, not the code, is the limit.";
     /// The tensor pipe busy well under its peak with the SMs held: layouts, tiles and the ops
     /// between the matrix products.
-    pub const TENSOR_PARTLY: &str = "Compute-bound on the tensor cores, but they run well under their peak: the rest of the time goes to layout conversions, odd-shaped or small tiles and the element-wise ops between the matrix products. For convolutions use channels_last (model.to(memory_format=torch.channels_last)) and torch.backends.cudnn.benchmark = True; run in bf16 (or allow TF32); batch or group small GEMMs and prefer dimensions that are multiples of 128; fuse the element-wise ops (torch.compile).";
+    pub const TENSOR_PARTLY: &str = "Compute-bound on the tensor cores, but they run well under their peak: the rest of the time goes to layout conversions, odd-shaped or small tiles and the element-wise ops between the matrix products. The counters cannot see a model's layout or dtype: for convolutions not already in channels_last, convert them (model.to(memory_format=torch.channels_last)) and set torch.backends.cudnn.benchmark = True; if not already in bf16, run in it (or allow TF32); batch or group small GEMMs and prefer dimensions that are multiples of 128; fuse the element-wise ops (torch.compile).";
     /// Host↔device copies both ways at once: an optimizer or activations offloaded to the host.
     pub const OFFLOAD_BOTH_WAYS: &str = "Copies run both ways over PCIe while the GPU is partly idle: state offloaded to the host (an optimizer step on the CPU, activation offloading) comes and goes every step. Pin the host buffers (pin_memory), copy with non_blocking=True on a side stream so the copies overlap compute, prefetch the next parameters while this layer computes, or keep the optimizer state on the GPU if memory allows (or shard it across GPUs instead of offloading).";
     /// The GPU waits on its host at a steady pace, or a profiler serialises its kernels.

@@ -73,6 +73,9 @@ pub struct WindowReport {
     pub power: PowerPlace,
     /// No progress in this window, and since when: what the rules across GPUs read.
     pub stall: Option<Stall>,
+    /// The GPU this one waits on in its collectives, where the rules across GPUs named one
+    /// busier than it (`peers.rs`): the straggler, which the report names by its index.
+    pub waits_on: Option<u32>,
     /// The job this GPU belongs to, when the source knows: the rules across GPUs judge one
     /// job's GPUs together.
     pub job: Option<String>,
@@ -459,6 +462,7 @@ impl Diagnoser {
             found,
             power,
             stall: observed.stall,
+            waits_on: None,
             job,
             throttle,
             missing,

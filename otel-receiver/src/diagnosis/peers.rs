@@ -115,6 +115,7 @@ fn name_straggler(frame: &mut [WindowReport], leader: usize, waiters: &[usize], 
             Some(gap),
             text,
         ));
+        frame[i].waits_on = Some(leader_gpu);
     }
     let text = format!(
         "GPU(s) {} wait on this GPU in their collectives: it is the straggler; even out its share of the work or look for what slows this rank",

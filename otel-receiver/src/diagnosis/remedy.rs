@@ -69,13 +69,14 @@ impl Advice {
             Advice::LatencyScattered => "Make neighbouring threads touch neighbouring addresses: sort the indices once if they are reused across steps, or use a segmented reduction (CSR sparse product, torch_scatter) instead of index_add_/scatter_ over random indices.",
             Advice::LatencyPytorch => "Fuse the step: model = torch.compile(model) (mode=\"reduce-overhead\" also captures a CUDA graph), then grow the batch until a unit nears its peak.",
             Advice::LatencyCustom => Class::LatencyBound.info().instruction?,
+            Advice::HostPaced => "Check first whether a profiler ran here: Nsight Compute (`ncu`) replays every kernel it profiles and reads just like this, kernels resident the same share of every second; if one did, judge the job from the windows without it. If none did, the loop waits on its host every step: remove .item(), .cpu() and torch.cuda.synchronize() from the step and capture it in a CUDA graph.",
+            Advice::Profiler => "Judge the job from the windows without the profiler (Nsight Compute `ncu`, Nsight Systems `nsys` or DCGM profiling held the counters); if none should run here, find the process that holds them: CUDA_INJECTION64_PATH or NSYS_* in its environment, or `dcgmi profile --pause`.",
+            // The counters cannot see a model's memory format or dtype: hedged.
+            Advice::TensorPartly => "If not already channels_last, convert the convnet: model = model.to(memory_format=torch.channels_last), with torch.backends.cudnn.benchmark = True; if not already in bf16, run it under torch.autocast(\"cuda\", dtype=torch.bfloat16); then batch small GEMMs (dimensions multiples of 128) and fuse the element-wise ops with torch.compile.",
             Advice::LowIntensityMemory
             | Advice::PartlyFilledCompute
             | Advice::Fp32NoTensor
-            | Advice::TensorPartly
-            | Advice::OffloadBothWays
-            | Advice::HostPaced
-            | Advice::Profiler => return None,
+            | Advice::OffloadBothWays => return None,
         })
     }
 }

@@ -54,7 +54,11 @@ pub fn kubelet(socket: &Path, explicit: bool) -> Finding {
             )
         }
         Err(e) => Finding::new(Area::Kubelet, Status::Failed, shown(&e.to_string()))
-            .fix("the socket is root's: run the agent as root, and check that the kubelet serves PodResources (on by default since Kubernetes 1.15)"),
+            .fix(if super::host::is_root() {
+                "check the socket's path (--kubelet-socket; the DaemonSet mounts /var/lib/kubelet/pod-resources) and that the kubelet serves PodResources (on by default since Kubernetes 1.15)"
+            } else {
+                "the socket is root's: run the agent as root, and check that the kubelet serves PodResources (on by default since Kubernetes 1.15)"
+            }),
     }
 }
 
@@ -75,8 +79,8 @@ pub fn otlp(config: &ExportConfig) -> Finding {
         crate::export::config::Protocol::Grpc => "gRPC",
         crate::export::config::Protocol::HttpProtobuf => "HTTP/protobuf",
     };
-    let outcome = match probe_metrics(cfg) {
-        Ok(outcome) => outcome,
+    let (outcome, fault) = match probe_metrics(cfg) {
+        Ok(probed) => probed,
         Err(e) => {
             return Finding::new(
                 Area::Otlp,
@@ -111,6 +115,16 @@ pub fn otlp(config: &ExportConfig) -> Finding {
         Outcome::Retry(reason::CONNECT) | Outcome::Retry(reason::NETWORK) => failed(
             "cannot connect (refused, no route, or the name does not resolve)",
             "check that the collector listens there and that the node can reach it (firewall, NetworkPolicy)",
+        ),
+        Outcome::Retry(reason::PROTOCOL) | Outcome::Refused(reason::PROTOCOL) => failed(
+            // Joined, not formatted: tests/structure.rs reads braces after a `use ` in a
+            // string (the fixes below) as a use tree.
+            &[
+                "the collector answered, but not in HTTP the exporter can read: ",
+                fault.unwrap_or("a malformed status line or header, a header block too large (over 100 headers), or a body over 4 MiB"),
+            ]
+            .concat(),
+            "check that the endpoint is an OTLP collector and not another server, and that no proxy between rewrites its answers",
         ),
         Outcome::Retry(reason::TLS) => failed(
             "the TLS handshake failed (unknown issuer, wrong name, expired certificate, or not a TLS server)",

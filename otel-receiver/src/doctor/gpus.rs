@@ -20,6 +20,10 @@ pub struct GpuFindings {
     pub pids: Vec<u32>,
 }
 
+/// What a running agent does meanwhile, where the driver may yet come (all but a permission
+/// problem, which waiting does not cure).
+pub const WAITS: &str = "meanwhile `gpuslack run --wait-for-driver` (the systemd unit and the DaemonSet run with it) waits for the driver, trying again up to every 60 s, and /healthz says waiting_for_driver";
+
 /// NVML could not be opened: the one finding, with what to check.
 pub fn nvml_failed(error: &OpenError) -> Finding {
     let fix = match error {
@@ -30,6 +34,10 @@ pub fn nvml_failed(error: &OpenError) -> Finding {
         OpenError::NoPermission(_) => "run as root, or as a user in the group that owns /dev/nvidia*",
         OpenError::NoGpu => "check `nvidia-smi -L`; in Kubernetes, the pod needs the GPUs visible (NVIDIA_VISIBLE_DEVICES=all)",
         OpenError::Other(_) => "check `nvidia-smi` and the kernel log (`dmesg | grep -i nvrm`)",
+    };
+    let fix = match error {
+        OpenError::NoPermission(_) => fix.to_string(),
+        _ => format!("{fix}; {WAITS}"),
     };
     Finding::new(Area::Nvml, Status::Failed, shown(&error.to_string())).fix(fix)
 }
@@ -204,6 +212,26 @@ mod tests {
     use crate::source::live::Cadence;
     use crate::source::live::ReadError;
     use crate::{Metric, Sample};
+
+    #[test]
+    fn a_missing_driver_says_the_running_agent_waits_for_it_and_a_permission_does_not() {
+        for error in [
+            OpenError::NoLibrary("libnvidia-ml.so.1: not found".into()),
+            OpenError::NoDriver("Driver Not Loaded".into()),
+            OpenError::NoGpu,
+        ] {
+            let f = nvml_failed(&error);
+            assert_eq!(f.status, Status::Failed);
+            let fix = f.fix.as_deref().unwrap_or_default();
+            assert!(fix.ends_with(WAITS), "{error}: {fix}");
+        }
+        let denied = nvml_failed(&OpenError::NoPermission("Insufficient Permissions".into()));
+        assert!(!denied
+            .fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("wait-for-driver"));
+    }
 
     /// A GPU whose GPM answers `gpm`, and whose other fields read 1.
     struct Gpu {

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::{shown, Area, Finding, Status};
 use crate::attribution::procfs;
+use crate::files::{self, Input};
 
 /// The oldest glibc the shipped binaries are built for (docs/DEPLOY.md): RHEL 8's.
 pub const GLIBC_FLOOR: (u32, u32) = (2, 28);
@@ -38,7 +39,7 @@ fn major_minor(version: &str) -> Option<(u32, u32)> {
 /// library is older than the one the binary was built for (it would not have started: this
 /// is for a binary built here from source, on a host older than its builder's).
 pub fn platform(proc_root: &Path) -> Vec<Finding> {
-    let kernel = std::fs::read_to_string(proc_root.join("sys/kernel/osrelease"))
+    let kernel = files::read_text(&proc_root.join("sys/kernel/osrelease"), Input::Proc)
         .map(|k| shown(k.trim()))
         .unwrap_or_else(|_| "unknown".into());
     let arch = std::env::consts::ARCH;
@@ -83,12 +84,7 @@ fn readable(proc_root: &Path, pid: u32) -> Option<Readable> {
         return None;
     }
     // Opening is what the kernel checks (ptrace access for environ); one byte read proves it.
-    let can_read = |file: &str| {
-        use std::io::Read as _;
-        std::fs::File::open(dir.join(file))
-            .and_then(|mut f| f.read(&mut [0u8; 1]))
-            .is_ok()
-    };
+    let can_read = |file: &str| files::probe(&dir.join(file), Input::Proc).is_ok();
     Some(Readable {
         environ: can_read("environ"),
         cgroup: can_read("cgroup"),
@@ -120,7 +116,11 @@ pub fn processes(proc_root: &Path, gpu_pids: &[u32]) -> Finding {
                     proc_root.display()
                 ),
             )
-            .fix("mount the host's /proc (the DaemonSet runs with hostPID) and run as root");
+            .fix(if is_root() {
+                "mount the host's /proc (the DaemonSet runs with hostPID)"
+            } else {
+                "mount the host's /proc (the DaemonSet runs with hostPID) and run as root"
+            });
         }
     };
     let (scope, looked_at): (&str, Vec<u32>) = if gpu_pids.is_empty() {
@@ -153,17 +153,65 @@ pub fn processes(proc_root: &Path, gpu_pids: &[u32]) -> Finding {
     let some: Vec<String> = no_environ.iter().take(5).map(u32::to_string).collect();
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
+    let cap_eff = files::read_text(Path::new("/proc/self/status"), Input::Proc)
+        .ok()
+        .and_then(|s| effective_capabilities(&s));
+    let (cause, fix) = denied_because(uid, cap_eff);
     Finding::new(
         Area::Processes,
         Status::Degraded,
         format!(
-            "environment unreadable for {} of {total} {scope} (PIDs {}{}), cgroup for {no_cgroup}, running as uid {uid}: their ranks, Slurm job and rendezvous key (environment) and container and pod (cgroup) will be missing",
+            "environment unreadable for {} of {total} {scope} (PIDs {}{}), cgroup for {no_cgroup}, {cause}: their ranks, Slurm job and rendezvous key (environment) and container and pod (cgroup) will be missing",
             no_environ.len(),
             some.join(", "),
             if no_environ.len() > 5 { ", …" } else { "" },
         ),
     )
-    .fix("run the agent as root (the DaemonSet and the systemd unit do), or give it CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH")
+    .fix(fix)
+}
+
+/// Whether the agent runs as root: a fix never asks root to become root.
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `CAP_SYS_PTRACE`'s bit: what lets a process read another user's `/proc/PID/environ`.
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// The effective capability set of a `/proc/PID/status` (`CapEff:\t000001ffffffffff`).
+fn effective_capabilities(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+/// Why other processes' environments are refused, and the fix, from who the agent is. The
+/// kernel lets a process read another's environment when it owns it or holds
+/// `CAP_SYS_PTRACE` over its user namespace (a ptrace read check; Yama's `ptrace_scope`
+/// governs attaching, not this read). Root is refused when a container dropped the
+/// capability (Docker and Kubernetes do by default), when the processes live in a user
+/// namespace the agent's root does not own, or when a security module (AppArmor, SELinux)
+/// denies ptrace reads: telling root to run as root helps no one.
+fn denied_because(euid: u32, cap_eff: Option<u64>) -> (String, &'static str) {
+    let ptrace = cap_eff.map(|caps| caps & (1 << CAP_SYS_PTRACE) != 0);
+    match (euid, ptrace) {
+        (0, Some(false)) => (
+            "running as root but without CAP_SYS_PTRACE (a container drops it by default)".into(),
+            "add CAP_SYS_PTRACE to the agent's container (Kubernetes: securityContext.capabilities.add [SYS_PTRACE]; Docker: --cap-add SYS_PTRACE); root without it cannot read other users' environments",
+        ),
+        (_, Some(true)) => (
+            format!("running as uid {euid} with CAP_SYS_PTRACE, and still refused by the kernel"),
+            "a security module denies ptrace reads (Docker's default AppArmor profile does: run with --security-opt apparmor=unconfined or a profile allowing `ptrace (read)`; SELinux: allow the agent's domain sys_ptrace), or the processes are in a user namespace the agent's does not own (run it in the host's)",
+        ),
+        (0, None) => (
+            "running as root, and refused by the kernel (capabilities unknown)".into(),
+            "give the agent CAP_SYS_PTRACE (a container drops it by default), and check that no AppArmor or SELinux profile denies ptrace reads",
+        ),
+        (_, _) => (
+            format!("running as uid {euid}, not root"),
+            "run the agent as root (the DaemonSet and the systemd unit do), or give it CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH",
+        ),
+    }
 }
 
 /// A profiler among the processes: by name, or by the injection library in a process's
@@ -172,7 +220,7 @@ pub fn profiler(proc_root: &Path) -> Finding {
     let mut seen = Vec::new();
     for pid in pids(proc_root).unwrap_or_default() {
         let dir = proc_root.join(pid.to_string());
-        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let comm = files::read_text(&dir.join("comm"), Input::Proc).unwrap_or_default();
         let comm = comm.trim();
         // The same recognition as attribution's, which marks a GPU's processes for the
         // verdicts: here every process of the host counts, DCGM's host engine included.
@@ -180,7 +228,11 @@ pub fn profiler(proc_root: &Path) -> Finding {
             seen.push(format!("{what}, PID {pid}"));
             continue;
         }
-        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+        // Its head, as the attribution reads it: an environment linked to `/dev/zero` under
+        // `--proc-root` took 4.2 GB read whole.
+        let environ = files::read_head(&dir.join("environ"), Input::Environ)
+            .map(|(head, _)| head)
+            .unwrap_or_default();
         if let Some(tool) = procfs::profiler_in_environ(&environ) {
             seen.push(format!(
                 "a process profiled by {tool} ({}, PID {pid})",
@@ -227,6 +279,47 @@ mod tests {
         std::fs::write(dir.join("comm"), format!("{comm}\n")).ok();
         std::fs::write(dir.join("environ"), environ).ok();
         std::fs::write(dir.join("cgroup"), "0::/\n").ok();
+    }
+
+    #[test]
+    fn root_refused_by_the_kernel_is_not_told_to_run_as_root() {
+        let full = 0x1ff_ffff_ffff_u64;
+        let no_ptrace = full & !(1 << CAP_SYS_PTRACE);
+        let (cause, fix) = denied_because(0, Some(no_ptrace));
+        assert_eq!(
+            cause,
+            "running as root but without CAP_SYS_PTRACE (a container drops it by default)"
+        );
+        assert!(fix.starts_with("add CAP_SYS_PTRACE"), "{fix}");
+        assert!(!fix.contains("run the agent as root"), "{fix}");
+        let (cause, fix) = denied_because(0, Some(full));
+        assert!(
+            cause.contains("with CAP_SYS_PTRACE, and still refused"),
+            "{cause}"
+        );
+        assert!(
+            fix.contains("AppArmor") && fix.contains("user namespace"),
+            "{fix}"
+        );
+        assert!(!fix.contains("run the agent as root"), "{fix}");
+        let (_, fix) = denied_because(0, None);
+        assert!(!fix.contains("run the agent as root"), "{fix}");
+        // Not root and no capability: root is the fix.
+        let (cause, fix) = denied_because(1000, Some(0));
+        assert_eq!(cause, "running as uid 1000, not root");
+        assert!(fix.starts_with("run the agent as root"), "{fix}");
+        // Not root but holding the capability: the kernel's refusal has another cause.
+        let (cause, _) = denied_because(1000, Some(1 << CAP_SYS_PTRACE));
+        assert!(cause.contains("with CAP_SYS_PTRACE"), "{cause}");
+    }
+
+    #[test]
+    fn the_effective_capabilities_are_read_from_a_status_file() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t00000000a80425fb\nCapBnd:\t1\n";
+        assert_eq!(effective_capabilities(status), Some(0xa804_25fb));
+        // Docker's default set: no CAP_SYS_PTRACE.
+        assert_eq!(0xa804_25fb_u64 & (1 << CAP_SYS_PTRACE), 0);
+        assert_eq!(effective_capabilities("Name:\tx\n"), None);
     }
 
     #[test]

@@ -417,6 +417,263 @@ pub const POD_ASSIGNMENT: MetricDef = gauge(
     "1 for each Kubernetes container the kubelet assigned the GPU to: several where pods time-slice it",
 ).int();
 
+/// dcgm-exporter's field names for `--metrics dcgm` (issue #49): each as dcgm-exporter declares
+/// it (etc/default-counters.csv at NVIDIA/dcgm-exporter 691c927, the 4.5.3-4.8.2 release: the
+/// name, the Prometheus type, the help text), with DCGM's unit (dcgmlib/src/dcgm_fields.cpp)
+/// and DCGM's scale: MHz, °C, W, mJ, MiB, % (0–100) for the `DEV` fields, ratios (0–1) and
+/// bytes per second for the `PROF` fields. A name is rendered as it is, with no unit suffix and
+/// no `_total`, so that NVIDIA's dashboard, its alert examples and Datadog's `dcgm` check read
+/// it unchanged. The values come from a GPU's view in [`super::dcgm`]; docs/EXPORT.md,
+/// "dcgm-exporter's names", says where each comes from.
+const fn dcgm(
+    name: &'static str,
+    kind: Kind,
+    unit: &'static str,
+    description: &'static str,
+) -> MetricDef {
+    def(name, unit, kind, description)
+}
+
+/// The default counters of dcgm-exporter's etc/default-counters.csv (all but the two in
+/// [`DCGM_NOT_READ`] and the driver version, which is a label), in the file's order.
+pub const DCGM_DEFAULT: [MetricDef; 23] = [
+    dcgm("DCGM_FI_DEV_SM_CLOCK", Kind::Gauge, "MHz", "SM clock frequency (in MHz)."),
+    dcgm("DCGM_FI_DEV_MEM_CLOCK", Kind::Gauge, "MHz", "Memory clock frequency (in MHz)."),
+    dcgm("DCGM_FI_DEV_MEMORY_TEMP", Kind::Gauge, "Cel", "Memory temperature (in C)."),
+    dcgm("DCGM_FI_DEV_GPU_TEMP", Kind::Gauge, "Cel", "GPU temperature (in C)."),
+    dcgm("DCGM_FI_DEV_POWER_USAGE", Kind::Gauge, "W", "Power draw (in W)."),
+    dcgm(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        Kind::Counter,
+        "mJ",
+        "Total energy consumption since boot (in mJ).",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        Kind::Counter,
+        "{replay}",
+        "Total number of PCIe retries.",
+    )
+    .int(),
+    dcgm("DCGM_FI_DEV_GPU_UTIL", Kind::Gauge, "%", "GPU utilization (in %)."),
+    dcgm("DCGM_FI_DEV_MEM_COPY_UTIL", Kind::Gauge, "%", "Memory utilization (in %)."),
+    dcgm("DCGM_FI_DEV_ENC_UTIL", Kind::Gauge, "%", "Encoder utilization (in %)."),
+    dcgm("DCGM_FI_DEV_DEC_UTIL", Kind::Gauge, "%", "Decoder utilization (in %)."),
+    dcgm(
+        "DCGM_FI_DEV_XID_ERRORS",
+        Kind::Gauge,
+        "{xid}",
+        "Value of the last XID error encountered.",
+    )
+    .int(),
+    dcgm("DCGM_FI_DEV_FB_FREE", Kind::Gauge, "MiBy", "Framebuffer memory free (in MiB).").int(),
+    dcgm("DCGM_FI_DEV_FB_USED", Kind::Gauge, "MiBy", "Framebuffer memory used (in MiB).").int(),
+    dcgm(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        Kind::Counter,
+        "MiBy/s",
+        "Total number of NVLink bandwidth counters for all lanes.",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        Kind::Counter,
+        "{row}",
+        "Number of remapped rows for uncorrectable errors",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        Kind::Counter,
+        "{row}",
+        "Number of remapped rows for correctable errors",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        Kind::Gauge,
+        "1",
+        "Whether remapping of rows has failed",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "Ratio of time the graphics engine is active.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        Kind::Gauge,
+        "By/s",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        Kind::Gauge,
+        "By/s",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+    ),
+];
+
+/// The profiling fields GPM gives beyond the defaults (dcgm-exporter ships them commented out
+/// in etc/dcp-metrics-included.csv, with these help texts; the NVLink two, DCGM's fields 1011
+/// and 1012, have none there and are described after DCGM's header, as the PCIe two are).
+pub const DCGM_PROFILING: [MetricDef; 7] = [
+    dcgm(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        Kind::Gauge,
+        "1",
+        "The ratio of number of warps resident on an SM.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "Ratio of cycles the fp64 pipes are active.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "Ratio of cycles the fp32 pipes are active.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        Kind::Gauge,
+        "1",
+        "Ratio of cycles the fp16 pipes are active.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        Kind::Gauge,
+        "By/s",
+        "The rate of data transmitted over NvLink - including both header and payload - in bytes per second.",
+    ),
+    dcgm(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        Kind::Gauge,
+        "By/s",
+        "The rate of data received over NvLink - including both header and payload - in bytes per second.",
+    ),
+];
+
+/// The fields Datadog's `dcgm` check maps by default beyond the two lists above
+/// (dcgm/datadog_checks/dcgm/metrics.py in DataDog/integrations-core), help texts from DCGM's
+/// field header.
+pub const DCGM_DATADOG: [MetricDef; 8] = [
+    dcgm(
+        "DCGM_FI_DEV_COUNT",
+        Kind::Gauge,
+        "{gpu}",
+        "Number of Devices on the node.",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_FAN_SPEED",
+        Kind::Gauge,
+        "%",
+        "Fan speed for the device in percent 0-100.",
+    ),
+    dcgm(
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        Kind::Gauge,
+        "1",
+        "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_FB_TOTAL",
+        Kind::Gauge,
+        "MiBy",
+        "Total Frame Buffer of the GPU in MB.",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_FB_USED_PERCENT",
+        Kind::Gauge,
+        "1",
+        "Ratio of Frame Buffer used: 'Used/(Total - Reserved)'. Range 0.0-1.0.",
+    ),
+    dcgm(
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        Kind::Gauge,
+        "W",
+        "Current Power limit for the device.",
+    ),
+    dcgm(
+        "DCGM_FI_DEV_PSTATE",
+        Kind::Gauge,
+        "{pstate}",
+        "Performance state (P-State) 0-15. 0=highest.",
+    )
+    .int(),
+    dcgm(
+        "DCGM_FI_DEV_SLOWDOWN_TEMP",
+        Kind::Gauge,
+        "Cel",
+        "Slowdown temperature for the device.",
+    ),
+];
+
+/// Every dcgm-exporter field gpuslack exports, in the order of the three lists.
+pub const DCGM_FIELDS: [MetricDef; 38] = {
+    let mut out = [DCGM_DEFAULT[0]; 38];
+    let mut i = 0;
+    while i < DCGM_DEFAULT.len() {
+        out[i] = DCGM_DEFAULT[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < DCGM_PROFILING.len() {
+        out[i + j] = DCGM_PROFILING[j];
+        j += 1;
+    }
+    let mut k = 0;
+    while k < DCGM_DATADOG.len() {
+        out[i + j + k] = DCGM_DATADOG[k];
+        k += 1;
+    }
+    out
+};
+
+/// dcgm-exporter's default fields gpuslack does not read, and why: NVML's v1 memory
+/// information, which the agent reads, has no reserved figure (the reserved memory counts as
+/// used); the vGPU licence is a guest's, and a bare-metal GPU has none (DCGM reports it blank
+/// there, and dcgm-exporter skips blank values).
+pub const DCGM_NOT_READ: [(&str, &str); 2] = [
+    (
+        "DCGM_FI_DEV_FB_RESERVED",
+        "NVML's v1 memory information has no reserved figure: it counts as used",
+    ),
+    (
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+        "a vGPU guest's licence; a bare-metal GPU has none",
+    ),
+];
+
+/// dcgm-exporter's label for the driver version (etc/default-counters.csv's one `label` row).
+pub const DCGM_DRIVER_LABEL: &str = "DCGM_FI_DRIVER_VERSION";
+
 /// Per-link NVLink error series a GPU can have at most: 18 links (NVML_NVLINK_MAX_LINKS) × 3
 /// error types, each only while its link has errors or is down.
 pub const MAX_NVLINK_LINK_SERIES: usize = 18 * 3;
@@ -435,7 +692,7 @@ pub const AGENT_WINDOWS: MetricDef = counter(
 pub const AGENT_EXPORTS: MetricDef = counter(
     "gpuslack.agent.exports",
     "{export}",
-    "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, network, other)",
+    "OTLP exports by signal and outcome, failures by reason (connect, tls, timeout, auth, throttled, unavailable, rejected, redirected, protocol, network, too_large, shutdown, other)",
 ).int();
 pub const AGENT_POINTS: MetricDef = counter(
     "gpuslack.agent.points",
@@ -456,13 +713,37 @@ pub const AGENT_SCRAPES: MetricDef = counter(
 )
 .int();
 
+/// The sending queues' gauges, named as the semantic conventions name a resource's use and its
+/// bound (`*.usage`, `*.limit`): how near each signal's queue is to dropping its oldest.
+pub const AGENT_QUEUE_USAGE: MetricDef = gauge(
+    "gpuslack.agent.queue.usage",
+    "By",
+    "Bytes waiting in a signal's OTLP sending queue (attribute signal)",
+)
+.int();
+pub const AGENT_QUEUE_LIMIT: MetricDef = gauge(
+    "gpuslack.agent.queue.limit",
+    "By",
+    "The bound of a signal's OTLP sending queue, past which its oldest batches are dropped (--otlp-queue-mib)",
+)
+.int();
+pub const AGENT_QUEUE_BATCHES: MetricDef = gauge(
+    "gpuslack.agent.queue.batches",
+    "{batch}",
+    "Batches waiting in a signal's OTLP sending queue (attribute signal)",
+)
+.int();
+
 /// The agent's own metrics: what became of what it produced. Not tied to a GPU.
-pub const AGENT: [MetricDef; 5] = [
+pub const AGENT: [MetricDef; 8] = [
     AGENT_WINDOWS,
     AGENT_EXPORTS,
     AGENT_POINTS,
     AGENT_LOG_RECORDS,
     AGENT_SCRAPES,
+    AGENT_QUEUE_USAGE,
+    AGENT_QUEUE_LIMIT,
+    AGENT_QUEUE_BATCHES,
 ];
 
 #[cfg(test)]

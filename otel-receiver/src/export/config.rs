@@ -44,13 +44,9 @@ pub enum Preset {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: larger than {} MiB, the most a config file may be: refused before it is read whole", MAX_CONFIG_BYTES >> 20)]
-    TooLarge { path: String },
+    /// Unreadable, not a regular file, or past [`MAX_CONFIG_BYTES`] (the error names both).
+    #[error(transparent)]
+    Read(#[from] crate::files::ReadError),
     #[error("{path}: {message}")]
     Toml { path: String, message: String },
     #[error("{origin}: `{field}`: {problem}")]
@@ -203,6 +199,9 @@ pub struct Layer {
     pub metrics_include: Option<Written<Vec<String>>>,
     /// Metric names taken from the set (an exclude wins over an include).
     pub metrics_exclude: Option<Written<Vec<String>>>,
+    /// The owner's pod on every per-GPU gauge (`--pod-labels`, `GPUSLACK_POD_LABELS`,
+    /// `metrics.pod_labels`): `true` or `false` as written, checked when the layers resolve.
+    pub pod_labels: Option<Written>,
 }
 
 /// A value with the place it was written: `--metrics`, `GPUSLACK_METRICS`, the config file's
@@ -229,6 +228,17 @@ pub const METRICS_VARIABLE: &str = "GPUSLACK_METRICS";
 pub const METRICS_INCLUDE_VARIABLE: &str = "GPUSLACK_METRICS_INCLUDE";
 /// The environment variable of metric names to leave out, comma-separated.
 pub const METRICS_EXCLUDE_VARIABLE: &str = "GPUSLACK_METRICS_EXCLUDE";
+/// The environment variable that puts the owner's pod on every per-GPU gauge (`true`, `false`).
+pub const POD_LABELS_VARIABLE: &str = "GPUSLACK_POD_LABELS";
+
+/// `true`/`false` (also `1`/`0`, `yes`/`no`, any case), or `None`.
+fn parse_switch(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
 
 /// The selection the merged layers name; an unknown set or metric, or nothing selected, is an
 /// error naming where it was written.
@@ -243,7 +253,15 @@ fn selection(merged: &Layer) -> Result<Selection, ConfigError> {
     };
     let list =
         |w: &Option<Written<Vec<String>>>| w.as_ref().map(|w| w.value.clone()).unwrap_or_default();
-    Selection::new(
+    let pod_labels = match &merged.pod_labels {
+        Some(w) => Some(parse_switch(&w.value).ok_or_else(|| ConfigError::Invalid {
+            origin: w.origin,
+            field: w.field,
+            problem: format!("expected true or false, not {:?}", w.value),
+        })?),
+        None => None,
+    };
+    let selection = Selection::new(
         set,
         &list(&merged.metrics_include),
         &list(&merged.metrics_exclude),
@@ -266,6 +284,11 @@ fn selection(merged: &Layer) -> Result<Selection, ConfigError> {
             field: place.1,
             problem: e.to_string(),
         }
+    })?;
+    // The set's default (on in dcgm, off elsewhere) unless a layer says otherwise.
+    Ok(match pod_labels {
+        Some(on) => selection.with_pod_labels(on),
+        None => selection,
     })
 }
 
@@ -293,6 +316,7 @@ impl Layer {
         self.metric_set = over.metric_set.or(self.metric_set);
         self.metrics_include = over.metrics_include.or(self.metrics_include);
         self.metrics_exclude = over.metrics_exclude.or(self.metrics_exclude);
+        self.pod_labels = over.pod_labels.or(self.pod_labels);
         self.endpoint = over.endpoint.or(self.endpoint);
         self.protocol = over.protocol.or(self.protocol);
         self.headers.extend(over.headers);
@@ -605,6 +629,11 @@ pub fn env_layer(get: impl Fn(&str) -> Option<String>) -> (Layer, Vec<ConfigErro
             value: parse_names(&v),
         });
     }
+    layer.pod_labels = get(POD_LABELS_VARIABLE).map(|value| Written {
+        origin: ORIGIN,
+        field: POD_LABELS_VARIABLE,
+        value,
+    });
     (layer, warnings)
 }
 
@@ -645,6 +674,7 @@ struct FileMetrics {
     set: Option<String>,
     include: Option<Vec<String>>,
     exclude: Option<Vec<String>>,
+    pod_labels: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -680,26 +710,13 @@ struct FileResource {
 /// The largest config file read, 1 MiB: docs/EXPORT.md's fullest example is about 2 KB, and a
 /// file with a thousand resource attributes some 50 KB. Read without a bound, `--config
 /// /dev/zero` took 4.2 GB in 5 s, and a 44 MB file of 3 million attributes 1.47 GB.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub const MAX_CONFIG_BYTES: u64 = crate::files::Input::Config.cap_bytes();
 
 /// A TOML config file (format in docs/EXPORT.md). Errors name the file and the field or line;
 /// a file past [`MAX_CONFIG_BYTES`] (or a device that never ends) is refused unread.
 pub fn file_layer(path: &Path) -> Result<Layer, ConfigError> {
-    use std::io::Read as _;
     let shown = path.display().to_string();
-    let read_err = |source| ConfigError::Read {
-        path: shown.clone(),
-        source,
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(ConfigError::TooLarge { path: shown });
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| read_err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    let text = crate::files::read_text(path, crate::files::Input::Config)?;
     file_layer_from_str(&text, &shown)
 }
 
@@ -819,6 +836,11 @@ fn file_values(file: FileConfig) -> Result<Layer, ConfigError> {
             origin: ORIGIN,
             field: "metrics.exclude",
             value,
+        });
+        layer.pod_labels = m.pod_labels.map(|on| Written {
+            origin: ORIGIN,
+            field: "metrics.pod_labels",
+            value: on.to_string(),
         });
     }
     Ok(layer)
@@ -1035,6 +1057,46 @@ mod tests {
     }
 
     #[test]
+    fn pod_labels_are_the_dcgm_sets_by_default_and_a_switch_in_every_layer() {
+        use crate::export::selection::MetricSet;
+        let none = |_: &str| None;
+        let file = |text: &str| file_layer_from_str(text, "gpuslack.toml").expect("file");
+        // The set's default: on in dcgm, off elsewhere.
+        let dcgm = resolve(vec![file("[metrics]\nset = \"dcgm\"\n")], &none).expect("dcgm");
+        assert_eq!(dcgm.metrics.set(), MetricSet::Dcgm);
+        assert!(dcgm.metrics.pod_labels());
+        let lean = resolve(vec![file("[metrics]\nset = \"lean\"\n")], &none).expect("lean");
+        assert!(!lean.metrics.pod_labels());
+        // The file turns them on for lean; the environment off again; a flag on.
+        let on = file("[metrics]\nset = \"lean\"\npod_labels = true\n");
+        assert!(resolve(vec![on.clone()], &none)
+            .expect("on")
+            .metrics
+            .pod_labels());
+        let (off, warnings) = env_layer(env(&[("GPUSLACK_POD_LABELS", "false")]));
+        assert!(warnings.is_empty());
+        let c = resolve(vec![on.clone(), off.clone()], &none).expect("env");
+        assert!(!c.metrics.pod_labels());
+        let flag = Layer {
+            pod_labels: Some(Written {
+                origin: "flag",
+                field: "--pod-labels",
+                value: "true".into(),
+            }),
+            ..Layer::default()
+        };
+        let c = resolve(vec![on, off, flag], &none).expect("flag");
+        assert!(c.metrics.pod_labels());
+        // A value that is not a switch names where it was written.
+        let (bad, _) = env_layer(env(&[("GPUSLACK_POD_LABELS", "sometimes")]));
+        let e = resolve(vec![bad], &none).expect_err("not a switch");
+        assert_eq!(
+            e.to_string(),
+            "environment: `GPUSLACK_POD_LABELS`: expected true or false, not \"sometimes\""
+        );
+    }
+
+    #[test]
     fn the_metric_set_and_lists_layer_file_then_environment_then_flags() {
         use crate::export::selection::MetricSet;
         let file = file_layer_from_str(
@@ -1153,6 +1215,7 @@ mod tests {
                 field: "--metrics-exclude",
                 value: crate::export::catalogue::ALL
                     .iter()
+                    .chain(&crate::export::catalogue::DCGM_FIELDS)
                     .map(|d| d.name.to_string())
                     .collect(),
             }),
@@ -1659,6 +1722,9 @@ mod tests {
         let e = file_layer(Path::new("/dev/zero"))
             .expect_err("endless")
             .to_string();
-        assert!(e.starts_with("/dev/zero: larger than 1 MiB"), "{e}");
+        assert_eq!(
+            e,
+            "/dev/zero: is a character device, not a regular file: a config file must be one"
+        );
     }
 }

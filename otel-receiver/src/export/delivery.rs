@@ -10,7 +10,8 @@
 //! it could be sent). Both signals are counted the same way, through the same sender.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Distinct partial-success messages logged; past that, rejections are only counted.
@@ -108,6 +109,9 @@ pub mod reason {
     /// The intake refused the request's size (HTTP 413, gRPC `ResourceExhausted` on the
     /// message size): the batch is halved and sent again.
     pub const TOO_LARGE: &str = "too_large";
+    /// The collector answered, but not in HTTP the client can read: a malformed status line
+    /// or header, a header block past the client's limit, a body over 4 MiB.
+    pub const PROTOCOL: &str = "protocol";
     /// The connection broke during the request, or another transport failure.
     pub const NETWORK: &str = "network";
     /// The agent stopped while the request was in flight (a collector that hung past
@@ -180,6 +184,50 @@ pub struct Counts {
     /// smallest size sent, or a record larger than the request limit).
     pub dropped_by_reason: BTreeMap<(Signal, &'static str), u64>,
     pub scrapes_served: u64,
+    /// What each signal's sending queue holds now, against its bound.
+    pub queues: BTreeMap<Signal, QueueHeld>,
+}
+
+/// What a sending queue holds at one moment: batches and bytes waiting, and its bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueHeld {
+    pub batches: usize,
+    pub bytes: usize,
+    pub max_bytes: usize,
+}
+
+/// A sending queue's level, kept by the queue as it changes and read without its lock: for the
+/// agent's own gauge (`gpuslack.agent.queue.*`), which a scrape reads while the sender holds
+/// the queue.
+#[derive(Debug, Default)]
+pub struct QueueLevel {
+    batches: AtomicUsize,
+    bytes: AtomicUsize,
+    max_bytes: AtomicUsize,
+}
+
+impl QueueLevel {
+    /// A level for a queue bounded at `max_bytes`, empty.
+    pub fn new(max_bytes: usize) -> QueueLevel {
+        let level = QueueLevel::default();
+        level.max_bytes.store(max_bytes, Ordering::Relaxed);
+        level
+    }
+
+    /// The queue now holds `batches` in `bytes`.
+    pub fn set(&self, batches: usize, bytes: usize) {
+        self.batches.store(batches, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// What it holds now.
+    pub fn held(&self) -> QueueHeld {
+        QueueHeld {
+            batches: self.batches.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            max_bytes: self.max_bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Counts {
@@ -260,6 +308,9 @@ impl Counts {
 struct Noted {
     failure: Option<&'static str>,
     rejected: u64,
+    /// The transport answered for the collector without sending (it had asked to be left
+    /// alone): no attempt the collector saw.
+    not_sent: bool,
 }
 
 #[derive(Debug, Default)]
@@ -283,6 +334,10 @@ struct Inner {
     in_flight: BTreeMap<Signal, u64>,
     /// Closed at exit: an attempt that ends after that is not counted twice.
     closed: bool,
+    /// Each signal's sending queue's level, read into [`Counts::queues`].
+    queues: BTreeMap<Signal, Arc<QueueLevel>>,
+    /// What broke HTTP in the last answer that did (`reason::PROTOCOL`), for `doctor` to say.
+    protocol_fault: Option<&'static str>,
 }
 
 /// Shared between the pipeline, the senders and the HTTP client.
@@ -300,7 +355,18 @@ impl Delivery {
     }
 
     pub fn counts(&self) -> Counts {
-        self.with(|i| i.counts.clone())
+        self.with(|i| {
+            let mut counts = i.counts.clone();
+            counts.queues = i.queues.iter().map(|(s, l)| (*s, l.held())).collect();
+            counts
+        })
+    }
+
+    /// `signal`'s sending queue keeps `level`: its gauge reads it.
+    pub fn watch_queue(&self, signal: Signal, level: Arc<QueueLevel>) {
+        self.with(|i| {
+            i.queues.insert(signal, level);
+        });
     }
 
     pub fn window_produced(&self) {
@@ -325,6 +391,24 @@ impl Delivery {
     /// The transport saw this failure (the sender files the attempt under it).
     pub fn note_failure(&self, signal: Signal, reason: &'static str) {
         self.with(|i| i.noted.entry(signal).or_default().failure = Some(reason));
+    }
+
+    /// The collector's answer broke HTTP this way (`causes::protocol_fault`).
+    pub fn note_protocol_fault(&self, fault: &'static str) {
+        self.with(|i| i.protocol_fault = Some(fault));
+    }
+
+    /// What broke HTTP in the last answer that did, if one did.
+    pub fn last_protocol_fault(&self) -> Option<&'static str> {
+        self.with(|i| i.protocol_fault)
+    }
+
+    /// The transport answered for the collector, which had asked to be left alone (a
+    /// `Retry-After` the other signal's sender met while this one's request was on its way):
+    /// nothing was sent, so the attempt is not counted. A 503 run with `Retry-After` counted
+    /// 29 attempts where the collector saw 25.
+    pub fn note_not_sent(&self, signal: Signal) {
+        self.with(|i| i.noted.entry(signal).or_default().not_sent = true);
     }
 
     /// The collector accepted the export but rejected `items` of it (OTLP partial success):
@@ -426,6 +510,9 @@ impl Delivery {
                 return;
             }
             let noted = i.noted.remove(&signal).unwrap_or_default();
+            if noted.not_sent {
+                return;
+            }
             let reason = noted.failure.unwrap_or(fallback);
             let c = &mut i.counts;
             *c.exports_attempted.entry(signal).or_default() += 1;

@@ -111,6 +111,9 @@ fn location(headers: &HeaderMap) -> String {
 }
 
 fn classify(e: &HttpError) -> &'static str {
+    if crate::causes::protocol_fault(e.as_ref()).is_some() {
+        return reason::PROTOCOL;
+    }
     let text = causes(e.as_ref()).to_ascii_lowercase();
     if let Some(why) = reason_in_text(&text) {
         return why;
@@ -153,8 +156,10 @@ fn status_reason(status: u16) -> &'static str {
 impl HttpClient for OtlpHttpClient {
     async fn send_bytes(&self, mut request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         if let Some(wait) = self.delivery.held() {
-            // Answer as the collector did, so that the exporter backs off rather than retry.
+            // Answer as the collector did, so that the exporter backs off rather than retry;
+            // not an attempt, as nothing went out.
             self.delivery.note_failure(self.signal, reason::THROTTLED);
+            self.delivery.note_not_sent(self.signal);
             let response = Response::builder()
                 .status(429)
                 .header(http::header::RETRY_AFTER, wait.as_secs().max(1).to_string())
@@ -198,7 +203,14 @@ impl HttpClient for OtlpHttpClient {
                     Ok(r) => Box::new((*r).without_url()),
                     Err(other) => other,
                 };
-                self.log_failure(why, &causes(e.as_ref()));
+                let detail = match crate::causes::protocol_fault(e.as_ref()) {
+                    Some(fault) => {
+                        self.delivery.note_protocol_fault(fault);
+                        format!("the collector answered {fault}: {}", causes(e.as_ref()))
+                    }
+                    None => causes(e.as_ref()),
+                };
+                self.log_failure(why, &detail);
                 Err(e)
             }
         }

@@ -9,6 +9,7 @@
 pub mod catalogue;
 pub mod config;
 mod connections;
+pub mod dcgm;
 pub mod delivery;
 pub mod endpoint;
 pub mod http_client;

@@ -137,7 +137,10 @@ pub fn resource(config: &ExportConfig) -> Resource {
     for (k, _) in &config.resource_attributes {
         if added.insert(k.as_str()) {
             if let Some(v) = theirs.get(k.as_str()) {
-                attrs.push(KeyValue::new(k.clone(), v.to_string()));
+                attrs.push(KeyValue::new(
+                    k.clone(),
+                    crate::text::exported(v).into_owned(),
+                ));
             }
         }
     }
@@ -336,8 +339,9 @@ fn transport<R: GrpcExport>(
 /// One empty metrics export to `cfg`'s collector, as `gpuslack doctor` sends it: whether the
 /// collector is reachable, speaks TLS as configured and takes the credentials. The request
 /// holds no resource and no point, so nothing lands in the backend; the answer maps to an
-/// [`Outcome`] the way every export's does.
-pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
+/// [`Outcome`] the way every export's does, with what broke HTTP where the answer did (a
+/// malformed answer, a header block too large, a body over 4 MiB: filed `protocol`).
+pub fn probe_metrics(cfg: &SignalConfig) -> Result<(Outcome, Option<&'static str>), OtlpError> {
     // gRPC's channel is driven by the runtime's worker while the caller's thread blocks on the
     // answer; HTTP goes through the blocking client, outside the runtime.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -357,7 +361,7 @@ pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
     let outcome = transport.send(&[]);
     // The transport notes the cause it saw (TLS, a timeout) where its outcome is generic; the
     // attempt is filed under it, as the sender files every failed attempt.
-    Ok(match outcome {
+    let outcome = match outcome {
         Outcome::Retry(fallback) | Outcome::Refused(fallback) => {
             delivery.attempt_failed(Signal::Metrics, fallback);
             let why = delivery.metrics_failing().1.unwrap_or(fallback);
@@ -367,7 +371,8 @@ pub fn probe_metrics(cfg: &SignalConfig) -> Result<Outcome, OtlpError> {
             }
         }
         delivered_or_too_large => delivered_or_too_large,
-    })
+    };
+    Ok((outcome, delivery.last_protocol_fault()))
 }
 
 /// The metrics exporter: each collection becomes batches of at most `max_request_bytes` in the
@@ -519,7 +524,11 @@ fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64)
     let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
     attributes.extend([
         attribute("gpuslack.diagnosis.rule", text(r.rule.as_str())),
-        attribute("gpuslack.diagnosis.evidence", text(evidence.join("; "))),
+        // Evidence may quote a process's name: escaped as every exported text is.
+        attribute(
+            "gpuslack.diagnosis.evidence",
+            text(crate::text::exported(&evidence.join("; "))),
+        ),
         attribute("gpuslack.diagnosis.remedy", text(r.remedy())),
         attribute(
             "gpuslack.diagnosis.confidence",
@@ -535,12 +544,12 @@ fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64)
         severity_number: SeverityNumber::Info as i32,
         severity_text: "INFO".into(),
         event_name: "gpuslack.diagnosis.change".into(),
-        body: text(format!(
+        body: text(crate::text::exported(&format!(
             "GPU {} became {}: {}",
             change.gpu,
             change.to,
             evidence.first().copied().unwrap_or("")
-        )),
+        ))),
         attributes,
         ..LogRecord::default()
     }
@@ -633,7 +642,9 @@ fn key_values(attributes: &[(&'static str, String)]) -> Vec<KeyValue> {
                 .flatten()
             {
                 Some(n) => KeyValue::new(*k, n),
-                None => KeyValue::new(*k, v.clone()),
+                // Outside text (a pod, a process name) with its controls and bidi marks
+                // escaped, as on `/metrics` (`text::exported`).
+                None => KeyValue::new(*k, crate::text::exported(v).into_owned()),
             }
         })
         .collect()
@@ -706,7 +717,11 @@ pub fn register_for_bench(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
 /// Registers one observable instrument per catalogue entry, each reading the export state:
 /// the GPUs' metrics and the agent's own.
 fn register(meter: &Meter, state: &Arc<RwLock<ExportState>>) {
-    for def in catalogue::ALL.into_iter().chain(catalogue::AGENT) {
+    let every = catalogue::ALL
+        .into_iter()
+        .chain(catalogue::DCGM_FIELDS)
+        .chain(catalogue::AGENT);
+    for def in every {
         let state = state.clone();
         let agent = catalogue::AGENT.contains(&def);
         let observe = move |def: MetricDef, record: &dyn Fn(f64, &[KeyValue])| {
@@ -796,6 +811,7 @@ impl OtlpExport {
             message: format!("no tokio runtime to send from: {e}"),
         })?;
         let queue = Arc::new(SendQueue::new(cfg.queue_bytes));
+        delivery.watch_queue(Signal::Metrics, queue.level());
         let sending = Arc::new(Control::default());
         spawn_sender(
             &queue,
@@ -832,6 +848,7 @@ impl OtlpExport {
                     max_request_bytes: cfg.max_request_bytes,
                     overflow_logged: std::sync::Mutex::new(None),
                 };
+                delivery.watch_queue(Signal::Logs, logs.queue.level());
                 spawn_sender(
                     &logs.queue,
                     &delivery,
@@ -953,6 +970,24 @@ impl OtlpExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_text_in_attributes_is_sent_escaped_and_pids_as_integers() {
+        let kvs = key_values(&[
+            ("process.pid", "4242".to_string()),
+            (
+                "k8s.pod.name",
+                "p\u{1b}]52;c;eA==\u{7}\r\0\u{9b}\u{202e}x".to_string(),
+            ),
+            ("k8s.namespace.name", "ml/é".to_string()),
+        ]);
+        assert_eq!(kvs[0].value, opentelemetry::Value::I64(4242));
+        assert_eq!(
+            kvs[1].value.as_str(),
+            "p\\x1b]52;c;eA==\\x07\\r\\x00\\u{9b}\\u{202e}x"
+        );
+        assert_eq!(kvs[2].value.as_str(), "ml/é");
+    }
 
     #[test]
     fn sixty_four_gpus_of_sixteen_owners_each_lose_no_point_to_the_cardinality_limit() {

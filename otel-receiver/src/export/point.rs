@@ -64,6 +64,23 @@ pub fn owner_attributes(report: &WindowReport) -> Attributes {
     attrs
 }
 
+/// The one pod (and, where it has one container there, the container) the kubelet assigned the
+/// GPU to, by the semantic conventions' names: what `--pod-labels` puts on every per-GPU series
+/// (docs/EXPORT.md, "Pods on GPU series"). Empty where no pod or several time-slice the GPU.
+pub fn pod_attributes(report: &WindowReport) -> Attributes {
+    let Some(pod) = report.stats.pods.as_deref().and_then(|p| pod_owner_of(p)) else {
+        return Attributes::new();
+    };
+    let mut attrs = vec![
+        ("k8s.pod.name", pod.pod.to_string()),
+        ("k8s.namespace.name", pod.namespace.to_string()),
+    ];
+    if let Some(container) = pod.container {
+        attrs.push(("k8s.container.name", container.to_string()));
+    }
+    attrs
+}
+
 /// The job a GPU's current owner belongs to, by the names of docs/EXPORT.md: the agent's job id,
 /// the ranks and the scheduler's own identity where the process environment gave them, the pod
 /// and namespace where the kubelet did. `None` when no process names a job. These ride on the
@@ -112,4 +129,11 @@ fn push_identity(attrs: &mut Attributes, p: &GpuProcess) {
     push("slurm.job.account", id.slurm_account.clone());
     push("slurm.job.partition", id.slurm_partition.clone());
     push("k8s.pod.uid", p.pod_uid.clone());
+}
+
+/// The MIG profile of an instance, from the name NVML gives it ("NVIDIA H200 MIG 1g.18gb").
+pub fn mig_profile(name: &str) -> Option<&str> {
+    let (_, profile) = name.rsplit_once(" MIG ")?;
+    let profile = profile.trim();
+    (!profile.is_empty()).then_some(profile)
 }

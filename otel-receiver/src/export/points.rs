@@ -12,8 +12,9 @@
 use std::sync::Arc;
 
 use super::catalogue::*;
+use super::dcgm;
 use super::delivery::Counts;
-use super::point::{owner_attributes, Attributes, Point};
+use super::point::{mig_profile, owner_attributes, pod_attributes, Attributes, Point, OWNER_KEYS};
 use super::selection::Shape;
 use super::state::{ExportState, GpuView, COUNTED_ERRORS};
 use crate::attribution::GpuProcess;
@@ -27,12 +28,30 @@ impl ExportState {
         let selection = self.selection();
         let make = || -> Arc<Vec<Point>> {
             self.mark_collected();
-            Arc::new(
-                self.gpus()
-                    .flat_map(|view| shaped_points(view, self.top_processes(), selection.shape()))
-                    .filter(|p| selection.includes(&p.def))
-                    .collect(),
-            )
+            let mut out: Vec<Point> = self
+                .gpus()
+                .flat_map(|view| {
+                    let mut points = shaped_points(view, self.top_processes(), selection.shape());
+                    if selection.pod_labels() {
+                        with_pod(view, &mut points);
+                    }
+                    points
+                })
+                .filter(|p| selection.includes(&p.def))
+                .collect();
+            if selection.has_dcgm_fields() {
+                let node = dcgm::NodeContext {
+                    hostname: dcgm::hostname(),
+                    gpus: self.gpus().filter(|v| v.facts.mig_parent.is_none()).count(),
+                    pod_labels: selection.pod_labels(),
+                };
+                out.extend(
+                    self.gpus()
+                        .flat_map(|view| dcgm::points(view, &node))
+                        .filter(|p| selection.includes(&p.def)),
+                );
+            }
+            Arc::new(out)
         };
         // A poisoned cache only means a panic elsewhere mid-fill: make the points afresh.
         let Ok(mut cached) = self.points_cache().lock() else {
@@ -50,12 +69,23 @@ impl ExportState {
             self.gpus().map(|v| (v.gpu, 0)).collect();
         let index_of: std::collections::BTreeMap<String, u32> =
             self.gpus().map(|v| (v.gpu.to_string(), v.gpu)).collect();
+        // dcgm-exporter's fields name a GPU by its UUID (`gpu` is a MIG instance's parent's).
+        let uuid_of: std::collections::BTreeMap<&str, u32> = self
+            .gpus()
+            .filter_map(|v| v.facts.uuid.as_deref().map(|u| (u, v.gpu)))
+            .collect();
         for p in self.points().iter() {
-            let gpu = p
-                .attributes
-                .iter()
-                .find(|(k, _)| *k == "gpuslack.gpu.index")
-                .and_then(|(_, v)| index_of.get(v));
+            let gpu = p.attributes.iter().find_map(|(k, v)| match *k {
+                "gpuslack.gpu.index" => index_of.get(v),
+                "UUID" => uuid_of.get(v.as_str()),
+                _ => None,
+            });
+            let gpu = gpu.or_else(|| {
+                p.attributes
+                    .iter()
+                    .find(|(k, _)| *k == "gpu")
+                    .and_then(|(_, v)| index_of.get(v))
+            });
             if let Some(gpu) = gpu {
                 *out.entry(*gpu).or_default() += 1;
             }
@@ -76,6 +106,24 @@ impl ExportState {
             self.selection().set().name(),
             each.join(", ")
         )
+    }
+}
+
+/// Puts the GPU's pod ([`pod_attributes`]) on every gauge that names no owner yet (the GPU's
+/// readings, its verdict, its info). A point that names an owner (a process, the job, an
+/// assignment) keeps its own; a counter too: one renamed by its pod would start again from
+/// everything it counted, which a delta backend would count twice (the per-owner counters
+/// name the pod already).
+fn with_pod(view: &GpuView, points: &mut [Point]) {
+    let pod = pod_attributes(&view.report);
+    if pod.is_empty() {
+        return;
+    }
+    for p in points {
+        let owned = p.attributes.iter().any(|(k, _)| OWNER_KEYS.contains(k));
+        if !owned && p.def.kind != Kind::Counter {
+            p.attributes.extend(pod.iter().cloned());
+        }
     }
 }
 
@@ -124,6 +172,12 @@ pub fn agent_points(c: &Counts) -> Vec<Point> {
     );
     push(AGENT_LOG_RECORDS, c.log_records_dropped, outcome("dropped"));
     push(AGENT_SCRAPES, c.scrapes_served, vec![]);
+    for (signal, held) in &c.queues {
+        let signal = || vec![("signal", signal.as_str().to_string())];
+        push(AGENT_QUEUE_USAGE, held.bytes as u64, signal());
+        push(AGENT_QUEUE_LIMIT, held.max_bytes as u64, signal());
+        push(AGENT_QUEUE_BATCHES, held.batches as u64, signal());
+    }
     out
 }
 
@@ -164,13 +218,6 @@ pub fn event_attributes(view: &GpuView) -> Attributes {
     let mut attrs = identity_attributes(view);
     attrs.extend(owner_attributes(&view.report));
     attrs
-}
-
-/// The MIG profile of an instance, from the name NVML gives it ("NVIDIA H200 MIG 1g.18gb").
-fn mig_profile(name: &str) -> Option<&str> {
-    let (_, profile) = name.rsplit_once(" MIG ")?;
-    let profile = profile.trim();
-    (!profile.is_empty()).then_some(profile)
 }
 
 /// A point's whole attribute set: the base's (the GPU's identity, with its owner for a process
@@ -906,6 +953,75 @@ mod tests {
         assert!((before - 1000.0).abs() < 15.0, "{before}");
         assert!((during - 990.0).abs() < 15.0, "{during}");
         assert!((before + during - view.energy_j()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn pods_on_the_series_keep_one_series_a_metric_whatever_the_pod_churn() {
+        use crate::export::selection::{MetricSet, Selection};
+        use crate::sample::PodContainer;
+        // 28 pods, one after another, each assigned the GPU and running its job for 4 s.
+        let jobs = churning_jobs();
+        let pods: Vec<Arc<Vec<PodContainer>>> = (0..28)
+            .map(|k| {
+                Arc::new(vec![PodContainer {
+                    pod: format!("train-{k}"),
+                    namespace: "ml".into(),
+                    container: "main".into(),
+                }])
+            })
+            .collect();
+        let reports = reports(28 * 4, |t, s| {
+            let k = (((t - 100.0) / 4.0).floor() as usize).min(27);
+            let mut s = s
+                .with(Metric::UtilGpu, 100.0)
+                .with(Metric::SmMhz, 1980.0)
+                .with(Metric::TempC, 60.0)
+                .with(Metric::Nprocs, 1.0);
+            s.processes = Some(jobs[k].clone());
+            s.pods = Some(pods[k].clone());
+            s
+        });
+        for selection in [
+            Selection::new(MetricSet::Dcgm, &[], &[]).expect("dcgm"),
+            Selection::new(MetricSet::Lean, &[], &[])
+                .expect("lean")
+                .with_pod_labels(true),
+        ] {
+            let set = selection.set().name();
+            let mut state = ExportState::default().with_selection(selection);
+            let mut most = 0;
+            for r in &reports {
+                state.update(r, &DeviceFacts::default());
+                let points = state.points();
+                most = most.max(points.len());
+                let pod = pods
+                    .iter()
+                    .position(|p| Some(p) == r.stats.pods.as_ref())
+                    .map(|k| format!("train-{k}"));
+                let mut gauges = std::collections::BTreeMap::new();
+                for p in points.iter().filter(|p| p.def.kind != Kind::Counter) {
+                    // A gauge names the current pod, never a former one, under its set's key.
+                    let named = p
+                        .attributes
+                        .iter()
+                        .find(|(k, _)| *k == "pod" || *k == "k8s.pod.name")
+                        .map(|(_, v)| v.clone());
+                    assert_eq!(named, pod, "{set}: {}", p.def.name);
+                    let key: Vec<&(&str, String)> = p
+                        .attributes
+                        .iter()
+                        .filter(|(k, _)| !matches!(*k, "pod" | "k8s.pod.name"))
+                        .collect();
+                    *gauges.entry(format!("{}{key:?}", p.def.name)).or_insert(0) += 1;
+                }
+                // One series a gauge and label set: the pod replaces, never adds.
+                assert!(gauges.values().all(|n| *n == 1), "{set}: {gauges:?}");
+            }
+            // The set's bound (docs/EXPORT.md, "What it costs") whatever the churn.
+            let bound = if set == "dcgm" { 72 } else { 45 };
+            assert!(most <= bound, "{set}: {most} series");
+            assert!(most >= 8, "{set}: {most} series");
+        }
     }
 
     #[test]

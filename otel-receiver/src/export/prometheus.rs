@@ -93,7 +93,12 @@ impl Default for Limits {
 /// `hw.power` (W, gauge) → `hw_power_watts`; `hw.energy` (J, counter) → `hw_energy_joules_total`.
 /// An info gauge (`gpuslack.job.info`) keeps its `_info` name, as Prometheus' own info metrics
 /// (`target_info`, `kube_pod_info`) do: it is joined on, not read as a ratio.
+/// dcgm-exporter's fields ([`catalogue::DCGM_FIELDS`]) keep their names as they are
+/// (`DCGM_FI_DEV_POWER_USAGE`): their readers know them so.
 pub fn prometheus_name(def: &MetricDef) -> String {
+    if is_dcgm(def) {
+        return def.name.to_string();
+    }
     let mut name = def.name.replace('.', "_");
     let suffix = match (def.unit, def.kind) {
         _ if def.name.ends_with(".info") => "",
@@ -112,6 +117,11 @@ pub fn prometheus_name(def: &MetricDef) -> String {
         name.push_str("_total");
     }
     name
+}
+
+/// Whether `def` is one of dcgm-exporter's fields, rendered as dcgm-exporter renders it.
+fn is_dcgm(def: &MetricDef) -> bool {
+    def.name.starts_with("DCGM_")
 }
 
 /// The two exposition formats: Prometheus' text format, and OpenMetrics 1.0 for a scraper whose
@@ -234,7 +244,11 @@ pub fn render_parts(
     let _ = writeln!(out, "target_info{target_labels} 1");
     let agent = agent_points(counts);
     // Each metric's points, in the catalogue's order, the agent's first: one pass over them.
-    let defs: Vec<MetricDef> = catalogue::ALL.into_iter().chain(catalogue::AGENT).collect();
+    let defs: Vec<MetricDef> = catalogue::ALL
+        .into_iter()
+        .chain(catalogue::DCGM_FIELDS)
+        .chain(catalogue::AGENT)
+        .collect();
     let mut by_def: Vec<Vec<&super::point::Point>> = vec![Vec::new(); defs.len()];
     let index: std::collections::HashMap<&str, usize> =
         defs.iter().enumerate().map(|(i, d)| (d.name, i)).collect();
@@ -250,9 +264,13 @@ pub fn render_parts(
             continue;
         }
         let name = prometheus_name(def);
+        let dcgm = is_dcgm(def);
         // An UpDownCounter has no Prometheus type of its own: a gauge. An OpenMetrics
-        // counter's family is named without its samples' `_total`.
+        // counter's family is named without its samples' `_total`. dcgm-exporter's counters
+        // have no `_total`, which OpenMetrics requires of a counter's samples: there they are
+        // of unknown type, under their own name (dcgm-exporter serves the text format only).
         let (family, kind) = match (def.kind, format) {
+            (Kind::Counter, Format::OpenMetrics) if dcgm => (name.as_str(), "unknown"),
             (Kind::Counter, Format::Text) => (name.as_str(), "counter"),
             (Kind::Counter, Format::OpenMetrics) => {
                 (name.strip_suffix("_total").unwrap_or(&name), "counter")
@@ -264,11 +282,10 @@ pub fn render_parts(
             "# HELP {family} {}\n# TYPE {family} {kind}",
             help_text(def.description, format)
         );
+        // dcgm-exporter's labels alone on its fields, as its readers expect them.
+        let scope: &[(&str, &str)] = if dcgm { &[] } else { &SCOPE_LABELS };
         for p in samples {
-            let labels = label_set(
-                p.attributes.iter().map(|(k, v)| (*k, v.as_str())),
-                &SCOPE_LABELS,
-            );
+            let labels = label_set(p.attributes.iter().map(|(k, v)| (*k, v.as_str())), scope);
             let _ = writeln!(out, "{name}{labels} {}", sample_value(p.value));
         }
     }
@@ -290,6 +307,8 @@ pub struct HealthInput {
     pub exports_failed_in_a_row: u64,
     pub last_failure: Option<&'static str>,
     pub counts: super::delivery::Counts,
+    /// Why the source is not open yet, while the agent waits for it (no NVML yet).
+    pub waiting_for_source: Option<String>,
 }
 
 impl HealthInput {
@@ -301,6 +320,7 @@ impl HealthInput {
             exports_failed_in_a_row,
             last_failure,
             counts: state.delivery().counts(),
+            waiting_for_source: state.waiting_for_source().map(str::to_string),
         }
     }
 }
@@ -320,9 +340,20 @@ fn rounded_s(d: Duration) -> f64 {
 ///   since a restart would only ignore its request).
 ///
 /// 200 with `status: ok` otherwise. A stall is reported before failing exports, since a stalled
-/// agent has nothing to export.
+/// agent has nothing to export. An agent that waits for its driver (`run --wait-for-driver`,
+/// no NVML yet) is alive and says so, 200 with `status: waiting_for_driver` and why: a liveness
+/// restart would only start the wait again.
 pub fn health(input: &HealthInput, limits: &Limits) -> (StatusCode, String) {
     let c = &input.counts;
+    if let Some(reason) = &input.waiting_for_source {
+        let body = serde_json::json!({
+            "status": "waiting_for_driver",
+            "reason": reason,
+            "uptime_s": rounded_s(input.uptime),
+            "windows_produced": c.windows_produced,
+        });
+        return (StatusCode::OK, format!("{body}\n"));
+    }
     let stale = match input.last_window_age {
         Some(age) => age > limits.stale_after,
         None => input.uptime > limits.stale_after,
@@ -379,9 +410,20 @@ pub fn health(input: &HealthInput, limits: &Limits) -> (StatusCode, String) {
 /// business, and a DaemonSet pod that flips unready only confuses a rollout.
 pub fn readiness(input: &HealthInput) -> (StatusCode, String) {
     let ready = input.last_window_age.is_some();
+    let (status, reason) = match (&input.waiting_for_source, ready) {
+        (_, true) => ("ready", None),
+        (Some(why), false) => ("waiting_for_driver", Some(why.clone())),
+        (None, false) => (
+            "starting",
+            Some(
+                "no window yet: the first sample is not taken or its window has not closed"
+                    .to_string(),
+            ),
+        ),
+    };
     let body = serde_json::json!({
-        "status": if ready { "ready" } else { "starting" },
-        "reason": if ready { None } else { Some("no window yet: the first sample is not taken or its window has not closed") },
+        "status": status,
+        "reason": reason,
         "uptime_s": rounded_s(input.uptime),
         "windows_produced": input.counts.windows_produced,
     });
@@ -700,6 +742,7 @@ mod tests {
             exports_failed_in_a_row: failed,
             last_failure: (failed > 0).then_some(crate::export::delivery::reason::UNAVAILABLE),
             counts: Default::default(),
+            waiting_for_source: None,
         }
     }
 
@@ -778,6 +821,30 @@ mod tests {
         // A stalled agent that also fails to export is reported as stalled: the cause.
         assert_eq!(
             status_of(&health(&input(Some(61), 600, 9), &limits).1),
+            "stalled"
+        );
+    }
+
+    #[test]
+    fn an_agent_waiting_for_its_driver_is_alive_and_not_ready_and_says_why() {
+        let limits = Limits::default();
+        // Ten minutes without a window: stalled, were it not waiting for NVML.
+        let mut waiting = input(None, 600, 0);
+        waiting.waiting_for_source = Some("the NVIDIA driver is not loaded".into());
+        let (code, body) = health(&waiting, &limits);
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::OK, "waiting_for_driver".into())
+        );
+        assert!(body.contains("the NVIDIA driver is not loaded"), "{body}");
+        let (code, body) = readiness(&waiting);
+        assert_eq!(
+            (code, status_of(&body)),
+            (StatusCode::SERVICE_UNAVAILABLE, "waiting_for_driver".into())
+        );
+        // Once the source opened: the usual rules.
+        assert_eq!(
+            status_of(&health(&input(None, 600, 0), &limits).1),
             "stalled"
         );
     }

@@ -40,8 +40,13 @@ pub fn label_name(key: &str) -> String {
 /// Label names Prometheus gives a meaning of its own on any series.
 const RESERVED: [&str; 2] = ["le", "quantile"];
 
-/// A label value with `\`, `"` and line feeds escaped, as the text formats require.
+/// A label value with `\`, `"` and line feeds escaped, as the text formats require, after the
+/// outside text in it is made safe to show ([`crate::text::exported`]): a pod, process or
+/// resource attribute's ESC, BEL, CR, NUL, C1 control or bidi mark reaches the exposition as
+/// its visible escape (`\x1b`, `\u{202e}`), so `curl host:9464/metrics` in a terminal runs
+/// none of them.
 pub fn label_value(value: &str) -> String {
+    let value = crate::text::exported(value);
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
@@ -119,6 +124,11 @@ mod tests {
     fn values_are_escaped_and_unicode_kept() {
         assert_eq!(label_value("a \"b\"\\c\nd"), "a \\\"b\\\"\\\\c\\nd");
         assert_eq!(label_value("ml/é 🚀"), "ml/é 🚀");
+        // Outside text's controls and bidi marks reach the exposition as visible escapes.
+        assert_eq!(
+            label_value("pod\u{1b}]52;c;eA==\u{7}\r\0\u{9b}x\u{202e}y"),
+            "pod\\\\x1b]52;c;eA==\\\\x07\\\\r\\\\x00\\\\u{9b}x\\\\u{202e}y"
+        );
     }
 
     #[test]

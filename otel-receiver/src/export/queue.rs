@@ -19,10 +19,10 @@
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::delivery::Signal;
+use super::delivery::{QueueLevel, Signal};
 
 /// What a signal's export request must offer the queue and the sender: how many items
 /// (points, records) it carries, a way to cut it in two when an intake refuses it as too
@@ -122,6 +122,8 @@ pub struct SendQueue<R> {
     state: Mutex<State<R>>,
     ready: Condvar,
     max_bytes: usize,
+    /// What it holds, published after each change for the agent's gauge.
+    level: Arc<QueueLevel>,
 }
 
 impl<R: Payload> SendQueue<R> {
@@ -134,6 +136,7 @@ impl<R: Payload> SendQueue<R> {
             }),
             ready: Condvar::new(),
             max_bytes,
+            level: Arc::new(QueueLevel::new(max_bytes)),
         }
     }
 
@@ -142,12 +145,23 @@ impl<R: Payload> SendQueue<R> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Publishes what `state` holds, before its lock is let go.
+    fn publish(&self, state: &State<R>) {
+        self.level.set(state.batches.len(), state.bytes);
+    }
+
+    /// What the queue holds, kept current as it changes (`gpuslack.agent.queue.*`).
+    pub fn level(&self) -> Arc<QueueLevel> {
+        self.level.clone()
+    }
+
     /// Adds `batch` at the back; returns the batches that made room for it, oldest first.
     pub fn push(&self, batch: Batch<R>) -> Vec<Batch<R>> {
         let mut state = self.lock();
         let evicted = Self::make_room(&mut state, batch.bytes(), self.max_bytes);
         state.bytes += batch.bytes();
         state.batches.push_back(batch);
+        self.publish(&state);
         drop(state);
         self.ready.notify_all();
         evicted
@@ -178,6 +192,7 @@ impl<R: Payload> SendQueue<R> {
             state.bytes += batch.bytes();
             state.batches.push_back(batch);
         }
+        self.publish(&state);
         drop(state);
         self.ready.notify_all();
         evicted
@@ -203,6 +218,7 @@ impl<R: Payload> SendQueue<R> {
             state.bytes += b.bytes();
             state.batches.push_front(b);
         }
+        self.publish(&state);
     }
 
     /// Takes the oldest batch, waiting up to `wait` for one; the taker calls [`settle`]
@@ -216,6 +232,7 @@ impl<R: Payload> SendQueue<R> {
             if let Some(b) = state.batches.pop_front() {
                 state.bytes -= b.bytes();
                 state.in_flight += 1;
+                self.publish(&state);
                 return Some(b);
             }
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -242,7 +259,9 @@ impl<R: Payload> SendQueue<R> {
     pub fn drain(&self) -> Vec<Batch<R>> {
         let mut state = self.lock();
         state.bytes = 0;
-        state.batches.drain(..).collect()
+        let left = state.batches.drain(..).collect();
+        self.publish(&state);
+        left
     }
 
     /// Batches and bytes waiting.
@@ -268,6 +287,45 @@ mod tests {
     /// by the queue).
     fn batch(bytes: usize, windows: u64) -> Batch<ExportMetricsServiceRequest> {
         Batch::encoded(vec![0; bytes], 1, windows)
+    }
+
+    #[test]
+    fn the_level_follows_every_change_and_reads_as_the_agents_gauge() {
+        use crate::export::catalogue::{AGENT_QUEUE_BATCHES, AGENT_QUEUE_LIMIT, AGENT_QUEUE_USAGE};
+        use crate::export::delivery::{Delivery, QueueHeld};
+        let q = SendQueue::new(1000);
+        let delivery = Delivery::default();
+        delivery.watch_queue(Signal::Metrics, q.level());
+        let held = |d: &Delivery| d.counts().queues.get(&Signal::Metrics).copied();
+        let at = |batches, bytes| QueueHeld {
+            batches,
+            bytes,
+            max_bytes: 1000,
+        };
+        assert_eq!(held(&delivery), Some(at(0, 0)));
+        q.push(batch(400, 1));
+        q.push(batch(300, 1));
+        assert_eq!(held(&delivery), Some(at(2, 700)));
+        // Past the bound: the oldest goes, and the level says what is left.
+        q.push(batch(500, 1));
+        assert_eq!(held(&delivery), Some(at(2, 800)));
+        let b = q.pop(Duration::ZERO).expect("a batch");
+        assert_eq!(held(&delivery), Some(at(1, 500)));
+        q.push_front(vec![b]);
+        assert_eq!(held(&delivery), Some(at(2, 800)));
+        q.drain();
+        assert_eq!(held(&delivery), Some(at(0, 0)));
+        q.push(batch(250, 1));
+        let points = crate::export::points::agent_points(&delivery.counts());
+        let value = |def| {
+            points
+                .iter()
+                .find(|p| p.def == def && p.attributes == [("signal", "metrics".to_string())])
+                .map(|p| p.value)
+        };
+        assert_eq!(value(AGENT_QUEUE_USAGE), Some(250.0));
+        assert_eq!(value(AGENT_QUEUE_LIMIT), Some(1000.0));
+        assert_eq!(value(AGENT_QUEUE_BATCHES), Some(1.0));
     }
 
     /// A logs request of one resource and scope holding `records` records of `text`.

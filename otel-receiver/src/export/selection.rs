@@ -14,7 +14,11 @@ pub enum MetricSet {
     Lean,
     /// Every metric of the table, as before the sets (≤ 369 series a GPU).
     Full,
-    /// dcgm-exporter's default fields (etc/default-counters.csv) under our names.
+    /// dcgm-exporter's exposition: its default fields, the profiling fields GPM gives and those
+    /// Datadog's `dcgm` check maps, under dcgm-exporter's names, units and labels (the owner's
+    /// pod on every series), with gpuslack's verdict series beside them under gpuslack's names
+    /// (46 series a GPU on the H200 recordings; ≤ 72 whatever the churn: 38 fields, 4 gauges,
+    /// the verdict times of ≤ 3 owners).
     Dcgm,
     /// What the Datadog monitors and dashboard in deploy/datadog read: ≤ 25 custom metrics a
     /// GPU with one owner.
@@ -77,7 +81,11 @@ impl MetricSet {
         match self {
             MetricSet::Full => catalogue::ALL.iter().map(|d| d.name).collect(),
             MetricSet::Lean => LEAN.to_vec(),
-            MetricSet::Dcgm => DCGM.iter().map(|(name, _)| *name).collect(),
+            MetricSet::Dcgm => catalogue::DCGM_FIELDS
+                .iter()
+                .map(|d| d.name)
+                .chain(DCGM_VERDICTS)
+                .collect(),
             MetricSet::Datadog => DATADOG.to_vec(),
         }
     }
@@ -118,8 +126,10 @@ pub const HEADROOM: &str = super::catalogue::HEADROOM.name;
 
 /// The Datadog set: what deploy/datadog's monitors and dashboard read, ≤ 25 custom metrics a GPU
 /// with one owner. The straggler monitor reads the process SM share, which names the job (a
-/// Datadog monitor cannot join a gauge to `gpuslack.job.info`).
-const DATADOG: [&str; 20] = [
+/// Datadog monitor cannot join a gauge to `gpuslack.job.info`); the Xid monitor reads the
+/// per-code Xid count, whose action tag keeps the application's own Xids (13, 31, 43) from
+/// paging (a series only for a code seen, at most 8 and `other` a GPU).
+const DATADOG: [&str; 21] = [
     "hw.power",
     "hw.energy",
     "hw.gpu.utilization",
@@ -140,64 +150,20 @@ const DATADOG: [&str; 20] = [
     "gpuslack.job.info",
     "gpuslack.process.sm.activity",
     "gpuslack.ecc.errors",
+    // The Xid monitor filters on the action tag: the application's own Xids do not page.
+    "gpuslack.xid.errors",
 ];
 
-/// dcgm-exporter's default counters (etc/default-counters.csv, the 21 fields not commented out)
-/// and the metric of ours that carries each. `DCGM_FI_DEV_VGPU_LICENSE_STATUS` has none (NVML's
-/// vGPU licence is not read).
-pub const DCGM: [(&str, &[&str]); 13] = [
-    ("gpuslack.clock.sm", &["DCGM_FI_DEV_SM_CLOCK"]),
-    ("gpuslack.clock.memory", &["DCGM_FI_DEV_MEM_CLOCK"]),
-    (
-        "hw.temperature",
-        &["DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP"],
-    ),
-    ("hw.power", &["DCGM_FI_DEV_POWER_USAGE"]),
-    ("hw.energy", &["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]),
-    (
-        "hw.gpu.io",
-        &[
-            "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
-            "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
-        ],
-    ),
-    ("hw.errors", &["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"]),
-    (
-        "hw.gpu.utilization",
-        &[
-            "DCGM_FI_DEV_GPU_UTIL",
-            "DCGM_FI_DEV_ENC_UTIL",
-            "DCGM_FI_DEV_DEC_UTIL",
-        ],
-    ),
-    (
-        "gpuslack.memory_controller.utilization",
-        &["DCGM_FI_DEV_MEM_COPY_UTIL"],
-    ),
-    ("gpuslack.xid.last", &["DCGM_FI_DEV_XID_ERRORS"]),
-    (
-        "hw.gpu.memory.usage",
-        &["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"],
-    ),
-    (
-        "gpuslack.nvlink.io",
-        &["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"],
-    ),
-    (
-        "gpuslack.memory.remapped_rows",
-        &[
-            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        ],
-    ),
+/// gpuslack's series beside dcgm-exporter's fields in the dcgm set: the verdict and its cost,
+/// the efficiency, the headroom and the job (`gpuslack.job.info`), under gpuslack's names.
+/// The fields themselves are [`catalogue::DCGM_FIELDS`].
+pub const DCGM_VERDICTS: [&str; 5] = [
+    "gpuslack.diagnosis",
+    "gpuslack.diagnosis.time",
+    "gpuslack.efficiency",
+    "gpuslack.headroom",
+    "gpuslack.job.info",
 ];
-
-/// `gpuslack.memory.remap.failed` is dcgm-exporter's `DCGM_FI_DEV_ROW_REMAP_FAILURE`, and
-/// `hw.gpu.memory.limit` with the usage gives `DCGM_FI_DEV_FB_FREE`: the dcgm set has them too.
-const DCGM_ALSO: [&str; 2] = ["gpuslack.memory.remap.failed", "hw.gpu.memory.limit"];
-
-/// dcgm-exporter's default fields with no metric of ours.
-pub const DCGM_WITHOUT_EQUIVALENT: [&str; 1] = ["DCGM_FI_DEV_VGPU_LICENSE_STATUS"];
 
 /// Why a selection cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -239,10 +205,11 @@ fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<
         .map(|(_, c)| c)
 }
 
-/// Every metric name a selection may name: the GPUs'. The agent's own (`gpuslack.agent.*`, a
-/// node's ~20 series that say whether the rest arrives) are exported whatever the selection.
+/// Every metric name a selection may name: the GPUs', gpuslack's and dcgm-exporter's. The
+/// agent's own (`gpuslack.agent.*`, a node's ~20 series that say whether the rest arrives) are
+/// exported whatever the selection.
 fn every_metric() -> impl Iterator<Item = MetricDef> {
-    catalogue::ALL.into_iter()
+    catalogue::ALL.into_iter().chain(catalogue::DCGM_FIELDS)
 }
 
 /// The metric of the table named `name`, or an error suggesting the nearest.
@@ -268,6 +235,8 @@ pub struct Selection {
     set: MetricSet,
     /// The selected metrics' names, in the table's order.
     names: Vec<&'static str>,
+    /// The owner's pod on every per-GPU series ([`Selection::with_pod_labels`]).
+    pod_labels: bool,
 }
 
 /// The set exported where no layer names one.
@@ -297,9 +266,6 @@ impl Selection {
             .map(|n| known(n))
             .collect::<Result<Vec<_>, _>>()?;
         let mut base = set.metrics();
-        if set == MetricSet::Dcgm {
-            base.extend(DCGM_ALSO);
-        }
         if set != MetricSet::Full && set != MetricSet::Dcgm {
             base.push(HEADROOM);
         }
@@ -311,15 +277,39 @@ impl Selection {
         if names.is_empty() {
             return Err(SelectionError::Empty { set: set.name() });
         }
-        Ok(Selection { set, names })
+        Ok(Selection {
+            set,
+            names,
+            pod_labels: set == MetricSet::Dcgm,
+        })
     }
 
-    /// The whole table in today's shape: what the tests of every metric read.
+    /// The whole table in today's shape: what the tests of every metric read (gpuslack's
+    /// names; dcgm-exporter's are the dcgm set's).
     pub fn full() -> Selection {
         Selection {
             set: MetricSet::Full,
-            names: every_metric().map(|d| d.name).collect(),
+            names: catalogue::ALL.iter().map(|d| d.name).collect(),
+            pod_labels: false,
         }
+    }
+
+    /// With or without the owner's `pod`, `namespace` and `container` on every per-GPU series
+    /// (on by default in the dcgm set, as dcgm-exporter has them; off in the others, whose
+    /// gauges name the GPU alone: docs/EXPORT.md, "Pods on GPU series").
+    pub fn with_pod_labels(mut self, on: bool) -> Selection {
+        self.pod_labels = on;
+        self
+    }
+
+    /// Whether the owner's pod rides on every per-GPU series.
+    pub fn pod_labels(&self) -> bool {
+        self.pod_labels
+    }
+
+    /// Whether any of dcgm-exporter's fields is selected.
+    pub fn has_dcgm_fields(&self) -> bool {
+        catalogue::DCGM_FIELDS.iter().any(|d| self.includes(d))
     }
 
     pub fn set(&self) -> MetricSet {
@@ -357,16 +347,27 @@ mod tests {
                 assert!(known(name).is_ok(), "{}: {name}", set.name());
             }
         }
-        for name in DCGM_ALSO {
-            assert!(known(name).is_ok(), "{name}");
-        }
     }
 
     #[test]
-    fn the_dcgm_set_maps_the_21_default_fields() {
-        let mapped: usize = DCGM.iter().map(|(_, fields)| fields.len()).sum();
-        // ROW_REMAP_FAILURE is gpuslack.memory.remap.failed (DCGM_ALSO).
-        assert_eq!(mapped + 1 + DCGM_WITHOUT_EQUIVALENT.len(), 21);
+    fn the_dcgm_set_is_dcgm_exporters_fields_and_the_verdicts_with_pods_on() {
+        let dcgm = Selection::new(MetricSet::Dcgm, &[], &[]).expect("the set");
+        assert_eq!(
+            dcgm.names().len(),
+            catalogue::DCGM_FIELDS.len() + DCGM_VERDICTS.len()
+        );
+        assert!(dcgm.has_dcgm_fields() && dcgm.pod_labels());
+        assert!(dcgm.has("DCGM_FI_DEV_GPU_TEMP") && dcgm.has("gpuslack.diagnosis"));
+        // Not OpenTelemetry's names for the same fields: one exposition, not two.
+        assert!(!dcgm.has("hw.power") && !dcgm.has("hw.temperature"));
+        let lean = Selection::default();
+        assert!(!lean.has_dcgm_fields() && !lean.pod_labels());
+        // A field may be added to another set by name, and the switch turns pods on.
+        let lean = Selection::new(MetricSet::Lean, &["DCGM_FI_DEV_GPU_TEMP".into()], &[])
+            .expect("an include")
+            .with_pod_labels(true);
+        assert!(lean.has_dcgm_fields() && lean.pod_labels());
+        assert!(!Selection::full().has_dcgm_fields());
     }
 
     #[test]

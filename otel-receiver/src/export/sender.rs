@@ -147,7 +147,14 @@ pub struct SizeLimit {
     refused_at: Option<Instant>,
     /// 413s since the last success: from the second on, the sender backs off.
     refusals_in_a_row: u32,
+    /// When the drop of a batch refused at the floor was last warned about, and how many
+    /// drops went unwarned since: once a minute, as every failure reason is logged.
+    floor_warned_at: Option<Instant>,
+    floor_unwarned: u64,
 }
+
+/// How often the drop of a batch refused at the floor is warned about (each a signal).
+const FLOOR_WARNING_EVERY: Duration = Duration::from_secs(60);
 
 impl SizeLimit {
     /// A limit of `max_request_bytes`, halved down to [`MIN_SPLIT_BYTES`] at most, held six
@@ -160,6 +167,25 @@ impl SizeLimit {
             learned: None,
             refused_at: None,
             refusals_in_a_row: 0,
+            floor_warned_at: None,
+            floor_unwarned: 0,
+        }
+    }
+
+    /// A batch refused at the floor was dropped at `now`: `Some(drops left unwarned since the
+    /// last warning)` when this one is to be warned about, at most once a minute. Against a
+    /// collector that answers 413 to everything each signal dropped a batch every backoff (4
+    /// warnings a minute of the two signals, where every other reason is logged once a minute).
+    fn floor_drop_warning(&mut self, now: Instant) -> Option<u64> {
+        let due = self
+            .floor_warned_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= FLOOR_WARNING_EVERY);
+        if due {
+            self.floor_warned_at = Some(now);
+            Some(std::mem::take(&mut self.floor_unwarned))
+        } else {
+            self.floor_unwarned += 1;
+            None
         }
     }
 
@@ -316,12 +342,15 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
                     }
                     // At the floor, or one item larger than the intake takes: not sent.
                     None => {
-                        tracing::warn!(
-                            signal = signal.as_str(),
-                            items = batch.items,
-                            bytes = batch.encoded.len(),
-                            "the collector refused a request as too large even at the smallest size the agent sends; its items are dropped, counted under too_large"
-                        );
+                        if let Some(unwarned) = self.sizes.floor_drop_warning(Instant::now()) {
+                            tracing::warn!(
+                                signal = signal.as_str(),
+                                items = batch.items,
+                                bytes = batch.encoded.len(),
+                                since_last_warning = unwarned,
+                                "the collector refused a request as too large even at the smallest size the agent sends; its items are dropped, counted under too_large (warned once a minute)"
+                            );
+                        }
                         self.delivery.dropped_for(
                             signal,
                             batch.items,
@@ -622,6 +651,34 @@ mod tests {
     use super::super::delivery::Signal;
     use super::*;
     use prost::Message as _;
+
+    #[test]
+    fn drops_at_the_floor_are_warned_about_once_a_minute_counting_the_rest() {
+        let mut sizes = SizeLimit::new(1 << 20, Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(sizes.floor_drop_warning(t0), Some(0));
+        // An always-413 collector: a drop every 30 s backoff, and more while it ramps.
+        for s in [1, 15, 30, 45, 59] {
+            assert_eq!(
+                sizes.floor_drop_warning(t0 + Duration::from_secs(s)),
+                None,
+                "{s}"
+            );
+        }
+        assert_eq!(
+            sizes.floor_drop_warning(t0 + Duration::from_secs(60)),
+            Some(5)
+        );
+        assert_eq!(sizes.floor_drop_warning(t0 + Duration::from_secs(90)), None);
+        assert_eq!(
+            sizes.floor_drop_warning(t0 + Duration::from_secs(119)),
+            None
+        );
+        assert_eq!(
+            sizes.floor_drop_warning(t0 + Duration::from_secs(120)),
+            Some(2)
+        );
+    }
 
     /// A transport that answers from a script, recording what it was sent.
     struct Scripted {

@@ -584,6 +584,9 @@ pub struct ExportState {
     /// tells the lean shape that an export carried an owner's last counts.
     gen: u64,
     collected: AtomicU64,
+    /// Why the source is not open yet, while the agent waits for it (no NVML: a driver that
+    /// loads after the agent): what `/healthz` and `/readyz` say meanwhile.
+    waiting_for_source: Option<String>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -612,6 +615,16 @@ impl ExportState {
 
     pub fn selection(&self) -> &Selection {
         &self.selection
+    }
+
+    /// Notes that the agent waits for its source, and why (`None`: it opened).
+    pub fn set_waiting_for_source(&mut self, reason: Option<String>) {
+        self.waiting_for_source = reason;
+    }
+
+    /// Why the agent still waits for its source, if it does.
+    pub fn waiting_for_source(&self) -> Option<&str> {
+        self.waiting_for_source.as_deref()
     }
 
     /// Keeps counters of their own for `n` owners of each GPU (at least 1: the current one).

@@ -42,10 +42,15 @@ pub struct Series {
 ///
 /// Credentials written into the URL (`http://user:password@prometheus:9090`) are taken out of it
 /// and sent as a `Basic` header; the URL kept, shown in reports and errors, has none, and
-/// `Debug` shows none either.
+/// `Debug` shows none either. The URL's query (`?orgId=7`, a tenant, a token) goes with every
+/// request, before the API's own parameters; where it is shown, secret-looking values are
+/// redacted (`text::redact_url`).
 #[derive(Clone)]
 pub struct Prometheus {
     base: reqwest::Url,
+    /// The query of the URL given, in its order: sent with every request. Joining the API's
+    /// path onto the base dropped it, so a tenant or org id silently read the default tenant.
+    base_query: Vec<(String, String)>,
     /// The user and password of the URL, percent-decoded, if it had any.
     basic_auth: Option<(String, String)>,
     /// `base` as shown: no credentials.
@@ -166,15 +171,27 @@ impl Prometheus {
         // Both only fail on URLs that cannot have credentials, which http(s) ones can.
         let _ = base.set_username("");
         let _ = base.set_password(None);
+        base.set_fragment(None);
+        let base_query: Vec<(String, String)> = base
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        // Shown with its query, secrets redacted; joined onto without it (the join drops it).
+        let shown = text::name(&text::redact_url(base.as_str())).into_owned();
+        base.set_query(None);
         // https needs rustls' provider; the OTLP exporter installs the same one.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::blocking::Client::builder()
             .timeout(QUERY_TIMEOUT)
+            // Not followed: a redirect would take the query's token and tenant wherever the
+            // `Location` says. A 3xx is an error that names where it pointed, redacted.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| bad(&e.to_string()))?;
         Ok(Prometheus {
-            shown: text::name(base.as_str()).into_owned(),
+            shown,
             base,
+            base_query,
             basic_auth,
             http,
             max_answer_bytes: MAX_ANSWER_BYTES,
@@ -290,6 +307,9 @@ impl Prometheus {
         })?;
         {
             let mut pairs = url.query_pairs_mut();
+            for (k, v) in &self.base_query {
+                pairs.append_pair(k, v);
+            }
             pairs.append_pair("query", promql);
             for (k, v) in extra {
                 pairs.append_pair(k, v);
@@ -304,6 +324,17 @@ impl Prometheus {
             .send()
             .map_err(|e| self.unreachable(&e.without_url()))?;
         let status = response.status();
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .unwrap_or("nowhere");
+            return Err(self.not_prometheus(&format!(
+                "HTTP {status}, redirected to {} (not followed: give that URL)",
+                text::name(&text::redact_url(to))
+            )));
+        }
         let body = self.body(response)?;
         // Prometheus answers a bad query 400 and a timeout 503, with its JSON envelope; a
         // server that is not Prometheus answers 404 or HTML.
@@ -386,6 +417,25 @@ mod tests {
             let e = Prometheus::new(bad).expect_err(bad).to_string();
             assert!(!e.contains("pa55") && !e.contains("u:"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_urls_query_is_kept_for_requests_and_shown_without_its_secrets() {
+        let p = Prometheus::new("http://u:pw@grafana:3000/api/prom?orgId=7&token=T0KEN#x")
+            .expect("valid");
+        assert_eq!(
+            p.url(),
+            "http://grafana:3000/api/prom/?orgId=7&token=<redacted>"
+        );
+        assert_eq!(
+            p.base_query,
+            [
+                ("orgId".to_string(), "7".to_string()),
+                ("token".to_string(), "T0KEN".to_string())
+            ]
+        );
+        assert_eq!(p.base.as_str(), "http://grafana:3000/api/prom/");
+        assert!(!format!("{p:?}").contains("T0KEN"), "{p:?}");
     }
 
     #[test]

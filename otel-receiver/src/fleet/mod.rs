@@ -85,13 +85,15 @@ pub enum FleetError {
 
 impl FleetError {
     /// The process exit code: 1 no series, 2 a usage error (bad URL or duration, as clap's),
-    /// 69 unreachable (EX_UNAVAILABLE), 76 not Prometheus, a refused query or an answer past
+    /// 75 unreachable (EX_TEMPFAIL: try again later), 76 not Prometheus, a refused query or an answer past
     /// its cap (EX_PROTOCOL).
     pub fn exit_code(&self) -> u8 {
         match self {
             FleetError::NoData { .. } => 1,
             FleetError::BadUrl { .. } | FleetError::NoUrl | FleetError::BadDuration(_) => 2,
-            FleetError::Unreachable { .. } => 69,
+            // sysexits' EX_TEMPFAIL: try again later. Not 69, which means "no GPU" to every
+            // other command (README, docs/OUTPUT.md).
+            FleetError::Unreachable { .. } => 75,
             FleetError::NotPrometheus { .. }
             | FleetError::Query { .. }
             | FleetError::TooLarge { .. } => 76,

@@ -167,6 +167,7 @@ fn timeline(rank: &Rank, span: (f64, f64)) -> Timeline {
                 t,
                 power_w: None,
                 activity_pct: None,
+                util_pct: None,
             })
             .collect(),
         power_max_w: None,

@@ -7,12 +7,14 @@
 //! The screen is built from [`Screen`], which the report fills from what it collected; it is
 //! laid out here, once, and condensed until it fits.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::device::DeviceFacts;
 use crate::diagnosis::{Advice, Class, Confidence};
 
 use super::health::Health;
+use super::ranking::Severity;
+use super::time::utc_hms;
 use super::units::{duration, wrap};
 use super::words;
 
@@ -40,6 +42,41 @@ pub struct Screen {
     pub hardware_lines: Option<Vec<String>>,
     /// The GPUs shown as one ([`Screen::together`]).
     pub together: Option<BTreeSet<u32>>,
+    /// A hang: said before anything else, since a job that hangs makes no progress at all.
+    pub incident: Option<Incident>,
+    /// The GPUs others waited on in their collectives, each with its waiters.
+    pub stragglers: Vec<Straggler>,
+    /// The profilers the host named on the GPUs, and the seconds each held them.
+    pub profilers: BTreeMap<String, f64>,
+}
+
+/// A hang: which GPUs stopped, since when, and which one likely caused it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incident {
+    /// The GPUs that made no progress.
+    pub gpus: BTreeSet<u32>,
+    /// The longest any of them was hung (s).
+    pub hung_s: f64,
+    /// When the first of them stopped (Unix s).
+    pub since: f64,
+    /// The GPUs that held their context and ran nothing while the others spun: the ranks that
+    /// never joined. Empty where every GPU waits alike.
+    pub culprits: BTreeSet<u32>,
+    /// The job ranks (`RANK`) on each GPU, where the host read them.
+    pub ranks: BTreeMap<u32, BTreeSet<u32>>,
+    /// The host, where the source knows it (a live run).
+    pub host: Option<String>,
+}
+
+/// A GPU its peers waited on: the straggler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Straggler {
+    /// The straggler.
+    pub gpu: u32,
+    /// Each GPU that waited on it: for how long (s), and that GPU's whole time (s).
+    pub waiters: BTreeMap<u32, (f64, f64)>,
+    /// Its job ranks, where the host read them.
+    pub ranks: BTreeSet<u32>,
 }
 
 /// One GPU: what it did, whose it was, its health.
@@ -62,6 +99,11 @@ pub struct GpuDid {
     /// In its latency-bound time, the mean share of peak (%) of the unit nearest its peak:
     /// "busy, but at 29% of what the GPU can do".
     pub latency_peak_pct: Option<f64>,
+    /// The peer it waited on longest in its collectives (the straggler), and for how long (s).
+    pub waits_on: Option<(u32, f64)>,
+    /// The mean DRAM bandwidth (% of peak) of each verdict's windows, where GPM read it: what
+    /// the words about memory may claim ([`words::did_measured`]).
+    pub dram_pct: BTreeMap<Class, f64>,
 }
 
 /// One change to make.
@@ -79,6 +121,8 @@ pub struct Fix {
     pub gpus: BTreeSet<u32>,
     /// How sure the verdict is, in its longest phase's typical window.
     pub confidence: Option<Confidence>,
+    /// How its time weighs before its share ([`super::ranking`]).
+    pub severity: Severity,
 }
 
 impl Screen {
@@ -87,18 +131,23 @@ impl Screen {
     /// in one line, their hardware in one) until it fits.
     pub fn lines(&self, header_lines: usize) -> Vec<String> {
         let room = SCREEN_LINES.saturating_sub(header_lines);
-        let mut lines = self.layout(false, false);
-        if lines.len() > room {
-            lines = self.layout(true, false);
-        }
-        if lines.len() > room {
-            lines = self.layout(true, true);
+        let mut lines = self.layout(false, false, false);
+        for (short_next, short_gpus, terse) in [
+            (true, false, false),
+            (true, true, false),
+            (true, true, true),
+        ] {
+            if lines.len() > room {
+                lines = self.layout(short_next, short_gpus, terse);
+            }
         }
         if lines.len() > room && self.gpus.len() > 1 {
             let together = self.together();
-            lines = together.layout(true, false);
-            if lines.len() > room {
-                lines = together.layout(true, true);
+            for (short_gpus, terse) in [(false, false), (true, false), (true, true)] {
+                lines = together.layout(true, short_gpus, terse);
+                if lines.len() <= room {
+                    break;
+                }
             }
         }
         lines
@@ -154,6 +203,25 @@ impl Screen {
                     .iter()
                     .filter_map(|g| g.latency_peak_pct)
                     .reduce(f64::max),
+                // The straggler most waited on, with every GPU's wait on it.
+                waits_on: self
+                    .gpus
+                    .iter()
+                    .filter_map(|g| g.waits_on)
+                    .fold(BTreeMap::<u32, f64>::new(), |mut all, (leader, s)| {
+                        *all.entry(leader).or_default() += s;
+                        all
+                    })
+                    .into_iter()
+                    .max_by(|a, b| a.1.total_cmp(&b.1)),
+                // The lowest of the GPUs': words for them all claim no more than the least.
+                dram_pct: self.gpus.iter().fold(BTreeMap::new(), |mut all, g| {
+                    for (c, d) in &g.dram_pct {
+                        let e = all.entry(*c).or_insert(*d);
+                        *e = f64::min(*e, *d);
+                    }
+                    all
+                }),
             }],
             hardware_lines: Some(hardware),
             together: Some(indices),
@@ -161,7 +229,9 @@ impl Screen {
         }
     }
 
-    fn layout(&self, short_next: bool, short_gpus: bool) -> Vec<String> {
+    /// The screen at one level of condensing: `terse` keeps one next change and drops the
+    /// count of the others (they are numbered below).
+    fn layout(&self, short_next: bool, short_gpus: bool, terse: bool) -> Vec<String> {
         let mut out: Vec<String> = vec![String::new()];
         let push = |out: &mut Vec<String>, text: &str, indent: usize| {
             let first = " ".repeat(indent);
@@ -171,6 +241,10 @@ impl Screen {
                     .map(str::to_string),
             );
         };
+        if let Some(incident) = &self.incident {
+            push(&mut out, &incident.line(), 0);
+            out.push(String::new());
+        }
         let mut bottom = self.bottom_line.clone();
         if !self.priced && !self.fixes.is_empty() {
             bottom += " Put a price on it with --price-gpu-hour P.";
@@ -188,6 +262,9 @@ impl Screen {
                 push(&mut out, &format!("{}:", self.gpu_line(g)), 0);
                 push(&mut out, &did_sentence(g, usize::MAX), 2);
             }
+        }
+        for line in self.straggler_lines() {
+            push(&mut out, &line, 0);
         }
         for line in self.hardware() {
             push(&mut out, &line, 0);
@@ -207,9 +284,14 @@ impl Screen {
                 format!("Change first ({}):", self.fix_basis(fix, true))
             };
             push(&mut out, &head, 0);
-            push(&mut out, &words::change(fix.advice, fix.class), 2);
+            push(&mut out, &self.change(fix), 2);
         }
-        let next: Vec<&Fix> = self.fixes.iter().skip(1).take(2).collect();
+        let next: Vec<&Fix> = self
+            .fixes
+            .iter()
+            .skip(1)
+            .take(if terse { 1 } else { 2 })
+            .collect();
         if !next.is_empty() {
             for (rank, fix) in next.iter().enumerate() {
                 let prefix = format!(
@@ -223,7 +305,7 @@ impl Screen {
                     duration(fix.seconds),
                     100.0 * fix.seconds / self.seconds.max(1e-9),
                     fix.id,
-                    words::change(fix.advice, fix.class)
+                    self.change(fix)
                 );
                 // Two lines at most: the whole remedy is numbered below.
                 let keep = if short_next { 1 } else { 2 };
@@ -239,7 +321,7 @@ impl Screen {
             }
         }
         let more = self.fixes.len().saturating_sub(3);
-        if more > 0 {
+        if more > 0 && !terse {
             out.push(format!("      ({more} more in the remedies below.)"));
         }
         out
@@ -252,7 +334,7 @@ impl Screen {
             out.push(format!(
                 "Change first ({}): {}",
                 self.fix_basis(fix, true),
-                words::change(fix.advice, fix.class)
+                self.change(fix)
             ));
         } else if let Some(fix) = &self.advice {
             out.push(format!(
@@ -266,7 +348,7 @@ impl Screen {
                 "Then, {} ({}): {}",
                 words::label(fix.class),
                 self.fix_basis(fix, true),
-                words::change(fix.advice, fix.class)
+                self.change(fix)
             ));
         }
         out
@@ -283,6 +365,26 @@ impl Screen {
         let sure = fix
             .confidence
             .map_or(String::new(), |c| format!("; how sure: {c}"));
+        if fix.severity == Severity::Incident {
+            let first = self
+                .incident
+                .as_ref()
+                .filter(|i| !i.culprits.is_empty())
+                .map_or(String::new(), |i| {
+                    format!("; GPU {} first", gpu_ranges(&i.culprits))
+                });
+            return format!(
+                "the hang, before any share of time{first}; [{}] below",
+                fix.id
+            );
+        }
+        if fix.severity == Severity::Counters {
+            return format!(
+                "a profiler held the counters for {}{on}: those windows describe it, not the job{sure}; [{}] below",
+                duration(fix.seconds),
+                fix.id
+            );
+        }
         if recovers {
             format!(
                 "up to {} back, {share:.0}% of the GPU time{on}{sure}; [{}] below",
@@ -295,6 +397,53 @@ impl Screen {
                 words::label(fix.class)
             )
         }
+    }
+
+    /// The change a fix asks for, naming the GPU at fault where the screen knows it: the
+    /// straggler a wait is on, the profiler that held the counters.
+    fn change(&self, fix: &Fix) -> String {
+        let change = words::change(fix.advice, fix.class);
+        if fix.class == Class::SyncWait {
+            if let Some(s) = self.stragglers.first() {
+                return format!(
+                    "GPU {}{} is the straggler GPU {} waits on: even out its share of the work or find what slows that rank (`nsys profile --stats=true` on it). {change}",
+                    s.gpu,
+                    ranks_of(&s.ranks),
+                    gpu_ranges(&s.waiters.keys().copied().collect())
+                );
+            }
+        }
+        if fix.advice == Advice::Profiler && !self.profilers.is_empty() {
+            let names: Vec<&str> = self.profilers.keys().map(String::as_str).collect();
+            return format!("{} held the counters. {change}", names.join(" and "));
+        }
+        change
+    }
+
+    /// "Straggler: GPU 1. GPU 0 waits on it 20 s (13% of its time) in their collectives …"
+    pub fn straggler_lines(&self) -> Vec<String> {
+        self.stragglers
+            .iter()
+            .map(|s| {
+                let waiters: Vec<String> = s
+                    .waiters
+                    .iter()
+                    .map(|(g, (sec, of))| {
+                        format!(
+                            "GPU {g} waits on it {} ({:.0}% of its time)",
+                            duration(*sec),
+                            100.0 * sec / of.max(1e-9)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "Straggler: GPU {}{}. {} in their collectives.",
+                    s.gpu,
+                    ranks_of(&s.ranks),
+                    waiters.join("; ")
+                )
+            })
+            .collect()
     }
 
     /// "GPU 0 · NVIDIA H200 · 42 s · job pgid:485 · pid 499 python3 (user root, pgid 485)".
@@ -439,21 +588,88 @@ fn throttle_advice(reason: &str, share: f64, facts: &DeviceFacts) -> String {
 /// longest verdicts.
 fn did_sentence(g: &GpuDid, most: usize) -> String {
     let total: f64 = g.by_class.iter().map(|(_, s)| s).sum();
+    let share = |s: f64| 100.0 * s / total.max(1e-9);
     let parts: Vec<String> = g
         .by_class
         .iter()
         .take(most)
-        .map(|(c, s)| {
-            let share = 100.0 * s / total.max(1e-9);
-            match (c, g.latency_peak_pct) {
-                (Class::LatencyBound, Some(peak)) => {
-                    format!("{share:.0}% busy, but at {peak:.0}% of what the GPU can do")
+        .map(|(c, s)| match g.waits_on {
+            // Busy is not fast: how far from what the GPU can do.
+            _ if *c == Class::LatencyBound && g.latency_peak_pct.is_some() => format!(
+                "{:.0}% busy, but at {:.0}% of what the GPU can do",
+                share(*s),
+                g.latency_peak_pct.unwrap_or(0.0)
+            ),
+            // The wait on a named straggler is said as such; the rest of the wait as before.
+            Some((leader, on)) if *c == Class::SyncWait && on > 0.0 => {
+                let on = on.min(*s);
+                let mut text = format!("{:.0}% waiting for GPU {leader}, the straggler", share(on));
+                if *s - on >= 0.5 {
+                    text += &format!(", {:.0}% {}", share(*s - on), words::did(*c));
                 }
-                _ => format!("{share:.0}% {}", words::did(*c)),
+                text
             }
+            _ => format!(
+                "{:.0}% {}",
+                share(*s),
+                words::did_measured(*c, g.dram_pct.get(c).copied())
+            ),
         })
         .collect();
     format!("Its time: {}.", parts.join(", "))
+}
+
+/// " (rank 3)", " (ranks 0, 1)", or nothing where no rank was read.
+fn ranks_of(ranks: &BTreeSet<u32>) -> String {
+    match ranks.len() {
+        0 => String::new(),
+        1 => format!(" (rank {})", gpu_ranges(ranks)),
+        _ => format!(" (ranks {})", gpu_ranges(ranks)),
+    }
+}
+
+impl Incident {
+    /// The screen's first line: which GPU, since when, and what to do now.
+    pub fn line(&self) -> String {
+        let on = self
+            .host
+            .as_deref()
+            .map_or(String::new(), |h| format!(" on {h}"));
+        let gpu = |g: u32| {
+            let ranks = self.ranks.get(&g).cloned().unwrap_or_default();
+            format!("GPU {g}{}", ranks_of(&ranks))
+        };
+        let stopped = match self.gpus.iter().next() {
+            Some(only) if self.gpus.len() == 1 => format!("{}{on} made no progress", gpu(*only)),
+            _ => format!(
+                "GPUs {}{on} stopped together and made no progress",
+                gpu_ranges(&self.gpus)
+            ),
+        };
+        let mut text = format!(
+            "HUNG: {stopped} for {} from {} UTC.",
+            duration(self.hung_s),
+            utc_hms(self.since)
+        );
+        // Said in two lines: the change below gives the rest (NCCL_DEBUG, a timeout, restart).
+        if self.gpus.len() == 1 {
+            text += " Now: find the spinning kernel (cuda-gdb, `info cuda kernels`) and the host threads (`py-spy dump --pid PID`).";
+        } else if self.culprits.is_empty() {
+            text += " Now: `py-spy dump --pid PID` on every rank to find the one that differs.";
+        } else {
+            let culprits: Vec<String> = self.culprits.iter().map(|g| gpu(*g)).collect();
+            let verb = if self.culprits.len() == 1 {
+                "held its context and never joined"
+            } else {
+                "held their contexts and never joined"
+            };
+            text += &format!(
+                " Likely culprit: {} {verb}. Now: `py-spy dump --pid PID` on it first, then every rank.",
+                culprits.join(", ")
+            );
+        }
+        text
+    }
 }
 
 /// "0–3, 5, 7": runs of consecutive GPUs as ranges.
@@ -516,6 +732,8 @@ mod tests {
             processes_sampled: true,
             health: Health::default(),
             latency_peak_pct: None,
+            waits_on: None,
+            dram_pct: BTreeMap::new(),
         }
     }
 
@@ -527,6 +745,7 @@ mod tests {
             seconds,
             gpus: BTreeSet::from([0]),
             confidence: Some(Confidence::High),
+            severity: Severity::Slack,
         }
     }
 
@@ -546,6 +765,9 @@ mod tests {
             seconds: 82.0 * f64::from(gpus),
             hardware_lines: None,
             together: None,
+            incident: None,
+            stragglers: Vec::new(),
+            profilers: BTreeMap::new(),
         }
     }
 
@@ -578,6 +800,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_hang_opens_the_screen_naming_the_gpu_its_rank_and_host() {
+        let mut s = screen(2, 4);
+        s.incident = Some(Incident {
+            gpus: BTreeSet::from([0, 1]),
+            hung_s: 14.0,
+            since: 1796025974.0,
+            culprits: BTreeSet::from([1]),
+            ranks: BTreeMap::from([(0, BTreeSet::from([0])), (1, BTreeSet::from([1]))]),
+            host: Some("node-7".into()),
+        });
+        s.fixes.insert(
+            0,
+            Fix {
+                severity: Severity::Incident,
+                ..fix(9, Class::Hung, 28.0)
+            },
+        );
+        let lines = s.lines(1);
+        assert!(lines.len() < SCREEN_LINES, "{lines:?}");
+        let text = lines
+            .join(" ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            text.starts_with("HUNG: GPUs 0, 1 on node-7 stopped together and made no progress for 14 s from 08:06:14 UTC. Likely culprit: GPU 1 (rank 1) held its context and never joined."),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Change first (the hang, before any share of time; GPU 1 first; [9] below):"
+            ),
+            "{text}"
+        );
+        // Every GPU waiting alike: no culprit, every rank's stack.
+        if let Some(i) = s.incident.as_mut() {
+            i.culprits.clear();
+        }
+        let text = s.lines(1).join(" ");
+        assert!(
+            text.contains("on every rank to find the one that differs"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -20,9 +20,14 @@ pub struct HtmlPage {
     body: String,
 }
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:24px auto;color:#222}\
+/// The page's style. It reads at a phone's width (420 px): text wraps, long names break, and a
+/// table or a timeline wider than the screen scrolls in its own box, never the page; a timeline
+/// shrinks with the page down to 600 px, under which it scrolls too.
+const STYLE: &str = "body{font-family:sans-serif;max-width:1000px;margin:24px auto;padding:0 12px;color:#222;overflow-wrap:anywhere}\
+div.scroll{overflow-x:auto;max-width:100%}svg.timeline{display:block;width:100%;min-width:600px;height:auto}\
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}\
 p.bottom{font-size:15px;background:#fff6e0;padding:10px 14px;border-left:4px solid #e3672b}\
+p.incident{font-size:15px;background:#fde8e8;padding:10px 14px;border-left:4px solid #6d0c0a}\
 p.change{font-size:14px;margin:4px 0;padding:6px 14px;border-left:4px solid #3a91d4}\
 table{border-collapse:collapse;margin:8px 0;font-size:13px}\
 td,th{padding:3px 9px;border-bottom:1px solid #eee;text-align:left}\
@@ -57,7 +62,7 @@ impl HtmlPage {
 
     /// A timeline, drawn inline as SVG.
     pub fn timeline(&mut self, timeline: &Timeline) -> &mut Self {
-        self.body.push_str(r#"<div class="figure">"#);
+        self.body.push_str(r#"<div class="figure scroll">"#);
         self.body.push_str(&timeline.svg());
         self.body.push_str("</div>");
         self
@@ -65,7 +70,7 @@ impl HtmlPage {
 
     /// A table; cells that parse as a number (after stripping a unit) are right-aligned.
     pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> &mut Self {
-        self.body.push_str("<table><tr>");
+        self.body.push_str(r#"<div class="scroll"><table><tr>"#);
         for h in header {
             let _ = write!(self.body, "<th>{}</th>", escape(h));
         }
@@ -86,7 +91,7 @@ impl HtmlPage {
             }
             self.body.push_str("</tr>");
         }
-        self.body.push_str("</table>");
+        self.body.push_str("</table></div>");
         self
     }
 
@@ -99,7 +104,7 @@ impl HtmlPage {
     /// The whole page.
     pub fn finish(&self) -> String {
         format!(
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{}</body></html>\n",
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{}</body></html>\n",
             self.body,
             t = escape(&self.title)
         )

@@ -22,7 +22,8 @@ use crate::thinned::Thinned;
 use super::first_screen::{self, Screen};
 use super::health::Health;
 use super::html::HtmlPage;
-use super::time::utc_hms;
+use super::ranking::{self, PeerFacts, Settle, Severity, Standing};
+use super::time::{utc_date, utc_hms};
 use super::timeline::{Band, Point, Timeline};
 pub use super::units::duration;
 use super::units::wrap;
@@ -212,6 +213,8 @@ struct ClassTotals {
     sm_pct: Mean,
     /// The headroom's figure (% of peak): how near its peak the nearest unit ran.
     headroom_pct: Mean,
+    dram_pct: Mean,
+    occupancy_pct: Mean,
 }
 
 /// Seconds an owner was seen, the verdicts it was seen in, its identity as recorded.
@@ -451,6 +454,10 @@ struct GpuReport {
     tdp_w: Option<f64>,
     /// Whether SM activity (GPM) was sampled: the curve shows GPU-Util otherwise.
     sm_sampled: bool,
+    /// Its windows' time per remedy, start-up, tear-down and transitions set aside.
+    settle: Settle,
+    /// What its windows say about its peers: a hang, whom it waits on, its ranks.
+    peers: PeerFacts,
 }
 
 impl Default for GpuReport {
@@ -468,6 +475,8 @@ impl Default for GpuReport {
             jobs: BTreeSet::new(),
             tdp_w: None,
             sm_sampled: false,
+            settle: Settle::default(),
+            peers: PeerFacts::default(),
         }
     }
 }
@@ -521,6 +530,11 @@ pub struct Remedy {
     pub gpus: BTreeSet<u32>,
     /// Whether it addresses slack: a fix, ranked by the time it would recover.
     pub is_fix: bool,
+    /// GPU time a change can win back (s): its slack less start-up, tear-down and one-window
+    /// phases (`report/ranking.rs`); for advice, the time it applied to.
+    pub won_s: f64,
+    /// How its time weighs before its share: a hang and a profiler come before any slack.
+    pub severity: Severity,
 }
 
 /// The opening paragraph's numbers, over every GPU reported.
@@ -653,6 +667,8 @@ impl HumanReport {
             t.sm_pct.add(report.signals.sm_pct);
             t.headroom_pct
                 .add(report.headroom.map(|h| h.fraction * 100.0));
+            t.dram_pct.add(report.signals.dram_pct);
+            t.occupancy_pct.add(report.signals.occupancy_pct);
         }
         let remedy = self.remedies.entry(report.remedy()).or_default();
         remedy.advice = report.advice;
@@ -660,6 +676,8 @@ impl HumanReport {
         remedy.energy_j += energy_j;
         remedy.gpus.insert(gpu_index);
         gpu.health.add(&report);
+        gpu.settle.add(&report);
+        gpu.peers.add(&report);
         gpu.owners.add_window(&report);
         gpu.processes_sampled |= report.stats.processes.is_some() || report.stats.pods.is_some();
         if let Some(job) = &report.job {
@@ -673,6 +691,7 @@ impl HumanReport {
             t: report.stats.midpoint(),
             power_w: report.signals.power_w,
             activity_pct: report.signals.sm_pct.or(report.signals.util_pct),
+            util_pct: report.signals.util_pct,
         });
         match gpu.bands.last_mut() {
             Some(band) if same => band.end = report.stats.end,
@@ -737,48 +756,69 @@ impl HumanReport {
             .collect()
     }
 
-    /// Every remedy, numbered: the fixes for slack first, ranked by the GPU time they would
-    /// recover, then the advice for healthy and idle time.
+    /// Every remedy, numbered: the fixes for slack first, in the order that pays
+    /// (`report/ranking.rs`: a hang, then a profiler's windows, then the time a change can win back,
+    /// code before habit on a tie), then the advice for healthy and idle time.
     pub fn remedies(&self) -> Vec<Remedy> {
+        let mut won: BTreeMap<&'static str, f64> = BTreeMap::new();
+        for g in self.gpus.values() {
+            for (remedy, w) in g.settle.totals() {
+                *won.entry(remedy).or_default() += w.won_s;
+            }
+        }
         let mut all: Vec<Remedy> = self
             .remedies
             .iter()
-            .map(|(text, u)| Remedy {
-                id: 0,
-                class: u.class(),
-                text,
-                advice: u.advice,
-                seconds: u
-                    .seconds
-                    .iter()
-                    .filter(|(c, _)| is_slack(**c))
-                    .map(|(_, s)| s)
-                    .sum::<f64>()
-                    .max(0.0),
-                energy_j: u.energy_j,
-                gpus: u.gpus.clone(),
-                is_fix: u.seconds.keys().any(|c| is_slack(*c)),
-            })
-            .collect();
-        for (r, (_, u)) in all.iter_mut().zip(self.remedies.iter()) {
-            if r.is_fix {
+            .map(|(text, u)| {
+                let slack: Vec<(&Class, &f64)> =
+                    u.seconds.iter().filter(|(c, _)| is_slack(**c)).collect();
+                let is_fix = !slack.is_empty();
                 // A fix is named after the slack it recovers, even where the same advice also
                 // fits healthy time.
-                if let Some((class, _)) = u
-                    .seconds
+                let class = slack
                     .iter()
-                    .filter(|(c, _)| is_slack(**c))
                     .max_by(|a, b| a.1.total_cmp(b.1))
-                {
-                    r.class = *class;
+                    .map_or(u.class(), |(c, _)| **c);
+                let seconds = if is_fix {
+                    slack.iter().map(|(_, s)| **s).sum::<f64>().max(0.0)
+                } else {
+                    u.seconds()
+                };
+                Remedy {
+                    id: 0,
+                    class,
+                    text,
+                    advice: u.advice,
+                    seconds,
+                    energy_j: u.energy_j,
+                    gpus: u.gpus.clone(),
+                    is_fix,
+                    // What is healthy or idle is never won back; a fix wins back no more than
+                    // its slack.
+                    won_s: if is_fix {
+                        won.get(text).copied().unwrap_or(0.0).min(seconds)
+                    } else {
+                        seconds
+                    },
+                    severity: ranking::severity(class, text),
                 }
-            } else {
-                r.seconds = u.seconds();
-            }
-        }
+            })
+            .collect();
+        let total: f64 = self.gpus.values().map(GpuReport::seconds).sum();
+        let key = |r: &Remedy| {
+            ranking::rank_key(
+                &Standing {
+                    severity: r.severity,
+                    won_s: r.won_s,
+                    habit: ranking::is_habit(r.class),
+                },
+                total,
+            )
+        };
         all.sort_by(|a, b| {
             b.is_fix
                 .cmp(&a.is_fix)
+                .then_with(|| key(b).cmp(&key(a)))
                 .then(b.seconds.total_cmp(&a.seconds))
         });
         for (i, r) in all.iter_mut().enumerate() {
@@ -889,6 +929,8 @@ impl HumanReport {
                                 "power_w": t.power_w.get().map(diagnosis::round3),
                                 "util_gpu": t.util_pct.get().map(|u| diagnosis::round3(u / 100.0)),
                                 "sm_active": t.sm_pct.get().map(|u| diagnosis::round3(u / 100.0)),
+                                "dram": t.dram_pct.get().map(|u| diagnosis::round3(u / 100.0)),
+                                "sm_occupancy": t.occupancy_pct.get().map(|u| diagnosis::round3(u / 100.0)),
                             }),
                         )
                     })
@@ -976,6 +1018,8 @@ impl HumanReport {
                     "gpus": r.gpus,
                     "text": r.text,
                     "change": words::change(r.advice, r.class),
+                    "won_back_seconds": r.won_s,
+                    "severity": r.severity.as_str(),
                 })
             })
             .collect();
@@ -1007,6 +1051,7 @@ impl HumanReport {
     /// whose it was, its health, and the fixes ranked as the remedies are.
     fn screen(
         &self,
+        source: &SourceLabel,
         prices: &Prices,
         remedies: &[Remedy],
         facts: &impl Fn(u32) -> DeviceFacts,
@@ -1024,9 +1069,10 @@ impl HumanReport {
             id: r.id,
             class: r.class,
             advice: r.advice,
-            seconds: r.seconds,
+            seconds: r.won_s,
             gpus: r.gpus.clone(),
             confidence: confidence(r.class, &r.gpus),
+            severity: r.severity,
         };
         let gpus = self
             .gpus
@@ -1049,19 +1095,116 @@ impl HumanReport {
                         .by_class
                         .get(&Class::LatencyBound)
                         .and_then(|t| t.headroom_pct.get()),
+                    waits_on: r.peers.straggler(),
+                    dram_pct: r
+                        .by_class
+                        .iter()
+                        .filter_map(|(c, t)| t.dram_pct.get().map(|d| (*c, d)))
+                        .collect(),
                 }
             })
             .collect();
+        // The fixes a change can act on: time it can win back, or a hang or a profiler. Those
+        // whose slack was all start-up, tear-down or transitions stay among the remedies below,
+        // unless nothing else is slack.
+        let acts = |r: &&Remedy| r.is_fix && (r.won_s > 0.0 || r.severity > Severity::Slack);
+        let fixes: Vec<first_screen::Fix> = if remedies.iter().any(|r| acts(&r)) {
+            remedies.iter().filter(acts).map(fix).collect()
+        } else {
+            remedies
+                .iter()
+                .filter(|r| r.is_fix)
+                .map(|r| first_screen::Fix {
+                    seconds: r.seconds,
+                    ..fix(r)
+                })
+                .collect()
+        };
         Screen {
             bottom_line: bottom.text(prices),
             priced: bottom.cost.is_some(),
             gpus,
-            fixes: remedies.iter().filter(|r| r.is_fix).map(fix).collect(),
+            fixes,
             advice: remedies.iter().find(|r| !r.is_fix).map(fix),
             seconds: bottom.seconds,
             hardware_lines: None,
             together: None,
+            incident: self.incident(source),
+            stragglers: self.stragglers(),
+            profilers: self.gpus.values().fold(BTreeMap::new(), |mut all, g| {
+                for (tool, s) in &g.peers.profilers {
+                    *all.entry(tool.clone()).or_default() += s;
+                }
+                all
+            }),
         }
+    }
+
+    /// The hang, if any GPU hung: every hung GPU, the longest hang, its start, and the GPUs
+    /// that held their context while the others spun (all of them is no one in particular).
+    fn incident(&self, source: &SourceLabel) -> Option<first_screen::Incident> {
+        let hung: Vec<(u32, &PeerFacts)> = self
+            .gpus
+            .iter()
+            .filter(|(_, r)| r.peers.hung_s > 0.0)
+            .map(|(g, r)| (*g, &r.peers))
+            .collect();
+        let since = hung
+            .iter()
+            .filter_map(|(_, p)| p.hung_since)
+            .reduce(f64::min)?;
+        let held: BTreeSet<u32> = hung
+            .iter()
+            .filter(|(_, p)| p.held_in_hang)
+            .map(|(g, _)| *g)
+            .collect();
+        Some(first_screen::Incident {
+            gpus: hung.iter().map(|(g, _)| *g).collect(),
+            hung_s: hung.iter().map(|(_, p)| p.hung_s).fold(0.0, f64::max),
+            since,
+            culprits: if held.len() < hung.len() {
+                held
+            } else {
+                BTreeSet::new()
+            },
+            ranks: hung
+                .iter()
+                .filter(|(_, p)| !p.ranks.is_empty())
+                .map(|(g, p)| (*g, p.ranks.clone()))
+                .collect(),
+            host: match source {
+                SourceLabel::Live { host } => Some(host.clone()),
+                _ => None,
+            },
+        })
+    }
+
+    /// The GPUs others waited on, most waited on first, with each waiter's time.
+    fn stragglers(&self) -> Vec<first_screen::Straggler> {
+        let mut by_leader: BTreeMap<u32, BTreeMap<u32, (f64, f64)>> = BTreeMap::new();
+        for (gpu, r) in &self.gpus {
+            for (leader, s) in &r.peers.waits_on {
+                by_leader
+                    .entry(*leader)
+                    .or_default()
+                    .insert(*gpu, (*s, r.seconds()));
+            }
+        }
+        let mut all: Vec<first_screen::Straggler> = by_leader
+            .into_iter()
+            .map(|(gpu, waiters)| first_screen::Straggler {
+                gpu,
+                waiters,
+                ranks: self
+                    .gpus
+                    .get(&gpu)
+                    .map(|r| r.peers.ranks.clone())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let waited = |s: &first_screen::Straggler| s.waiters.values().map(|w| w.0).sum::<f64>();
+        all.sort_by(|a, b| waited(b).total_cmp(&waited(a)));
+        all
     }
 
     /// The text report.
@@ -1104,7 +1247,7 @@ impl HumanReport {
             }
         };
         let remedies = self.remedies();
-        let screen = self.screen(&options.prices, &remedies, &facts);
+        let screen = self.screen(source, &options.prices, &remedies, &facts);
         for line in screen.lines(header_lines) {
             writeln!(out, "{line}")?;
         }
@@ -1319,6 +1462,51 @@ impl HumanReport {
         Ok(())
     }
 
+    /// The page's title, what a shared link shows: the job, where it ran, and when.
+    /// "gpuslack diagnose · job pgid:485 · trace samples.csv · 2026-12-01 22:08:04–22:08:46 UTC".
+    fn page_title(&self, source: &SourceLabel) -> String {
+        let mut parts = vec!["gpuslack diagnose".to_string()];
+        let jobs: BTreeSet<&String> = self.gpus.values().flat_map(|g| &g.jobs).collect();
+        if !jobs.is_empty() {
+            let shown: Vec<&str> = jobs.iter().take(3).map(|j| j.as_str()).collect();
+            let more = jobs.len().saturating_sub(3);
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            parts.push(format!("job {}{more}", shown.join(", ")));
+        }
+        parts.push(match source {
+            SourceLabel::Live { host } => format!("host {host}"),
+            SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => {
+                let file = std::path::Path::new(name)
+                    .file_name()
+                    .map_or(name.clone(), |f| f.to_string_lossy().into_owned());
+                format!("trace {file}")
+            }
+        });
+        let start = self
+            .gpus
+            .values()
+            .filter_map(|g| g.bands.first().map(|b| b.start))
+            .reduce(f64::min);
+        let end = self
+            .gpus
+            .values()
+            .filter_map(|g| g.bands.last().map(|b| b.end))
+            .reduce(f64::max);
+        if let (Some(start), Some(end)) = (start, end) {
+            let to = if utc_date(end) == utc_date(start) {
+                utc_hms(end)
+            } else {
+                format!("{} {}", utc_date(end), utc_hms(end))
+            };
+            parts.push(format!("{} {}–{to} UTC", utc_date(start), utc_hms(start)));
+        }
+        parts.join(" · ")
+    }
+
     /// The report as a self-contained HTML page: the bottom line, a timeline per GPU, the
     /// tables, the remedies.
     pub fn html(
@@ -1327,7 +1515,7 @@ impl HumanReport {
         prices: &Prices,
         facts: impl Fn(u32) -> DeviceFacts,
     ) -> String {
-        let mut page = HtmlPage::new("gpuslack diagnose");
+        let mut page = HtmlPage::new(&self.page_title(source));
         let origin = match source {
             SourceLabel::Live { host } => format!("Live GPUs on {host}."),
             SourceLabel::Trace { name, note } => {
@@ -1338,9 +1526,16 @@ impl HumanReport {
             }
         };
         page.paragraph("note", &origin);
-        page.paragraph("bottom", &self.bottom_line(prices).text(prices));
         let remedies = self.remedies();
-        let screen = self.screen(prices, &remedies, &facts);
+        let screen = self.screen(source, prices, &remedies, &facts);
+        // A hang first, as on the terminal: the job made no progress at all.
+        if let Some(incident) = &screen.incident {
+            page.paragraph("incident", &incident.line());
+        }
+        page.paragraph("bottom", &self.bottom_line(prices).text(prices));
+        for line in screen.straggler_lines() {
+            page.paragraph("note", &line);
+        }
         for line in screen.hardware() {
             page.paragraph("note", &line);
         }
@@ -1410,7 +1605,12 @@ impl HumanReport {
                 .map(|p| {
                     let rep = p.representative();
                     vec![
-                        format!("{}–{}", utc_hms(p.start), utc_hms(p.end)),
+                        format!(
+                            "{} {}–{}",
+                            utc_date(p.start),
+                            utc_hms(p.start),
+                            utc_hms(p.end)
+                        ),
                         format!("{} ({})", words::label(p.class), p.class.as_str()),
                         if p.count < 2 {
                             "1 (short)".to_string()

@@ -12,6 +12,7 @@ mod health;
 mod html;
 mod human;
 mod jsonl;
+mod ranking;
 mod table;
 mod time;
 mod timeline;
@@ -26,7 +27,8 @@ pub use human::{
     Prices, Remedy, RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
 };
 pub use jsonl::{WindowRecord, JSONL_SCHEMA};
+pub use ranking::Severity;
 pub use table::TableWriter;
-pub use time::utc_hms;
+pub use time::{utc_date, utc_hms, utc_stamp};
 pub use timeline::{class_colour, escape, Band, Point, Timeline};
 pub use words::{change, label};

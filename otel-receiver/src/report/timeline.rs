@@ -28,6 +28,9 @@ pub struct Point {
     pub power_w: Option<f64>,
     /// SM activity (GPM), 0–100; GPU-Util where the GPU has no GPM.
     pub activity_pct: Option<f64>,
+    /// GPU-Util, 0–100: drawn beside SM activity where both were read, since the gap between
+    /// them (GPU-Util 100% while the SMs and the power stay low) is what GPU-Util hides.
+    pub util_pct: Option<f64>,
 }
 
 /// What one timeline shows.
@@ -86,7 +89,39 @@ const CURVE_TOP_PX: f64 = 58.0;
 const CURVE_PX: f64 = 70.0;
 const AXIS_PX: f64 = 18.0;
 
+/// Height of one row of the legend (px).
+const LEGEND_ROW_PX: f64 = 15.0;
+
+/// Width of a legend item of `name` (px): its swatch, the name at ~6 px a character, a gap.
+fn legend_item_px(name: &str) -> f64 {
+    20.0 + 6.0 * name.chars().count() as f64
+}
+
 impl Timeline {
+    /// The verdicts' legend in rows that fit between the axes: each item's x and verdict.
+    fn legend_rows(&self) -> Vec<Vec<(f64, Class)>> {
+        let right = WIDTH_PX - RIGHT_PX;
+        let mut rows: Vec<Vec<(f64, Class)>> = vec![Vec::new()];
+        let mut lx = LEFT_PX;
+        for class in self.classes() {
+            let w = legend_item_px(super::words::label(class));
+            if lx + w > right && rows.last().is_some_and(|r| !r.is_empty()) {
+                rows.push(Vec::new());
+                lx = LEFT_PX;
+            }
+            if let Some(row) = rows.last_mut() {
+                row.push((lx, class));
+            }
+            lx += w;
+        }
+        rows
+    }
+
+    /// Whether GPU-Util has a curve of its own: where SM activity is the other curve.
+    fn util_beside(&self) -> bool {
+        self.activity_label != "GPU-Util" && self.points.iter().any(|p| p.util_pct.is_some())
+    }
+
     fn span(&self) -> Option<(f64, f64)> {
         let start = self
             .bands
@@ -118,11 +153,13 @@ impl Timeline {
     /// (a test counts them), a power curve (`class="power"`) and an activity curve
     /// (`class="activity"`) beneath, a time axis in UTC, a legend.
     pub fn svg(&self) -> String {
-        let height = CURVE_TOP_PX + CURVE_PX + AXIS_PX + 22.0;
+        let legend = self.legend_rows();
+        let height = CURVE_TOP_PX + CURVE_PX + AXIS_PX + 22.0 + LEGEND_ROW_PX * legend.len() as f64;
         let mut s = String::new();
+        // Scaled to its container: the page gives it a width and a floor under which it scrolls.
         let _ = write!(
             s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {WIDTH_PX} {height}" width="{WIDTH_PX}" height="{height}" font-family="sans-serif" font-size="11">"#
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" viewBox="0 0 {WIDTH_PX} {height}" preserveAspectRatio="xMinYMin meet" font-family="sans-serif" font-size="11">"#
         );
         let _ = write!(
             s,
@@ -196,6 +233,12 @@ impl Timeline {
         curve("activity", "#1f77b4", &|p: &Point| {
             p.activity_pct.map(|a| a / 100.0)
         });
+        let util_beside = self.util_beside();
+        if util_beside {
+            curve("util", "#2ca02c", &|p: &Point| {
+                p.util_pct.map(|u| u / 100.0)
+            });
+        }
         // Scales: power on the left (0, half, top), activity on the right (0, 50, 100%), a
         // dotted line at half of both.
         let right = WIDTH_PX - RIGHT_PX;
@@ -230,31 +273,44 @@ impl Timeline {
                 4 => "end",
                 _ => "middle",
             };
+            // The first tick carries the date and the zone.
+            let label = if i == 0 {
+                super::utc_stamp(t)
+            } else {
+                super::utc_hms(t)
+            };
             let _ = write!(
                 s,
-                r#"<text x="{:.1}" y="{axis_y}" text-anchor="{anchor}">{}</text>"#,
-                x(t),
-                super::utc_hms(t)
+                r#"<text class="tick" x="{:.1}" y="{axis_y}" text-anchor="{anchor}">{label}</text>"#,
+                x(t)
             );
         }
         // Legend: each verdict in words, then what the curves are.
-        let mut lx = LEFT_PX;
-        let ly = axis_y + 16.0;
-        for class in self.classes() {
-            let name = super::words::label(class);
-            let _ = write!(
-                s,
-                r##"<rect x="{lx}" y="{}" width="10" height="10" fill="{}" stroke="#888" stroke-width="0.5"/><text x="{}" y="{ly}">{}</text>"##,
-                ly - 9.0,
-                class_colour(class),
-                lx + 13.0,
-                escape(name)
-            );
-            lx += 20.0 + 6.0 * name.chars().count() as f64;
+        // Legend: as many rows as the verdicts need, then the curves' caption on a row of its
+        // own, so that no count of verdicts runs them into each other.
+        let mut ly = axis_y + 16.0;
+        for row in &legend {
+            for (lx, class) in row {
+                let name = super::words::label(*class);
+                let _ = write!(
+                    s,
+                    r##"<g class="legend-item"><rect x="{lx}" y="{}" width="10" height="10" fill="{}" stroke="#888" stroke-width="0.5"/><text x="{}" y="{ly}">{}</text></g>"##,
+                    ly - 9.0,
+                    class_colour(*class),
+                    lx + 13.0,
+                    escape(name)
+                );
+            }
+            ly += LEGEND_ROW_PX;
         }
+        let util = if util_beside {
+            " <tspan fill=\"#2ca02c\">— GPU-Util (%, right axis)</tspan>"
+        } else {
+            ""
+        };
         let _ = write!(
             s,
-            "<text x=\"{right}\" y=\"{ly}\" text-anchor=\"end\"><tspan fill=\"#d62728\">— power (W, left axis)</tspan> <tspan fill=\"#1f77b4\">— {} (%, right axis)</tspan></text>",
+            "<text class=\"caption\" x=\"{LEFT_PX}\" y=\"{ly}\"><tspan fill=\"#d62728\">— power (W, left axis)</tspan> <tspan fill=\"#1f77b4\">— {} (%, right axis)</tspan>{util}</text>",
             escape(self.activity_label)
         );
         s.push_str("</svg>");
@@ -350,11 +406,13 @@ mod tests {
                     t: 5.0,
                     power_w: Some(80.0),
                     activity_pct: Some(0.0),
+                    util_pct: Some(100.0),
                 },
                 Point {
                     t: 20.0,
                     power_w: Some(690.0),
                     activity_pct: Some(97.0),
+                    util_pct: Some(100.0),
                 },
             ],
             power_max_w: Some(700.0),

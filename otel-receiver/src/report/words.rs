@@ -3,7 +3,7 @@
 //! `--detail`; the report's first screen and its default text speak to a person who has not
 //! read docs/DIAGNOSIS.md, so they use these words instead.
 
-use crate::diagnosis::{Advice, Class};
+use crate::diagnosis::{Advice, Class, Thresholds};
 
 /// A short name for a verdict, for table rows and lists (at most 18 characters).
 pub fn label(class: Class) -> &'static str {
@@ -13,6 +13,23 @@ pub fn label(class: Class) -> &'static str {
 /// What a GPU was doing under this verdict, after "N% of its time": "idle with nothing on it".
 pub fn did(class: Class) -> &'static str {
     class.info().did
+}
+
+/// What a GPU was doing, in words no bolder than its figures: "at its memory bandwidth's limit"
+/// only where DRAM moved at least the diagnosis's busy line of its peak
+/// ([`Thresholds::bound_line_pct`]), else the share it did move, or that it was not measured.
+pub fn did_measured(class: Class, dram_pct: Option<f64>) -> String {
+    if class != Class::MemoryBound {
+        return did(class).to_string();
+    }
+    match dram_pct {
+        Some(d) if d >= Thresholds::default().bound_line_pct => did(class).to_string(),
+        Some(d) => format!(
+            "bound by memory, with DRAM moving {} of its peak",
+            crate::diagnosis::pct(d)
+        ),
+        None => "bound by memory (its DRAM bandwidth was not measured)".to_string(),
+    }
 }
 
 /// A verdict's name as the text report shows it: plain words, or the class id where the reader
@@ -65,6 +82,42 @@ mod tests {
     }
 
     #[test]
+    fn bandwidth_words_go_no_further_than_the_dram_figure() {
+        let line = Thresholds::default().bound_line_pct;
+        assert_eq!(line, 60.0);
+        assert_eq!(
+            did_measured(Class::MemoryBound, Some(60.0)),
+            "moving data, DRAM at 60% of its peak or more"
+        );
+        let under = did_measured(Class::MemoryBound, Some(59.9));
+        assert!(!under.contains("or more"), "{under}");
+        assert!(under.contains("60%"), "{under}");
+        assert_eq!(
+            did_measured(Class::MemoryBound, Some(50.0)),
+            "bound by memory, with DRAM moving 50% of its peak"
+        );
+        assert!(did_measured(Class::MemoryBound, None).contains("not measured"));
+        assert_eq!(
+            did_measured(Class::LaunchBound, Some(5.0)),
+            did(Class::LaunchBound)
+        );
+    }
+
+    #[test]
+    fn advice_the_counters_cannot_check_is_hedged() {
+        let tensor = change(Advice::TensorPartly, Class::ComputeBound);
+        assert!(
+            tensor.starts_with("If not already channels_last"),
+            "{tensor}"
+        );
+        assert!(tensor.contains("if not already in bf16"), "{tensor}");
+        let compute = change(Advice::Own, Class::ComputeBound);
+        assert!(compute.contains("not already in bf16"), "{compute}");
+        let paced = change(Advice::HostPaced, Class::InputStarved);
+        assert!(paced.contains("Nsight Compute (`ncu`)"), "{paced}");
+    }
+
+    #[test]
     fn the_change_names_the_flag_it_touches() {
         let change = |c: Class| change(Advice::Own, c);
         assert!(change(Class::LaunchBound).contains("torch.compile"));
@@ -82,10 +135,7 @@ mod tests {
 
     #[test]
     fn advice_without_an_instruction_gives_its_own_what_to_do() {
-        let change = change(Advice::HostPaced, Class::InputStarved);
-        assert!(
-            change.starts_with("First check whether a profiler is attached"),
-            "{change}"
-        );
+        let change = change(Advice::OffloadBothWays, Class::InputStarved);
+        assert!(change.starts_with("Pin the host buffers"), "{change}");
     }
 }

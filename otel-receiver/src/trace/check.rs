@@ -43,9 +43,15 @@ pub(super) fn unknown_columns<'a>(path: &str, names: impl Iterator<Item = &'a st
         .map(|name| format!("`{}`", quote(name.as_bytes())))
         .collect();
     if !unknown.is_empty() {
+        // The first 20 named: a header of 60,000 unknown names is one warning, not megabytes.
+        const SHOWN: usize = 20;
+        let mut columns = unknown[..unknown.len().min(SHOWN)].join(", ");
+        if unknown.len() > SHOWN {
+            columns.push_str(&format!(" and {} more", unknown.len() - SHOWN));
+        }
         tracing::warn!(
             trace = %path,
-            columns = %unknown.join(", "),
+            %columns,
             "ignoring columns gpuslack does not know (a typo, or a newer recorder's?): docs/OUTPUT.md lists the columns it reads"
         );
     }

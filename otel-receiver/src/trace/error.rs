@@ -17,6 +17,13 @@ pub enum TraceError {
     NoTimeColumn { path: String, found: String },
     #[error("{path}: the header names column `{column}` twice")]
     DuplicateColumn { path: String, column: String },
+    /// A header of more columns than any trace has (`csv::MAX_COLUMNS`).
+    #[error("{path}: the header has {found} columns, more than the {limit} a trace may have: not a trace's header")]
+    TooManyColumns {
+        path: String,
+        found: usize,
+        limit: usize,
+    },
     #[error("{path}:{line}: cannot read: {source}")]
     Read {
         path: String,
@@ -87,6 +94,7 @@ impl TraceError {
             | TraceError::Empty { .. }
             | TraceError::NoTimeColumn { .. }
             | TraceError::DuplicateColumn { .. }
+            | TraceError::TooManyColumns { .. }
             | TraceError::BinaryHeader { .. } => 0,
         }
     }

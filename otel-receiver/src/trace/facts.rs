@@ -11,13 +11,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceFacts;
+use crate::files::{Input, ReadError};
 use crate::spec::{DeviceSpec, LiveFigures};
 
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {problem}")]
-pub struct FactsError {
-    path: String,
-    problem: String,
+pub enum FactsError {
+    /// The file could not be read, or is past its cap (the error names both).
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The file's content is not facts.
+    #[error("{path}: {problem}")]
+    Bad { path: String, problem: String },
 }
 
 /// Every GPU's facts for one trace.
@@ -37,17 +41,14 @@ impl TraceFacts {
     /// Reads the facts file beside `trace`; `Ok(None)` when there is none.
     pub fn beside(trace: &Path) -> Result<Option<TraceFacts>, FactsError> {
         for path in candidates(trace) {
-            match std::fs::read_to_string(&path) {
+            // Bounded and a regular file only: a bundle's facts linked to `/dev/zero` took
+            // `replay` to 11 GB.
+            match crate::files::read_text(&path, Input::TraceFacts) {
                 Ok(text) => {
                     return TraceFacts::from_json(&text, &path.display().to_string()).map(Some)
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(FactsError {
-                        path: path.display().to_string(),
-                        problem: e.to_string(),
-                    })
-                }
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(FactsError::Read(e)),
             }
         }
         Ok(None)
@@ -55,11 +56,11 @@ impl TraceFacts {
 
     /// Parses a facts document; `origin` names it in errors.
     pub fn from_json(text: &str, origin: &str) -> Result<TraceFacts, FactsError> {
-        let file: FactsFile = serde_json::from_str(text).map_err(|e| FactsError {
+        let file: FactsFile = serde_json::from_str(text).map_err(|e| FactsError::Bad {
             path: origin.to_string(),
             problem: e.to_string(),
         })?;
-        let bad = |problem: String| FactsError {
+        let bad = |problem: String| FactsError::Bad {
             path: origin.to_string(),
             problem,
         };

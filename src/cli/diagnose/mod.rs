@@ -91,7 +91,7 @@ pub fn run(mut args: Args, verbose: u8) -> Result<ExitCode> {
     args.verbose = verbose;
     // Before the GPUs are watched for seconds or a command for hours, not after.
     if let Some(path) = &args.html {
-        crate::cli::files::refuse_link("--html", path)?;
+        crate::cli::files::check_output("--html", path)?;
     }
     if !args.command.is_empty() {
         return watch::run(&args);

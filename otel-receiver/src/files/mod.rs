@@ -14,14 +14,23 @@
 //!   renamed over the name at once, and written under its own name from then on. Renaming at
 //!   the end would leave a crashed recording under a hidden temporary name.
 //!
-//! A name that is a device, a pipe or a socket (`/dev/null`, a FIFO a reader waits on) is
-//! written to as it is, never replaced: renaming over `/dev/null` as root would replace the
-//! device with a file.
+//! A name that is a device (`/dev/null`) is written to as it is, never replaced: renaming over
+//! `/dev/null` as root would replace the device with a file. A FIFO or a socket at the name is
+//! refused, by [`check_output`] before the work starts and when the file is opened: writing
+//! into a FIFO no reader holds waited forever (`diagnose --html`, `convert`, `fleet job --html`,
+//! `calibrate --out` all hung), and a file written whole cannot be one.
+//!
+//! Input files are read the one way of `files/read.rs` ([`read_bounded`], [`read_head`]):
+//! bounded by their kind's cap, regular files only.
 //!
 //! Each refuses a symbolic link at the name, dangling or not, with an error naming the path;
 //! the new file is created exclusively (`O_EXCL`), so a link at the temporary name is not
 //! followed either, and the rename replaces a link put at the name after the check rather
 //! than following it. An existing file's permissions are kept.
+
+mod read;
+
+pub use read::{probe, read_bounded, read_head, read_text, shown_cap, Input, ReadError};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -35,6 +44,14 @@ pub enum OutputError {
     Link {
         /// The path given.
         path: String,
+    },
+    /// A FIFO or a socket at the name.
+    #[error("{path}: is {found}; gpuslack writes no output into one, which would hang the command until a reader came (give a file's path)")]
+    NotAFile {
+        /// The path given.
+        path: String,
+        /// "a FIFO" or "a socket".
+        found: &'static str,
     },
     /// No file could be made beside it (a missing folder, no permission).
     #[error("{path}: cannot write beside it: {source}")]
@@ -68,8 +85,37 @@ pub fn refuse_link(path: &Path) -> Result<(), OutputError> {
     Ok(())
 }
 
-/// The name's device, pipe or socket, opened for writing (not following a link), where the
-/// name is one of those; `None` for a regular file, a directory or nothing.
+/// Refuses `path` as an output file before the work starts: a symbolic link ([`refuse_link`]),
+/// a FIFO or a socket ([`OutputError::NotAFile`]).
+pub fn check_output(path: &Path) -> Result<(), OutputError> {
+    refuse_link(path)?;
+    match fs::symlink_metadata(path) {
+        Ok(meta) => match not_a_file(&meta) {
+            Some(found) => Err(OutputError::NotAFile {
+                path: shown(path),
+                found,
+            }),
+            None => Ok(()),
+        },
+        Err(_) => Ok(()),
+    }
+}
+
+/// "a FIFO" or "a socket" where `meta` is one.
+fn not_a_file(meta: &fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
+/// The name's device, opened for writing (not following a link), where the name is one; `None`
+/// for a regular file, a directory or nothing; a FIFO or a socket refused.
 fn special(path: &Path) -> Result<Option<File>, OutputError> {
     use std::os::unix::fs::OpenOptionsExt;
     let Ok(meta) = fs::symlink_metadata(path) else {
@@ -79,9 +125,16 @@ fn special(path: &Path) -> Result<Option<File>, OutputError> {
     if kind.is_file() || kind.is_dir() || kind.is_symlink() {
         return Ok(None);
     }
+    if let Some(found) = not_a_file(&meta) {
+        return Err(OutputError::NotAFile {
+            path: shown(path),
+            found,
+        });
+    }
     OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        // A FIFO made at the name since the check is not waited on either.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map(Some)
         .map_err(|source| OutputError::Write {
@@ -365,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn a_device_or_a_pipe_is_written_to_not_replaced() {
+    fn a_device_is_written_to_not_replaced() {
         use std::os::unix::fs::FileTypeExt;
         let null = Path::new("/dev/null");
         write_replacing(null, b"report").expect("written");
@@ -378,22 +431,44 @@ mod tests {
             .expect("write");
         let kind = fs::symlink_metadata(null).expect("stat").file_type();
         assert!(kind.is_char_device(), "/dev/null is no longer a device");
-        // A FIFO a reader waits on gets the bytes.
+    }
+
+    #[test]
+    fn a_fifo_at_the_name_is_refused_at_once_by_every_way_and_left_as_it_is() {
+        use std::os::unix::fs::FileTypeExt;
         let dir = dir("fifo");
         let fifo = dir.join("pipe");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
         // SAFETY: mkfifo reads a C string that lives across the call.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let reader = {
-            let fifo = fifo.clone();
-            std::thread::spawn(move || fs::read_to_string(fifo).expect("read"))
-        };
-        write_replacing(&fifo, b"through the pipe").expect("written");
-        assert_eq!(reader.join().expect("reader"), "through the pipe");
+        let started = std::time::Instant::now();
+        let message = format!(
+            "{}: is a FIFO; gpuslack writes no output into one, which would hang the command until a reader came (give a file's path)",
+            fifo.display()
+        );
+        assert_eq!(check_output(&fifo).expect_err("FIFO").to_string(), message);
+        assert_eq!(
+            write_replacing(&fifo, b"x").expect_err("FIFO").to_string(),
+            message
+        );
+        assert!(matches!(
+            Replacing::create(&fifo),
+            Err(OutputError::NotAFile { .. })
+        ));
+        assert!(matches!(
+            create_in_place(&fifo),
+            Err(OutputError::NotAFile { .. })
+        ));
+        // No reader ever came: each returned at once rather than waiting for one.
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
         assert!(fs::symlink_metadata(&fifo)
             .expect("stat")
             .file_type()
             .is_fifo());
+        assert_eq!(names(&dir), ["pipe"]);
+        // A regular file, a device and nothing at all pass the check.
+        check_output(Path::new("/dev/null")).expect("a device");
+        check_output(&dir.join("new.html")).expect("nothing there");
     }
 
     #[test]
