@@ -62,7 +62,7 @@ fn the_job_rules_check_and_pass_their_unit_tests() {
             .args(["check", "rules", "gpuslack-jobs.yml"])
             .current_dir(&dir),
     );
-    assert!(check.contains("SUCCESS: 32 rules found"), "{check}");
+    assert!(check.contains("SUCCESS: 33 rules found"), "{check}");
     let test = run_ok(
         Command::new(promtool())
             .args(["test", "rules", "gpuslack-jobs.test.yml"])
@@ -451,7 +451,7 @@ fn table_and_bar_panels_use_instant_queries() {
 #[test]
 fn counter_queries_take_increase_per_series_and_then_sum_over_owners() {
     let jobs = rule_file_queries("deploy/prometheus/gpuslack-jobs.yml");
-    assert_eq!(jobs.len(), 32, "{jobs:?}");
+    assert_eq!(jobs.len(), 33, "{jobs:?}");
     let queries: Vec<(String, String)> = grafana_queries()
         .into_iter()
         .chain(rule_queries())

@@ -133,7 +133,6 @@ fn the_new_class_recipe_names_every_file_that_names_every_class() {
     let files = files_naming_all(&names);
     for must in [
         "otel-receiver/src/diagnosis/class.rs",
-        "otel-receiver/src/report/timeline.rs",
         "docs/output.schema.json",
         "deploy/prometheus/gpuslack-jobs.yml",
         "deploy/datadog/monitors.json",
@@ -519,6 +518,116 @@ fn what_the_tests_need_names_what_the_script_installs() {
         assert!(
             needs.contains(said_as(p)),
             "README's \"What the tests need\" does not name {p}, which scripts/test.sh installs"
+        );
+    }
+}
+
+/// The ids of the classes whose [`Rank`] is `rank`, in the table's order.
+fn ids_of(rank: gpuslack_receiver::diagnosis::Rank) -> Vec<&'static str> {
+    gpuslack_receiver::diagnosis::CLASSES
+        .iter()
+        .filter(|c| c.rank == rank)
+        .map(|c| c.id)
+        .collect()
+}
+
+/// The classes named between `open` and `close` after `after` in `text`, split on `sep`.
+fn listed<'a>(text: &'a str, after: &str, open: &str, close: &str, sep: char) -> BTreeSet<&'a str> {
+    let at = text.find(after).unwrap_or_else(|| panic!("no {after:?}"));
+    let rest = &text[at + after.len()..];
+    let start = rest.find(open).expect("open") + open.len();
+    let end = start + rest[start..].find(close).expect("close");
+    rest[start..end].split(sep).map(str::trim).collect()
+}
+
+#[test]
+fn every_class_list_is_the_class_table() {
+    // Issue #46: one row per class (`diagnosis::CLASSES`); the schema, the deploy rules and
+    // the docs' lists of classes are checked against it, so a new class that misses one fails
+    // here, not in a reader's dashboard.
+    use gpuslack_receiver::diagnosis::{Rank, CLASSES};
+    for (i, info) in CLASSES.iter().enumerate() {
+        assert_eq!(
+            info.class,
+            Class::ALL[i],
+            "CLASSES is in Class::ALL's order"
+        );
+        assert_eq!(info.class.as_str(), info.id);
+    }
+    let ids: Vec<&str> = CLASSES.iter().map(|c| c.id).collect();
+    // The JSON schema's enum, in order.
+    let schema: serde_json::Value =
+        serde_json::from_str(&read("docs/output.schema.json")).expect("schema");
+    let enumerated: Vec<&str> = schema["$defs"]["class"]["enum"]
+        .as_array()
+        .expect("class enum")
+        .iter()
+        .map(|v| v.as_str().expect("a name"))
+        .collect();
+    assert_eq!(enumerated, ids, "docs/output.schema.json's class enum");
+    // The README's table, docs/OUTPUT.md's list and docs/DIAGNOSIS.md name every class.
+    for file in ["README.md", "docs/OUTPUT.md", "docs/DIAGNOSIS.md"] {
+        let text = read(file);
+        for id in &ids {
+            assert!(
+                has_word(&text, &format!("`{id}`")),
+                "{file} does not name `{id}`"
+            );
+        }
+    }
+    // The job rules: working and waiting as the table's ranks say, in both rule files and the
+    // Datadog monitor; the slack ratio leaves out exactly the healthy working classes, and
+    // every other class has its remedy row.
+    let working: BTreeSet<&str> = ids_of(Rank::Working).into_iter().collect();
+    let waiting: BTreeSet<&str> = ids_of(Rank::Waiting).into_iter().collect();
+    for file in [
+        "deploy/prometheus/gpuslack-jobs.yml",
+        "deploy/kubernetes/prometheusrule.yaml",
+    ] {
+        let text = read(file);
+        let rule = |name: &str| listed(&text, name, "gpuslack_diagnosis_class=~\"", "\"", '|');
+        assert_eq!(rule("gpuslack:job_rank:working"), working, "{file}");
+        assert_eq!(rule("gpuslack:job_rank:waiting"), waiting, "{file}");
+        let healthy_work: BTreeSet<&str> = CLASSES
+            .iter()
+            .filter(|c| c.healthy && c.rank == Rank::Working)
+            .map(|c| c.id)
+            .collect();
+        let slack = listed(
+            &text,
+            "gpuslack_job:slack:ratio1h",
+            "gpuslack_diagnosis_class!~\"",
+            "\"",
+            '|',
+        );
+        assert_eq!(slack, healthy_work, "{file}: the slack ratio");
+        let remedies: BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.split("gpuslack_diagnosis_class: ").nth(1))
+            .filter_map(|l| l.split(',').next())
+            .collect();
+        let expected: BTreeSet<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| !healthy_work.contains(id))
+            .collect();
+        assert_eq!(remedies, expected, "{file}: the remedy rows");
+    }
+    let monitors = read("deploy/datadog/monitors.json");
+    let waiting_dd = listed(&monitors, "gpuslack.diagnosis.class IN", "(", ")", ',');
+    assert_eq!(waiting_dd, waiting, "deploy/datadog/monitors.json: waiting");
+    let after_waiting = &monitors[monitors.find("IN (hung,sync_wait)").expect("waiting") + 5..];
+    let working_dd = listed(after_waiting, "gpuslack.diagnosis.class IN", "(", ")", ',');
+    assert_eq!(working_dd, working, "deploy/datadog/monitors.json: working");
+    let deploy = read("docs/DEPLOY.md");
+    let row = deploy
+        .lines()
+        .find(|l| l.starts_with("| `gpuslack:job_rank:waiting`"))
+        .expect("docs/DEPLOY.md's job_rank row");
+    for id in working.iter().chain(&waiting) {
+        assert!(
+            row.contains(&format!("`{id}`")),
+            "docs/DEPLOY.md's job_rank row lacks {id}"
         );
     }
 }

@@ -1007,13 +1007,18 @@ fn health_metrics_and_the_resource_reach_the_collector_with_their_attributes() {
     );
     // Clocks in Hz: the H200's memory clock, 3,201 MHz in the recording.
     assert_eq!(value("gpuslack.clock.memory", &[]), Some(3.201e9));
-    // The cost of slack: the recording's last verdict, memory_bound, took its share.
+    // The cost of slack: the recording's last verdict, latency_bound (DRAM 50%, tensor 11%:
+    // under the speed-of-light line), took its share.
     let busy = value(
         "gpuslack.diagnosis.time",
-        &[("gpuslack.diagnosis.class", "memory_bound")],
+        &[("gpuslack.diagnosis.class", "latency_bound")],
     )
     .expect("time");
-    assert!(busy >= 8.0, "{busy} s memory_bound");
+    assert!(busy >= 8.0, "{busy} s latency_bound");
+    // The headroom names its unit through one bounded attribute: DRAM, at 50% of its peak.
+    let headroom = value("gpuslack.headroom", &[("gpuslack.headroom.unit", "dram")])
+        .expect("the headroom names DRAM");
+    assert!((headroom - 0.504).abs() < 0.01, "{headroom}");
     // hw.energy has a series per owner of the GPU (here the recorded job, `pgid:715`, from
     // the start), each counting its own span; together, the counter's rise over the recording.
     let mut last_of_series: BTreeMap<String, f64> = BTreeMap::new();

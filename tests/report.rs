@@ -81,14 +81,14 @@ fn bottom_line_share(report: &str) -> f64 {
         .unwrap_or_else(|_| panic!("not a share: {line}"))
 }
 
-const SLACK: [&str; 6] = [
-    "idle_held",
-    "launch_bound",
-    "transfer_bound",
-    "input_starved",
-    "sync_wait",
-    "hung",
-];
+/// The slack verdicts: every class the diagnosis's table calls not healthy.
+fn slack_classes() -> Vec<&'static str> {
+    gpuslack_receiver::Class::ALL
+        .into_iter()
+        .filter(|c| !c.is_healthy())
+        .map(|c| c.as_str())
+        .collect()
+}
 
 /// Every trace under tests/fixtures (a CSV whose header starts with `t,`).
 fn every_fixture_trace() -> Vec<String> {
@@ -173,14 +173,15 @@ fn the_first_24_lines_name_the_change_to_make_without_class_ids() {
             );
         }
         // "idle" and "hung" are words too; the ids with an underscore are ids only.
-        let ids = SLACK.iter().chain(&["compute_bound", "memory_bound"]);
-        for class in ids.filter(|c| c.contains('_')) {
+        let ids = gpuslack_receiver::Class::ALL.map(|c| c.as_str());
+        for class in ids.iter().filter(|c| c.contains('_')) {
             assert!(
                 !text.contains(class),
                 "{name}: class id {class} on the first screen:\n{text}"
             );
         }
         assert!(text.contains("Bottom line: "), "{name}:\n{text}");
+        // One GPU's line, or every GPU's as one ("GPU 0–7 (8 GPUs)", "GPU 0, 1 (2 GPUs)").
         assert!(
             text.contains("GPU 0 · ")
                 || text.contains("GPU 0–")
@@ -441,7 +442,7 @@ fn the_bottom_line_slack_share_is_the_sum_of_the_slack_verdicts() {
             for (class, spent) in gpu["time_by_verdict"].as_object().expect("verdicts") {
                 let s = spent["seconds"].as_f64().expect("seconds");
                 total += s;
-                if SLACK.contains(&class.as_str()) {
+                if slack_classes().contains(&class.as_str()) {
                     slack += s;
                 }
             }

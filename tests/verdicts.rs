@@ -83,6 +83,8 @@ fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
         "h200-nogpm-lookalikes",
         "h200-middle-ground",
         "h200-profiler-and-shared",
+        "h100-everyday",
+        "h100-busy",
     ] {
         let (reports, labels) = run(name, 2.0);
         let s = score(&reports, &labels);
@@ -105,7 +107,7 @@ fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
         all.extend(s.segments);
     }
     let total = Score { segments: all };
-    assert!(total.windows() >= 270, "{} windows scored", total.windows());
+    assert!(total.windows() >= 420, "{} windows scored", total.windows());
     assert!(total.overall() >= 0.95, "overall {:.3}", total.overall());
 }
 
@@ -126,19 +128,20 @@ fn everyday_jobs_read_as_their_roofline_says_in_every_window() {
         }
     }
     let (r, _) = run("h200-middle-ground", 2.0);
-    // LLM decode in CUDA graphs (2.72 TB/s, 57% of the DRAM peak, 461 W): bound by DRAM, and
-    // the headroom says how far from it.
+    // LLM decode in CUDA graphs (2.72 TB/s, 57% of the DRAM peak, 461 W): DRAM is its top
+    // unit, just under the speed-of-light line: latency, medium, naming memory; the headroom
+    // says how far DRAM is from its peak.
     let decode = at_unix(&r, 1796390020.5);
-    assert_eq!(decode.class, Class::MemoryBound);
+    assert_eq!(decode.class, Class::LatencyBound);
     assert_eq!(decode.rule, "roofline");
     let h = decode.headroom.expect("headroom");
     assert_eq!(h.resource, gpuslack_receiver::diagnosis::Resource::Dram);
     assert!((h.fraction - 0.572).abs() < 0.01, "{}", h.fraction);
-    assert!(decode.remedy().contains("batch more requests"));
     assert_eq!(
         decode.confidence(),
-        gpuslack_receiver::diagnosis::Confidence::High
+        gpuslack_receiver::diagnosis::Confidence::Medium
     );
+    assert_eq!(decode.alternatives(), &[Class::MemoryBound]);
     let (r, _) = run("h200-profiler-and-shared", 2.0);
     // Two processes on one GPU, a GEMM and a tiny-kernel loop: the GPU is compute-bound, its
     // tensor pipe at 70% of peak, and the evidence names both processes' shares.
@@ -177,6 +180,8 @@ fn no_window_of_any_fixture_breaks_an_invariant() {
         "h200-nogpm-lookalikes",
         "h200-middle-ground",
         "h200-profiler-and-shared",
+        "h100-everyday",
+        "h100-busy",
     ] {
         let (reports, _) = run(name, 2.0);
         for r in &reports {
@@ -290,7 +295,10 @@ fn two_gpu_scenarios_name_the_straggler_the_hang_and_the_starved_loader() {
         evidence_text(hung)
     );
     let stalled = at(&r, 1, 86.0);
-    assert_eq!((stalled.class, stalled.rule), (Class::Hung, "hung_job"));
+    assert_eq!(
+        (stalled.class, stalled.rule.as_str()),
+        (Class::Hung, "hung_job")
+    );
     assert!(evidence_text(stalled).contains("the rank that never joined"));
 
     let loader = at(&r, 0, 110.0);
@@ -394,7 +402,7 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     assert!(!churn.is_empty());
     for w in &churn {
         assert_eq!(
-            w.remedy,
+            w.remedy(),
             gpuslack_receiver::diagnosis::advice::ALLOCATION_CHURN
         );
         let swing = w
@@ -407,19 +415,20 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     // One 1024-thread block: 0.8% of the SMs active, each holding half its warps.
     for w in in_phase(&r, phase("h200-verdicts", "one_block_reduction"), 1.5) {
         assert_eq!(w.class, Class::LaunchBound);
-        assert_eq!(w.remedy, gpuslack_receiver::diagnosis::advice::FEW_BLOCKS);
+        assert_eq!(w.remedy(), gpuslack_receiver::diagnosis::advice::FEW_BLOCKS);
         let occ = &w.evidence[0];
         assert_eq!(occ.signal, "occupancy_per_sm");
         assert!(occ.value >= 0.3, "{}", occ.text);
     }
-    // A random gather: SMs 99% active, no pipe, DRAM at 38–59%: latency-bound memory.
+    // A random gather: SMs 99% active, no pipe, DRAM at 38–59%: no unit at the
+    // speed-of-light line, the loads named as what the warps wait on.
     for w in in_phase(&r, phase("h200-verdicts", "random_gather"), 1.5) {
-        assert_eq!(w.class, Class::MemoryBound);
+        assert_eq!(w.class, Class::LatencyBound);
         assert_eq!(
-            w.remedy,
-            gpuslack_receiver::diagnosis::advice::LATENCY_BOUND
+            w.remedy(),
+            gpuslack_receiver::diagnosis::advice::LATENCY_SCATTERED
         );
-        assert!(evidence_text(w).contains("memory latency"));
+        assert!(evidence_text(w).contains("busy, not fast"));
     }
     // A kernel spinning on a flag nobody writes, on 24 of the 132 SMs, no collective before
     // it: hung within 60 s of its start and until it ends.
@@ -437,7 +446,9 @@ fn remedies_follow_the_evidence_on_the_recorded_workloads() {
     assert!(windows
         .iter()
         .filter(|w| w.stats.start >= first_hung.stats.start && w.stats.end <= spin.1)
-        .all(|w| w.class == Class::Hung && w.remedy == gpuslack_receiver::diagnosis::advice::SPIN));
+        .all(
+            |w| w.class == Class::Hung && w.remedy() == gpuslack_receiver::diagnosis::advice::SPIN
+        ));
 }
 
 /// Two jobs on one host, from the two-GPU recording: job A (GPUs 0 and 1, process group 100)
@@ -606,4 +617,242 @@ fn a_profiler_named_on_the_process_makes_the_window_low_and_says_which() {
         assert_ne!(p["confidence"], "low", "{p}");
     }
     assert!(compared >= 3, "{compared} windows with the profiler");
+}
+
+/// Every labelled fixture recorded with GPM.
+const GPM_FIXTURES: [&str; 9] = [
+    "h200-reference",
+    "h200x2-scenarios",
+    "h200-live-torch",
+    "h200-verdicts",
+    "h200-nogpm-lookalikes",
+    "h200-middle-ground",
+    "h200-profiler-and-shared",
+    "h100-everyday",
+    "h100-busy",
+];
+
+/// Fixtures whose labels Nsight Compute set (their README says how): the referee's figures,
+/// not GPM's, decide them.
+const NCU_LABELLED: [&str; 2] = ["h100-everyday", "h100-busy"];
+
+/// One labelled segment's speed-of-light evidence: the median over its GPM windows of the top
+/// unit (DRAM or a pipe, per busy share), that unit, and what the labels accept.
+struct SolEvidence {
+    scenario: String,
+    gpu: u32,
+    windows: usize,
+    top_busy_pct: f64,
+    unit: &'static str,
+    accept: Vec<String>,
+}
+
+fn sol_evidence(name: &str) -> Vec<SolEvidence> {
+    use gpuslack_receiver::diagnosis::top_unit;
+    let th = Thresholds::default();
+    let (reports, labels) = run(name, 2.0);
+    let mut out = Vec::new();
+    for seg in &labels.segments {
+        let mut tops: Vec<(f64, &'static str)> = reports
+            .iter()
+            .filter(|r| {
+                let mid = r.stats.midpoint();
+                r.stats.gpu == seg.gpu && seg.start <= mid && mid < seg.end
+            })
+            .filter_map(|r| top_unit(&r.signals, &th).map(|t| (t.busy_pct, t.resource.as_str())))
+            .collect();
+        if tops.is_empty() {
+            continue;
+        }
+        tops.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (top_busy_pct, unit) = tops[tops.len() / 2];
+        out.push(SolEvidence {
+            scenario: seg.scenario.clone(),
+            gpu: seg.gpu,
+            windows: tops.len(),
+            top_busy_pct,
+            unit,
+            accept: seg.accept.clone(),
+        });
+    }
+    out
+}
+
+#[test]
+fn labels_follow_the_speed_of_light_line() {
+    // Issue #46: a segment whose top unit (median over its windows, per busy share) stays under
+    // Nsight Compute's 60% line accepts latency_bound; under 55% the bound classes go; at or
+    // over 65% the unit's own bound class is accepted. `cargo test --test verdicts
+    // labels_follow -- --nocapture` prints the evidence the relabelling used.
+    let th = Thresholds::default();
+    let (line, band) = (th.bound_line_pct, th.bound_band_pct);
+    let mut wrong = Vec::new();
+    for name in GPM_FIXTURES {
+        for e in sol_evidence(name) {
+            let bound_labelled = e
+                .accept
+                .iter()
+                .any(|c| c == "compute_bound" || c == "memory_bound" || c == "latency_bound");
+            if !bound_labelled {
+                continue;
+            }
+            eprintln!(
+                "{name} gpu {} {}: {} windows, top unit {} at {:.1}% while busy; accepts {:?}",
+                e.gpu, e.scenario, e.windows, e.unit, e.top_busy_pct, e.accept
+            );
+            let accepts = |c: &str| e.accept.iter().any(|a| a == c);
+            let own = if e.unit == "dram" {
+                "memory_bound"
+            } else {
+                "compute_bound"
+            };
+            let at = format!(
+                "{name} {}: {} at {:.1}%",
+                e.scenario, e.unit, e.top_busy_pct
+            );
+            if e.top_busy_pct < line && !accepts("latency_bound") {
+                wrong.push(format!("{at}, under the line, latency_bound not accepted"));
+            }
+            let under_band = e.top_busy_pct < line - band;
+            if under_band
+                && !NCU_LABELLED.contains(&name)
+                && (accepts("compute_bound") || accepts("memory_bound"))
+            {
+                wrong.push(format!("{at}, under the band, a bound class accepted"));
+            }
+            if e.top_busy_pct >= line + band && !accepts(own) {
+                wrong.push(format!("{at} binds, {own} not accepted"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn no_bound_window_with_gpm_lacks_a_unit_at_45_percent() {
+    // Issue #46: 163 of 635 compute/memory-bound windows with GPM had no unit at even 45% of
+    // its peak. A bound verdict now needs its unit at the 60% line per busy share, so none
+    // is left on any fixture.
+    use gpuslack_receiver::diagnosis::top_unit;
+    let mut bound = 0;
+    let mut under = Vec::new();
+    for name in GPM_FIXTURES {
+        let (reports, _) = run(name, 2.0);
+        for r in &reports {
+            if !matches!(r.class, Class::ComputeBound | Class::MemoryBound) {
+                continue;
+            }
+            let Some(top) = top_unit(&r.signals, &Thresholds::default()) else {
+                continue;
+            };
+            bound += 1;
+            if top.pct < 45.0 {
+                under.push(format!(
+                    "{name} at {}: {} by {} with its top unit {} at {:.1}% (util {:?}, SM {:?}/{:?})",
+                    r.stats.start,
+                    r.class,
+                    r.rule,
+                    top.resource.as_str(),
+                    top.pct,
+                    r.signals.util_pct,
+                    r.signals.sm_pct,
+                    r.signals.sm_max_pct
+                ));
+            }
+        }
+    }
+    assert!(under.is_empty(), "{under:#?}");
+    assert!(bound > 100, "{bound} bound windows with GPM");
+}
+
+/// Nsight Compute's speed-of-light per job (h100-everyday/sol.json): compute and DRAM, % of
+/// peak.
+fn ncu_sol() -> Vec<(String, f64, f64)> {
+    let path = fixture("h100-everyday").join("sol.json");
+    let sol: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("sol.json")).expect("json");
+    sol.as_object()
+        .expect("an object")
+        .iter()
+        .map(|(job, v)| {
+            (
+                job.clone(),
+                v["compute"].as_f64().expect("compute"),
+                v["dram"].as_f64().expect("dram"),
+            )
+        })
+        .collect()
+}
+
+/// h100-everyday's phase name for each job sol.json names.
+fn h100_phase(job: &str) -> &'static str {
+    match job {
+        "scatter" => "graph_scatter_add_fp32",
+        "sort" => "sort_int64_200M",
+        "elementwise" => "elementwise_chain_fp32",
+        "fp32gemm" => "fp32_gemm_no_tf32",
+        "fp8gemm" => "fp8_gemm_8k",
+        "flash" => "flash_attention_8k_train",
+        "bert" => "bert_finetune_bf16",
+        other => panic!("sol.json names a job h100-everyday has no phase for: {other}"),
+    }
+}
+
+#[test]
+fn the_h100_recordings_read_as_nsight_compute_says() {
+    // Issue #46: h100-everyday (fourteen everyday jobs, eight with Nsight Compute's
+    // speed-of-light as their truth) and h100-busy (fourteen busy-but-not-saturated jobs, each
+    // with ncu's truth, recorded with the integer pipe): ≥ 95% of 2 s windows right, ≥ 80% in
+    // every job.
+    for name in NCU_LABELLED {
+        let (reports, labels) = run(name, 2.0);
+        let s = score(&reports, &labels);
+        for seg in &s.segments {
+            eprintln!(
+                "{name} {}: {}/{} right, got {:?}",
+                seg.scenario, seg.correct, seg.windows, seg.got
+            );
+        }
+        for seg in &s.segments {
+            assert!(seg.windows > 0, "{name}: {} holds no window", seg.scenario);
+            assert!(
+                seg.share() >= 0.8,
+                "{name} {}: {}/{} right, got {:?}",
+                seg.scenario,
+                seg.correct,
+                seg.windows,
+                seg.got
+            );
+        }
+        assert!(s.overall() >= 0.95, "{name}: overall {:.3}", s.overall());
+    }
+}
+
+#[test]
+fn headroom_is_within_10_points_of_nsight_compute_where_a_unit_binds() {
+    // Every h100-everyday job ncu found at or above its 60% line: the headroom's figure, the
+    // median over the job's windows after its first 2 s, within 10 points of ncu's.
+    let (reports, _) = run("h100-everyday", 2.0);
+    let mut checked = 0;
+    for (job, compute, dram) in ncu_sol() {
+        let ncu = compute.max(dram);
+        if ncu < 60.0 {
+            continue;
+        }
+        let windows = in_phase(&reports, phase("h100-everyday", h100_phase(&job)), 2.0);
+        let mut figures: Vec<f64> = windows
+            .iter()
+            .filter_map(|w| w.headroom.map(|h| h.fraction * 100.0))
+            .collect();
+        assert!(!figures.is_empty(), "{job}: no headroom");
+        figures.sort_by(f64::total_cmp);
+        let median = figures[figures.len() / 2];
+        eprintln!("{job}: ncu {ncu:.1}%, headroom {median:.1}%");
+        assert!(
+            (median - ncu).abs() <= 10.0,
+            "{job}: headroom {median:.1}% against ncu's {ncu:.1}%"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "jobs ncu found at or above 60%");
 }

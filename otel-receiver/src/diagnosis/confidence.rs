@@ -15,7 +15,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Class, PowerPlace, Signals};
+use super::roofline::top_unit;
+use super::rules::Rule;
+use super::{Class, PowerPlace, Signals, Thresholds};
 
 /// How far the measured evidence carries a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -106,7 +108,7 @@ pub fn is_measured(origin: &str) -> bool {
 /// power sat, and whether the baselines were measured.
 pub struct Inputs<'a> {
     pub class: Class,
-    pub rule: &'static str,
+    pub rule: Rule,
     pub signals: &'a Signals,
     pub power: PowerPlace,
     /// Baselines from a calibration run of this GPU or a built-in profile measured on its
@@ -119,6 +121,8 @@ pub struct Inputs<'a> {
     /// The sentence naming a profiler the host found among the GPU's processes
     /// (`profiler_process` evidence), which becomes the reason.
     pub profiler_process: Option<&'a str>,
+    /// The line and band the speed-of-light verdicts are set against.
+    pub thresholds: &'a Thresholds,
 }
 
 /// Memory-controller utilisation (%) at or above which compute judged from power may be
@@ -155,10 +159,10 @@ pub const FEW_SAMPLES: u32 = 5;
 /// window), which only many samples a window show: `tiny_kernels`, `bursts`, and `transfer`
 /// below 80% GPU-Util (`NVML_PCIE_HIGH_UTIL_PCT`). The adaptive cadence keeps such verdicts at
 /// its fast tick (`source::cadence`).
-pub fn reads_duty(rule: &str, util_pct: Option<f64>) -> bool {
+pub fn reads_duty(rule: Rule, util_pct: Option<f64>) -> bool {
     match rule {
-        "tiny_kernels" | "bursts" => true,
-        "transfer" => util_pct.unwrap_or(0.0) < NVML_PCIE_HIGH_UTIL_PCT,
+        Rule::TinyKernels | Rule::Bursts => true,
+        Rule::Transfer => util_pct.unwrap_or(0.0) < NVML_PCIE_HIGH_UTIL_PCT,
         _ => false,
     }
 }
@@ -168,8 +172,8 @@ pub fn reads_duty(rule: &str, util_pct: Option<f64>) -> bool {
 /// its mean PCIe rate over two samples a window fell from 557 to 201 MiB/s and the verdict
 /// from `transfer_bound` to `launch_bound`, h200-nogpm-lookalikes). The adaptive cadence keeps
 /// such verdicts at its fast tick.
-pub fn by_elimination(rule: &str) -> bool {
-    rule == "partial"
+pub fn by_elimination(rule: Rule) -> bool {
+    rule == Rule::Partial
 }
 
 /// Rules whose decision rests on power placed against the baselines without GPM; these are
@@ -177,10 +181,10 @@ pub fn by_elimination(rule: &str) -> bool {
 fn rests_on_power(x: &Inputs) -> bool {
     let gpm = x.signals.has_gpm();
     match x.rule {
-        "collective_by_power" => true,
-        "hung_job" | "stalled_job" => !gpm && x.signals.nvlink_mib_s.is_none(),
-        "quiet" => x.signals.nprocs.is_none() || !gpm,
-        "memory" => false,
+        Rule::CollectiveByPower => true,
+        Rule::HungJob | Rule::StalledJob => !gpm && x.signals.nvlink_mib_s.is_none(),
+        Rule::Quiet => x.signals.nprocs.is_none() || !gpm,
+        Rule::Memory => false,
         _ => !gpm && x.power.load.is_some(),
     }
 }
@@ -202,27 +206,28 @@ pub fn assess(x: &Inputs) -> Assessment {
     let (mut confidence, mut reason): (Confidence, String) = match (x.rule, own) {
         (_, _) if x.evidence.contains(&"all_sm_power_load") => {
             push(&mut alts, Class::Hung, own);
+            push(&mut alts, Class::ComputeBound, own);
             (
                 Confidence::Low,
                 "without SM counters a kernel busy on every SM and one spinning on every SM read the same: power a little above a held context, the memory idle".into(),
             )
         }
-        ("spin", _) if gpm => (
+        (Rule::Spin, _) if gpm => (
             Confidence::High,
             "a flat spin read on the SM counters, with no pipe, DRAM or link activity".into(),
         ),
-        ("spin", _) => {
+        (Rule::Spin, _) => {
             push(&mut alts, Class::LaunchBound, own);
             (
                 Confidence::Medium,
                 "without SM counters a loop of tiny kernels begun when the collective ended reads the same; the NVLink counters saw the traffic stop".into(),
             )
         }
-        ("hung_job" | "stalled_job", _) if gpm || nvlink => (
+        (Rule::HungJob | Rule::StalledJob, _) if gpm || nvlink => (
             Confidence::High,
             "the job's GPUs stopped together and none has made progress since".into(),
         ),
-        ("hung_job" | "stalled_job", _) => {
+        (Rule::HungJob | Rule::StalledJob, _) => {
             push(&mut alts, Class::LaunchBound, own);
             push(&mut alts, Class::IdleHeld, own);
             (
@@ -230,14 +235,14 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "no GPM or NVLink counters: the job's stop was read from its GPUs' power falling together".into(),
             )
         }
-        ("transfer", _) if !pcie => {
+        (Rule::Transfer, _) if !pcie => {
             push(&mut alts, Class::LaunchBound, own);
             (
                 Confidence::Low,
                 "PCIe traffic was not measured: a copy engine and one kernel streaming memory on a few SMs read the same (GPU-Util up, the memory controller a few %, no power drawn)".into(),
             )
         }
-        ("transfer", _)
+        (Rule::Transfer, _)
             if !gpm
                 && s.pcie_source == Some("NVML")
                 && s.util_pct.unwrap_or(0.0) < NVML_PCIE_HIGH_UTIL_PCT =>
@@ -248,14 +253,14 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "PCIe traffic from NVML's 20 ms readings, one a second: with GPU-Util this low, a reading may have caught a data loader's copy burst rather than copies that dominate".into(),
             )
         }
-        ("transfer", _) if gpm || x.power.load.is_some() => (
+        (Rule::Transfer, _) if gpm || x.power.load.is_some() => (
             Confidence::High,
             format!(
                 "PCIe traffic measured ({}) while the SMs do nothing",
                 s.pcie_source.unwrap_or("GPM")
             ),
         ),
-        ("transfer", _) => {
+        (Rule::Transfer, _) => {
             push(&mut alts, Class::LaunchBound, own);
             push(&mut alts, Class::InputStarved, own);
             (
@@ -263,35 +268,69 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "PCIe traffic measured, but neither SM activity nor power: kernels may share the GPU with the copies".into(),
             )
         }
-        ("memory", _) if gpm => (Confidence::High, "DRAM bandwidth measured (GPM)".into()),
-        ("memory", _) => (
-            Confidence::High,
-            "the memory controller busy most of the time (NVML): bandwidth-bound work".into(),
-        ),
-        ("compute", _) if gpm => (
+        (Rule::Memory, _) if gpm => (Confidence::High, "DRAM bandwidth measured (GPM)".into()),
+        (Rule::Memory, _) => {
+            push(&mut alts, Class::LatencyBound, own);
+            (
+                Confidence::Low,
+                "the memory controller busy most of the time (NVML), a share of time, not of bandwidth: scattered loads keep it as busy as streaming ones, which DRAM bandwidth (GPM) would tell apart".into(),
+            )
+        }
+        (Rule::Compute, Class::LatencyBound) if !gpm => {
+            push(&mut alts, Class::ComputeBound, own);
+            if s.util_mem_pct.unwrap_or(0.0) >= COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT {
+                push(&mut alts, Class::MemoryBound, own);
+            }
+            push(&mut alts, Class::LaunchBound, own);
+            (
+                Confidence::Low,
+                "without GPM, power between a held context's and a unit at its peak, with a kernel always resident: latency, a unit the power does not show, or small kernels read alike".into(),
+            )
+        }
+        (Rule::Compute | Rule::Roofline, Class::LatencyBound) => {
+            // DRAM quiet and the integer pipe unmeasured: integer work at its peak would read
+            // the same.
+            let dram = s.dram_pct.unwrap_or(0.0) / s.busy_share(x.thresholds);
+            if dram < x.thresholds.latency_dram_pct && s.integer_pct.is_none() {
+                push(&mut alts, Class::ComputeBound, own);
+            }
+            let beyond_tiny = s.dram_pct.unwrap_or(0.0) >= super::invariants::TINY_DRAM_MAX * 100.0
+                || s.tensor_pct.unwrap_or(0.0) >= super::invariants::TINY_TENSOR_MAX * 100.0;
+            if x.rule == Rule::Roofline && !beyond_tiny {
+                push(&mut alts, Class::LaunchBound, own);
+            }
+            if alts.is_empty() {
+                (
+                    Confidence::High,
+                    "kernels resident and every unit measured (GPM) under the speed-of-light line, DRAM busy enough to name the loads as what the warps wait on".into(),
+                )
+            } else {
+                (
+                    Confidence::Medium,
+                    "kernels resident and every unit measured (GPM) under the speed-of-light line; the integer pipe was not measured, and small kernels or integer work could read the same".into(),
+                )
+            }
+        }
+        (Rule::Compute, _) if gpm => (
             Confidence::High,
             "SM activity and the pipes measured (GPM)".into(),
         ),
-        ("compute", _) => {
+        (Rule::Compute, _) => {
+            // Power says work, not whether a unit reaches its peak: latency-bound kernels on
+            // every SM draw as much as a pipe at its line (the scatter: 0.49 of TDP).
+            push(&mut alts, Class::LatencyBound, own);
             if s.util_mem_pct.unwrap_or(0.0) >= COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT {
                 push(&mut alts, Class::MemoryBound, own);
             }
             if !nvlink {
                 push(&mut alts, Class::SyncWait, own);
             }
-            if alts.is_empty() {
-                (
-                    Confidence::High,
-                    "power near the GPU's peak with a kernel always resident, the memory controller quiet and no NVLink traffic".into(),
-                )
-            } else {
-                (
-                    Confidence::Medium,
-                    "without GPM, power says real work but not which kind: moderate bandwidth, or compute alternating with collectives the NVLink counters would show, read the same".into(),
-                )
-            }
+            (
+                Confidence::Low,
+                "without GPM, power says real work but not which kind: a pipe at its peak, kernels waiting on latency, moderate bandwidth, or compute alternating with collectives the NVLink counters would show, read the same".into(),
+            )
         }
-        ("roofline", _) => {
+        (Rule::Roofline, _) => {
             // High where the binding resource is beyond anything tiny kernels reach and clearly
             // nearer its peak than the other (decode: DRAM 57% against the tensor pipe's 8%).
             let pipe = s.pipe_pct.unwrap_or(0.0);
@@ -323,7 +362,7 @@ pub fn assess(x: &Inputs) -> Assessment {
                 )
             }
         }
-        ("invariant", _) => {
+        (Rule::Invariant, _) => {
             let other = match own {
                 Class::MemoryBound => Some(Class::ComputeBound),
                 Class::ComputeBound => Some(Class::MemoryBound),
@@ -343,29 +382,29 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "the rules' verdict broke an invariant that holds whatever the thresholds, and was re-decided from the same readings".into(),
             )
         }
-        ("collective", _) if gpm => (
+        (Rule::Collective, _) if gpm => (
             Confidence::High,
             "NVLink traffic measured while the SMs are partly idle".into(),
         ),
-        ("collective", _) => {
+        (Rule::Collective, _) => {
             push(&mut alts, Class::ComputeBound, own);
             (
                 Confidence::Medium,
                 "NVLink traffic measured; without SM counters, power alone says how much of the time the GPU computes".into(),
             )
         }
-        ("collective_by_power", _) => {
+        (Rule::CollectiveByPower, _) => {
             push(&mut alts, Class::ComputeBound, own);
             (
                 Confidence::Medium,
                 "no link counters: a collective inferred from power-cap bursts across the job's GPUs".into(),
             )
         }
-        ("quiet", _) if s.nprocs.is_some() => (
+        (Rule::Quiet, _) if s.nprocs.is_some() => (
             Confidence::High,
             "nothing resident and the process list read".into(),
         ),
-        ("quiet", Class::Idle | Class::IdleHeld) if x.power.held.is_some() => {
+        (Rule::Quiet, Class::Idle | Class::IdleHeld) if x.power.held.is_some() => {
             let other = if own == Class::Idle {
                 Class::IdleHeld
             } else {
@@ -377,7 +416,7 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "no process list: a held context was told from bare idle by power alone".into(),
             )
         }
-        ("quiet", _) => {
+        (Rule::Quiet, _) => {
             push(&mut alts, Class::IdleHeld, own);
             (
                 Confidence::Low,
@@ -385,18 +424,18 @@ pub fn assess(x: &Inputs) -> Assessment {
                     .into(),
             )
         }
-        ("tiny_kernels", _) if gpm && x.evidence.contains(&"spin_s") => {
+        (Rule::TinyKernels, _) if gpm && x.evidence.contains(&"spin_s") => {
             push(&mut alts, Class::Hung, own);
             (
                 Confidence::Medium,
                 "SM activity flat with nothing drawn: tiny kernels, or a kernel spinning that is not yet 30 s old".into(),
             )
         }
-        ("tiny_kernels", _) if gpm => (
+        (Rule::TinyKernels, _) if gpm => (
             Confidence::High,
             "SM activity measured far below GPU-Util (GPM)".into(),
         ),
-        ("tiny_kernels", _) => {
+        (Rule::TinyKernels, _) => {
             push(&mut alts, Class::Hung, own);
             if !pcie {
                 push(&mut alts, Class::TransferBound, own);
@@ -406,11 +445,11 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "without SM counters a kernel spinning on a few SMs looks the same (it draws a held context's power, as tiny kernels do); if this lasts and the job makes no progress, suspect a hang".into(),
             )
         }
-        ("bursts", _) if gpm => (
+        (Rule::Bursts, _) if gpm => (
             Confidence::High,
             "SM activity and the pipes measured: real work between waits".into(),
         ),
-        ("bursts", _) if x.power.load.is_none() => {
+        (Rule::Bursts, _) if x.power.load.is_none() => {
             push(&mut alts, Class::LaunchBound, own);
             push(&mut alts, Class::IdleHeld, own);
             (
@@ -418,7 +457,7 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "GPU-Util comes and goes, but without SM counters or power nothing says the bursts are work".into(),
             )
         }
-        ("bursts", _) => {
+        (Rule::Bursts, _) => {
             if !nvlink {
                 push(&mut alts, Class::SyncWait, own);
             }
@@ -438,14 +477,14 @@ pub fn assess(x: &Inputs) -> Assessment {
                 )
             }
         }
-        ("partial", Class::TransferBound) => {
+        (Rule::Partial, Class::TransferBound) => {
             push(&mut alts, Class::IdleHeld, own);
             (
                 Confidence::Medium,
                 "device→host traffic measured while the GPU idles: copies out, at a pace the host's write sets".into(),
             )
         }
-        ("partial", Class::InputStarved) => {
+        (Rule::Partial, Class::InputStarved) => {
             push(&mut alts, Class::LaunchBound, own);
             (
                 if gpm {
@@ -456,7 +495,7 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "a partly filled GPU while the host streams data in: fed too slowly, or launching too small".into(),
             )
         }
-        ("partial", _) => {
+        (Rule::Partial, _) => {
             push(&mut alts, Class::InputStarved, own);
             if !pcie {
                 push(&mut alts, Class::TransferBound, own);
@@ -476,11 +515,47 @@ pub fn assess(x: &Inputs) -> Assessment {
                 "no rule matched: a partly filled GPU, by elimination".into(),
             )
         }
-        _ => (
-            Confidence::Medium,
-            "decided by a rule this assessment does not know".into(),
-        ),
     };
+    // The speed-of-light band: a top unit within a few points of the line may sit on either
+    // side of it (GPM's pipes and ncu's compute figure differ by up to 10 points).
+    if let Some(top) = top_unit(s, x.thresholds).filter(|t| t.near_line(x.thresholds)) {
+        if matches!(
+            own,
+            Class::ComputeBound | Class::MemoryBound | Class::LatencyBound
+        ) && matches!(x.rule, Rule::Memory | Rule::Compute | Rule::Roofline)
+        {
+            push(&mut alts, top.other_side(x.thresholds), own);
+            if confidence == Confidence::High {
+                confidence = Confidence::Medium;
+                reason.push_str(&format!(
+                    "; medium: the nearest unit to its peak ({}, {:.0}% while busy) is within {:.0} points of the {:.0}% line",
+                    top.label(),
+                    top.busy_pct,
+                    x.thresholds.bound_band_pct,
+                    x.thresholds.bound_line_pct
+                ));
+            }
+        }
+    }
+    // Kernels resident too little of the window for a unit to be shown at the line, though it
+    // reached it while they ran (a job's first or last window): either side, low.
+    if let Some(top) = top_unit(s, x.thresholds) {
+        let th = x.thresholds;
+        if own == Class::LatencyBound
+            && top.running_pct >= th.bound_line_pct
+            && !top.binds(th)
+            && matches!(x.rule, Rule::Compute | Rule::Roofline)
+        {
+            push(&mut alts, top.bound_class(), own);
+            confidence = Confidence::Low;
+            reason = format!(
+                "kernels ran only part of the window: {} reached {:.0}% of its peak while they ran, {:.0}% over the window, under the line's share of it",
+                top.label(),
+                top.running_pct,
+                top.pct
+            );
+        }
+    }
     // Both detectors lead to the same outcome; the host's naming of the tool is the reason
     // where it has one, since it says which profiler and where.
     if let Some(named) = x.profiler_process {

@@ -5,6 +5,7 @@
 
 use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
+use super::rules::Rule;
 use super::{Class, Signals};
 use crate::attribution::procfs;
 use crate::sample::{GpuProcess, Metric};
@@ -166,9 +167,9 @@ pub fn host_paced_evidence(
     s: &Signals,
     samples: u32,
     class: Class,
-    rule: &str,
+    rule: Rule,
 ) -> Option<Evidence> {
-    if class != Class::InputStarved || rule != "bursts" || samples < super::FEW_SAMPLES {
+    if class != Class::InputStarved || rule != Rule::Bursts || samples < super::FEW_SAMPLES {
         return None;
     }
     let util = s.util_median_pct.filter(|u| *u >= HOST_PACED_UTIL_PCT)?;
@@ -356,14 +357,14 @@ mod tests {
             util_duty: Some(1.0),
             ..Signals::default()
         };
-        assert!(host_paced_evidence(&s, 20, Class::InputStarved, "bursts").is_some());
+        assert!(host_paced_evidence(&s, 20, Class::InputStarved, Rule::Bursts).is_some());
         // Too few samples to tell steady from bursts, another rule, or a starved loop's few %.
         assert_eq!(
-            host_paced_evidence(&s, 2, Class::InputStarved, "bursts"),
+            host_paced_evidence(&s, 2, Class::InputStarved, Rule::Bursts),
             None
         );
         assert_eq!(
-            host_paced_evidence(&s, 20, Class::InputStarved, "partial"),
+            host_paced_evidence(&s, 20, Class::InputStarved, Rule::Partial),
             None
         );
         let starved = Signals {
@@ -371,7 +372,7 @@ mod tests {
             ..s
         };
         assert_eq!(
-            host_paced_evidence(&starved, 20, Class::InputStarved, "bursts"),
+            host_paced_evidence(&starved, 20, Class::InputStarved, Rule::Bursts),
             None
         );
         let both = Signals {

@@ -15,6 +15,7 @@ mod context;
 mod evidence;
 pub mod invariants;
 mod peers;
+mod remedy;
 mod roofline;
 mod rules;
 mod signals;
@@ -23,13 +24,14 @@ mod thresholds;
 
 use std::collections::BTreeMap;
 
-pub use class::{advice, Class};
+pub use class::{advice, Class, ClassInfo, Rank, CLASSES, NCU_COMMAND};
 pub use confidence::{
     by_elimination, is_measured, reads_duty, source, Assessment, Confidence, FEW_SAMPLES,
     SPEC_ORIGIN_PREFIX,
 };
 pub use evidence::{pct, rate, round3, Evidence};
-pub use roofline::{Headroom, Peaks, Resource};
+pub use remedy::{Advice, JobKind};
+pub use roofline::{top_unit, Headroom, Peaks, Resource, TopUnit};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
@@ -39,6 +41,7 @@ use crate::device::{DeviceFacts, PowerBaselines, PowerProfile};
 use crate::efficiency::effective_efficiency;
 use crate::sample::Metric;
 use crate::window::WindowStats;
+pub use rules::Rule;
 use rules::RuleInput;
 use state::GpuState;
 
@@ -59,10 +62,13 @@ pub struct WindowReport {
     pub profile_origin: Option<String>,
     pub class: Class,
     /// The rule of the decision list that decided.
-    pub rule: &'static str,
+    pub rule: Rule,
     pub evidence: Vec<Evidence>,
-    /// What to do: the class's remedy, or advice that follows the evidence.
-    pub remedy: &'static str,
+    /// What to do: the class's remedy, or advice that follows the evidence; chosen once, after
+    /// the rules across GPUs and the guard (`remedy::choose`).
+    pub advice: Advice,
+    /// What the stages before the remedy found, for it to choose from.
+    pub(crate) found: remedy::Found,
     /// Where power sat between a held context and the GPU's peak, when known.
     pub power: PowerPlace,
     /// No progress in this window, and since when: what the rules across GPUs read.
@@ -98,7 +104,7 @@ pub struct WindowReport {
 
 impl WindowReport {
     pub fn remedy(&self) -> &'static str {
-        self.remedy
+        self.advice.text(self.class)
     }
 
     pub fn confidence(&self) -> Confidence {
@@ -119,13 +125,16 @@ impl WindowReport {
             return;
         };
         self.class = fixed.class;
-        self.rule = "invariant";
+        self.rule = Rule::Invariant;
         self.invariant = Some(fixed.broken);
         self.evidence.insert(0, fixed.evidence);
-        // A profiler's advice stays: the counters the verdict rests on were the profiler's.
-        if self.remedy != advice::PROFILER {
-            self.remedy = self.class.remedy();
-        }
+        self.found.guard = true;
+    }
+
+    /// The remedy, chosen once from the final verdict and what is known of the job.
+    fn choose_remedy(&mut self) {
+        let job = remedy::JobKind::of(self.stats.processes.as_deref().map(|p| p.as_slice()));
+        self.advice = remedy::choose(self.class, &self.found, job);
     }
 
     /// The headroom of the final verdict (after the rules across GPUs and the guard), and its
@@ -147,7 +156,7 @@ impl WindowReport {
     }
 
     /// Judges the verdict as it stands now (after the rules across GPUs).
-    fn assess(&mut self) {
+    fn assess(&mut self, th: &Thresholds) {
         let evidence: Vec<&'static str> = self.evidence.iter().map(|e| e.signal).collect();
         self.assessment = confidence::assess(&confidence::Inputs {
             class: self.class,
@@ -162,6 +171,7 @@ impl WindowReport {
                 .iter()
                 .find(|e| e.signal == "profiler_process")
                 .map(|e| e.text.as_str()),
+            thresholds: th,
         });
     }
 
@@ -327,11 +337,14 @@ impl Diagnoser {
     pub fn diagnose_frame(&mut self, frame: Vec<WindowStats>) -> Vec<WindowReport> {
         let mut reports: Vec<WindowReport> =
             frame.into_iter().map(|w| self.diagnose_window(w)).collect();
+        // The chain, in its one order: rules (above) → peers → guard → remedy → headroom →
+        // confidence.
         peers::explain(&mut reports, &self.thresholds);
         for r in &mut reports {
             r.enforce_invariants(&self.thresholds);
+            r.choose_remedy();
             r.set_headroom();
-            r.assess();
+            r.assess(&self.thresholds);
         }
         reports
     }
@@ -365,20 +378,25 @@ impl Diagnoser {
             mut evidence,
             advice,
         } = verdict;
-        let mut remedy = advice.unwrap_or(class.remedy());
+        // What the context sees beside the class is recorded here; the remedy is chosen once,
+        // after the rules across GPUs and the guard (`remedy::choose`).
+        let mut found = remedy::Found {
+            rule: advice,
+            ..remedy::Found::default()
+        };
         if let Some(churn) = churn_evidence(&signals, self.facts(stats.gpu), th) {
             if !matches!(class, Class::ComputeBound | Class::Hung) {
                 evidence.push(churn);
-                remedy = advice::ALLOCATION_CHURN;
+                found.churn = true;
             }
         }
-        if let Some(advice) = context::both_ways_advice(&signals, class) {
+        if context::both_ways_advice(&signals, class).is_some() {
             evidence.push(context::both_ways_evidence(&signals));
-            remedy = advice;
+            found.both_ways = true;
         }
         if let Some(paced) = context::host_paced_evidence(&signals, stats.samples, class, rule) {
             evidence.push(paced);
-            remedy = advice::HOST_PACED;
+            found.host_paced = true;
         }
         if let Some(shared) = stats
             .processes
@@ -398,7 +416,7 @@ impl Diagnoser {
         };
         if let Some(profiler) = context::profiler_evidence(&signals, &stats, gpm_silent) {
             evidence.insert(0, profiler);
-            remedy = advice::PROFILER;
+            found.profiler = true;
         }
         // The host naming the profiler is the surer of the two sources: its line goes first.
         if let Some(profiler) = stats
@@ -407,7 +425,7 @@ impl Diagnoser {
             .and_then(|p| context::profiler_process_evidence(p))
         {
             evidence.insert(0, profiler);
-            remedy = advice::PROFILER;
+            found.profiler = true;
         }
         let throttle = self.throttle(&stats, &signals);
         let missing = missing(&signals, tdp_w, power);
@@ -440,7 +458,8 @@ impl Diagnoser {
             class,
             rule,
             evidence,
-            remedy,
+            advice: Advice::Own,
+            found,
             power,
             stall: observed.stall,
             waits_on: None,

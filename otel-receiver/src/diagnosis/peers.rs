@@ -6,8 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::class::advice;
 use super::evidence::{pct, Evidence};
+use super::remedy::Advice;
+use super::rules::Rule;
 use super::{Class, StallKind, Thresholds, WindowReport};
 
 pub fn explain(frame: &mut [WindowReport], th: &Thresholds) {
@@ -187,8 +188,8 @@ fn explain_by_power(frame: &mut [WindowReport], group: &[usize], th: &Thresholds
             let ev = evidence(&frame[i]);
             let r = &mut frame[i];
             r.class = Class::SyncWait;
-            r.rule = "collective_by_power";
-            r.remedy = Class::SyncWait.remedy();
+            r.rule = Rule::CollectiveByPower;
+            r.found.peers = Some(Advice::Own);
             r.evidence.insert(0, ev);
         }
         name_straggler(frame, leader, &waiters, gap);
@@ -199,8 +200,8 @@ fn explain_by_power(frame: &mut [WindowReport], group: &[usize], th: &Thresholds
             let ev = evidence(&frame[i]);
             let r = &mut frame[i];
             r.class = Class::SyncWait;
-            r.rule = "collective_by_power";
-            r.remedy = Class::SyncWait.remedy();
+            r.rule = Rule::CollectiveByPower;
+            r.found.peers = Some(Advice::Own);
             r.evidence.insert(0, ev);
         }
         let top = load(&frame[leader]) * 100.0;
@@ -289,12 +290,12 @@ fn explain_hang(frame: &mut [WindowReport], group: &[usize], th: &Thresholds) {
         ));
         if hung {
             r.class = Class::Hung;
-            r.rule = "hung_job";
-            r.remedy = advice::HUNG_JOB;
+            r.rule = Rule::HungJob;
+            r.found.peers = Some(Advice::HungJob);
         } else if mine == StallKind::Spin && r.class != Class::Hung {
             r.class = Class::SyncWait;
-            r.rule = "stalled_job";
-            r.remedy = Class::SyncWait.remedy();
+            r.rule = Rule::StalledJob;
+            r.found.peers = Some(Advice::Own);
         }
     }
 }

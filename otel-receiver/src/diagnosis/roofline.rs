@@ -14,7 +14,7 @@
 use serde::Serialize;
 
 use super::evidence::pct;
-use super::{Class, Signals};
+use super::{Class, Signals, Thresholds};
 
 /// A resource a window can run near the peak of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -28,6 +28,8 @@ pub enum Resource {
     Fp16,
     /// The FP64 pipe (GPM).
     Fp64,
+    /// The integer pipe (GPM's `INTEGER_UTIL`, where the source reads it).
+    Integer,
     /// DRAM bandwidth (GPM).
     Dram,
     /// The memory controller's busy share of time (NVML): DRAM's stand-in without GPM.
@@ -46,6 +48,7 @@ impl Resource {
             Resource::Fp32 => "fp32",
             Resource::Fp16 => "fp16",
             Resource::Fp64 => "fp64",
+            Resource::Integer => "integer",
             Resource::Dram => "dram",
             Resource::MemoryController => "memory_controller",
             Resource::Pcie => "pcie",
@@ -57,7 +60,7 @@ impl Resource {
     pub fn is_arithmetic(self) -> bool {
         matches!(
             self,
-            Resource::Tensor | Resource::Fp32 | Resource::Fp16 | Resource::Fp64
+            Resource::Tensor | Resource::Fp32 | Resource::Fp16 | Resource::Fp64 | Resource::Integer
         )
     }
 
@@ -67,6 +70,7 @@ impl Resource {
             Resource::Fp32 => "the FP32 pipe",
             Resource::Fp16 => "the FP16 pipe",
             Resource::Fp64 => "the FP64 pipe",
+            Resource::Integer => "the integer pipe",
             Resource::Dram => "DRAM bandwidth",
             Resource::MemoryController => "the memory controller",
             Resource::Pcie => "the PCIe link",
@@ -146,6 +150,7 @@ pub fn resources(s: &Signals, pcie_peak_mib_s: Option<f64>) -> Vec<(Resource, f6
         (Resource::Fp32, s.fp32_pct),
         (Resource::Fp16, s.fp16_pct),
         (Resource::Fp64, s.fp64_pct),
+        (Resource::Integer, s.integer_pct),
         (Resource::Dram, s.dram_pct),
     ] {
         if let Some(v) = v.filter(|v| v.is_finite()) {
@@ -167,38 +172,32 @@ pub fn resources(s: &Signals, pcie_peak_mib_s: Option<f64>) -> Vec<(Resource, f6
     out
 }
 
-/// The window's headroom: of the resources its class names (the pipes for `compute_bound`,
-/// DRAM or the memory controller for `memory_bound`, PCIe for `transfer_bound`), the nearest
-/// its peak; for any other class, the nearest of all. Without pipe counters a compute-bound
-/// window's stand-in is power against the enforced limit. `None` where nothing was measured.
+/// The window's headroom: of every measured resource (the pipes, DRAM or, without GPM, the
+/// memory controller, PCIe where its link's peak is known), the one nearest its peak — never a
+/// 1% pipe over a 29% DRAM. Without pipe counters a compute-bound window's arithmetic stands in
+/// as power against the enforced limit. `None` where nothing was measured, and for idle and
+/// held windows: nothing runs, so nothing is near a peak.
 pub fn headroom(s: &Signals, class: Class, peaks: Peaks) -> Option<Headroom> {
     let Peaks {
         pcie_mib_s: pcie_peak_mib_s,
         power_limit_w,
         dram_gb_s,
     } = peaks;
+    if matches!(class, Class::Idle | Class::IdleHeld) {
+        return None;
+    }
     let all = resources(s, pcie_peak_mib_s);
-    let named: Vec<(Resource, f64)> = all
-        .iter()
-        .copied()
-        .filter(|(r, _)| match class {
-            Class::ComputeBound => r.is_arithmetic(),
-            Class::MemoryBound => matches!(r, Resource::Dram | Resource::MemoryController),
-            Class::TransferBound => *r == Resource::Pcie,
-            _ => true,
-        })
-        .collect();
+    let arithmetic_measured = all.iter().any(|(r, _)| r.is_arithmetic());
     let power = match (class, s.power_w, power_limit_w) {
-        (Class::ComputeBound, Some(p), Some(limit)) if named.is_empty() && limit > 0.0 => {
+        (Class::ComputeBound, Some(p), Some(limit)) if !arithmetic_measured && limit > 0.0 => {
             Some((Resource::Power, p / limit))
         }
         _ => None,
     };
-    let (resource, fraction) = named
+    let (resource, fraction) = all
         .into_iter()
         .chain(power)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .or_else(|| all.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)))?;
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let (peak, peak_unit) = match resource {
         Resource::Pcie => (pcie_peak_mib_s.map(|p| p / 1024.0), Some("GiB/s")),
         Resource::Power => (power_limit_w, Some("W")),
@@ -213,14 +212,89 @@ pub fn headroom(s: &Signals, class: Class, peaks: Peaks) -> Option<Headroom> {
     })
 }
 
-/// Which of the two device-side bound classes the roofline names from pipes and DRAM (each a
-/// fraction of its peak, per busy share): the one nearer its limit. A tie goes to compute.
-pub fn bound_by(pipe_pct: f64, dram_pct: f64) -> Class {
-    if dram_pct > pipe_pct {
-        Class::MemoryBound
-    } else {
-        Class::ComputeBound
+/// The unit nearest its peak among DRAM and every measured pipe (the integer pipe where the
+/// source reads it): what Nsight Compute's
+/// speed-of-light sets against its 60% line. PCIe, NVLink and the memory controller's share of
+/// time are not among them: they are not the SMs' units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopUnit {
+    pub resource: Resource,
+    /// Its mean over the window (% of peak).
+    pub pct: f64,
+    /// The same per share of the window the kernels ran ([`Signals::busy_share`], at least
+    /// `bound_busy_share_min`): what the line is set against, so that a short pause in the
+    /// window does not read as latency.
+    pub busy_pct: f64,
+    /// The same per the busy share unfloored: what the unit ran at while the kernels ran, for a
+    /// window they filled less than `bound_busy_share_min` of.
+    pub running_pct: f64,
+}
+
+impl TopUnit {
+    /// Whether the unit binds: at or above the line.
+    pub fn binds(&self, th: &Thresholds) -> bool {
+        self.busy_pct >= th.bound_line_pct
     }
+
+    /// Whether the unit sits in the band around the line, where either side may be right.
+    pub fn near_line(&self, th: &Thresholds) -> bool {
+        self.busy_pct >= th.bound_line_pct - th.bound_band_pct
+            && self.busy_pct < th.bound_line_pct + th.bound_band_pct
+    }
+
+    /// The class the unit names when it binds: DRAM bandwidth or arithmetic.
+    pub fn bound_class(&self) -> Class {
+        if self.resource == Resource::Dram {
+            Class::MemoryBound
+        } else {
+            Class::ComputeBound
+        }
+    }
+
+    /// The class on the line's side the unit sits: its bound class, or `latency_bound`.
+    pub fn class(&self, th: &Thresholds) -> Class {
+        if self.binds(th) {
+            self.bound_class()
+        } else {
+            Class::LatencyBound
+        }
+    }
+
+    /// The class across the line: what a verdict in the band names as its alternative.
+    pub fn other_side(&self, th: &Thresholds) -> Class {
+        if self.binds(th) {
+            Class::LatencyBound
+        } else {
+            self.bound_class()
+        }
+    }
+
+    /// "the tensor pipe", "DRAM bandwidth": for sentences.
+    pub fn label(&self) -> &'static str {
+        self.resource.label()
+    }
+}
+
+/// The window's top unit ([`TopUnit`]); `None` without GPM's DRAM or pipe readings. A tie goes
+/// to the pipe. The busy share it is set against is at least `bound_busy_share_min`.
+pub fn top_unit(s: &Signals, th: &Thresholds) -> Option<TopUnit> {
+    let (resource, pct) = [
+        (Resource::Tensor, s.tensor_pct),
+        (Resource::Fp32, s.fp32_pct),
+        (Resource::Fp16, s.fp16_pct),
+        (Resource::Fp64, s.fp64_pct),
+        (Resource::Integer, s.integer_pct),
+        (Resource::Dram, s.dram_pct),
+    ]
+    .into_iter()
+    .filter_map(|(r, v)| v.filter(|v| v.is_finite()).map(|v| (r, v)))
+    .reduce(|best, next| if next.1 > best.1 { next } else { best })?;
+    Some(TopUnit {
+        resource,
+        pct,
+        busy_pct: pct / s.busy_share(th).max(th.bound_busy_share_min),
+        running_pct: pct / s.busy_share(th),
+    })
 }
 
 #[cfg(test)]
@@ -249,22 +323,93 @@ mod tests {
         };
         let h = headroom(&s, Class::MemoryBound, h200).expect("headroom");
         assert_eq!(h.text(), "DRAM bandwidth at 57% of peak (4.8 TB/s)");
-        assert_eq!(bound_by(8.1, 57.2), Class::MemoryBound);
-        assert_eq!(bound_by(45.3, 30.4), Class::ComputeBound);
-        assert_eq!(bound_by(40.0, 40.0), Class::ComputeBound);
-        // A compute-bound verdict's headroom is its busiest pipe, whatever DRAM reads (a
-        // convnet: tensor 45%, DRAM 30%), and any class else takes the nearest of all.
+        // The top unit: DRAM for decode, under the line (latency) and in its band.
+        let th = Thresholds::default();
+        let top = top_unit(&s, &th).expect("top unit");
+        assert_eq!(
+            (top.resource, top.class(&th)),
+            (Resource::Dram, Class::LatencyBound)
+        );
+        assert!(top.near_line(&th));
+        assert_eq!(top.other_side(&th), Class::MemoryBound);
+        // A tie goes to the pipe; at the line a pipe binds, a hair under it does not.
+        let tie = Signals {
+            tensor_pct: Some(60.0),
+            dram_pct: Some(60.0),
+            ..Signals::default()
+        };
+        let top = top_unit(&tie, &th).expect("top unit");
+        assert_eq!(
+            (top.resource, top.class(&th)),
+            (Resource::Tensor, Class::ComputeBound)
+        );
+        assert_eq!(top.other_side(&th), Class::LatencyBound);
+        let under = Signals {
+            tensor_pct: Some(59.999),
+            ..tie
+        };
+        assert_eq!(
+            top_unit(&under, &th).expect("top").class(&th),
+            Class::MemoryBound
+        );
+        let under = Signals {
+            tensor_pct: Some(59.999),
+            dram_pct: Some(59.999),
+            ..Signals::default()
+        };
+        assert_eq!(
+            top_unit(&under, &th).expect("top").class(&th),
+            Class::LatencyBound
+        );
+        // Kernels resident 80% of the window: 50% of the window is 62.5% while they ran.
+        let paused = Signals {
+            util_pct: Some(80.0),
+            fp32_pct: Some(50.0),
+            ..Signals::default()
+        };
+        let top = top_unit(&paused, &th).expect("top");
+        assert!((top.busy_pct - 62.5).abs() < 0.01, "{}", top.busy_pct);
+        assert_eq!(top.class(&th), Class::ComputeBound);
+        // Resident 60%: a pause forgives at most a quarter of the window, so 44.9% of the
+        // window is under the line (59.9% of three quarters), 45% at it.
+        let half = Signals {
+            util_pct: Some(60.0),
+            fp32_pct: Some(44.9),
+            ..Signals::default()
+        };
+        let top = top_unit(&half, &th).expect("top");
+        assert_eq!(top.class(&th), Class::LatencyBound);
+        let half = Signals {
+            fp32_pct: Some(45.0),
+            ..half
+        };
+        assert_eq!(
+            top_unit(&half, &th).expect("top").class(&th),
+            Class::ComputeBound
+        );
+        assert_eq!(top_unit(&Signals::default(), &th), None);
+        // Whatever the verdict, the headroom is the unit nearest its peak: never a 1.4% tensor
+        // pipe over a 29% DRAM (h100-everyday's scatter, once read compute_bound).
+        let scatter = Signals {
+            tensor_pct: Some(1.4),
+            fp32_pct: Some(1.0),
+            dram_pct: Some(29.4),
+            ..Signals::default()
+        };
+        for class in [Class::ComputeBound, Class::LatencyBound, Class::MemoryBound] {
+            let h = headroom(&scatter, class, Peaks::default()).expect("headroom");
+            assert_eq!((h.resource, h.fraction), (Resource::Dram, 0.294));
+        }
         let conv = Signals {
             tensor_pct: Some(45.3),
             dram_pct: Some(30.4),
             ..Signals::default()
         };
-        let h = headroom(&conv, Class::ComputeBound, Peaks::default()).expect("headroom");
-        assert_eq!(h.resource, Resource::Tensor);
-        let h = headroom(&conv, Class::MemoryBound, Peaks::default()).expect("headroom");
-        assert_eq!(h.resource, Resource::Dram);
         let h = headroom(&conv, Class::InputStarved, Peaks::default()).expect("headroom");
         assert_eq!(h.resource, Resource::Tensor);
+        // Idle and held windows carry none.
+        assert_eq!(headroom(&conv, Class::Idle, Peaks::default()), None);
+        assert_eq!(headroom(&conv, Class::IdleHeld, Peaks::default()), None);
     }
 
     #[test]

@@ -4,10 +4,11 @@
 //! power placed against the GPU's baselines, NVML's link counters): most installed GPUs have
 //! no GPM. docs/DIAGNOSIS.md walks through them with the recorded numbers behind each threshold.
 
-use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
 use super::invariants::{TINY_DRAM_MAX, TINY_TENSOR_MAX};
-use super::roofline::bound_by;
+use super::remedy::Advice;
+use super::roofline::Resource;
+use super::roofline::{top_unit, TopUnit};
 use super::{Class, PowerPlace, Signals, Spin, Thresholds};
 use crate::device::PowerBaselines;
 
@@ -21,25 +22,9 @@ pub struct RuleInput<'a> {
 }
 
 impl RuleInput<'_> {
-    /// Share of the window a kernel was resident, when that is most of it (GPU-Util ≥ 50%).
-    /// Activity divided by it is the activity *while working*: a window where a GEMM ran for
-    /// 86% of the time is a compute-bound window with a pause, not a half-filled GPU. Below
-    /// half, pauses are the story and the burst rules judge the window.
-    ///
-    /// GPU-Util read once a second can claim a kernel was resident all along in a window whose
-    /// first second was still idle (the window straddles the start of the work). Where it reads
-    /// ≥ 95%, the SM activity's mean against its busiest reading says how much of the window the
-    /// work filled (never less than half: below that the window is the idle part's).
+    /// [`Signals::busy_share`]: the share of the window the kernels ran.
     fn busy_share(&self) -> f64 {
-        let s = self.signals;
-        match s.util_pct {
-            Some(util) if util >= 95.0 => match (s.sm_pct, s.sm_max_pct) {
-                (Some(mean), Some(max)) if max >= 50.0 => (mean / max).clamp(0.5, 1.0),
-                _ => 1.0,
-            },
-            Some(util) if util >= 50.0 => (util / 100.0).min(1.0),
-            _ => 1.0,
-        }
+        self.signals.busy_share(self.thresholds)
     }
 
     /// The evidence of where power sits, for the NVML-only paths.
@@ -65,7 +50,7 @@ impl RuleInput<'_> {
 pub struct Verdict {
     pub class: Class,
     pub evidence: Vec<Evidence>,
-    pub advice: Option<&'static str>,
+    pub advice: Option<Advice>,
 }
 
 fn verdict(class: Class, evidence: Vec<Evidence>) -> Option<Verdict> {
@@ -86,25 +71,85 @@ fn while_busy(busy: f64) -> String {
 
 const NO_GPM: &str = "(no GPM)";
 
-type Rule = fn(&RuleInput) -> Option<Verdict>;
+/// The rule that decided a verdict: the ten of the ordered list, and those of the stages after
+/// it (the guard's re-decision, the rules across GPUs). An enum, so that whatever reads the
+/// rule (the confidence, the cadence) is told by the compiler of a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    Spin,
+    Transfer,
+    Memory,
+    Compute,
+    Collective,
+    Roofline,
+    Quiet,
+    TinyKernels,
+    Bursts,
+    Partial,
+    /// The guard re-decided a verdict that broke an invariant.
+    Invariant,
+    /// Across GPUs: a collective inferred from power-cap bursts.
+    CollectiveByPower,
+    /// Across GPUs: the job's GPUs stopped together; this one spins, or waits.
+    HungJob,
+    StalledJob,
+}
+
+impl Rule {
+    /// Its name in the JSON lines, `-v` and the OTLP log records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Spin => "spin",
+            Rule::Transfer => "transfer",
+            Rule::Memory => "memory",
+            Rule::Compute => "compute",
+            Rule::Collective => "collective",
+            Rule::Roofline => "roofline",
+            Rule::Quiet => "quiet",
+            Rule::TinyKernels => "tiny_kernels",
+            Rule::Bursts => "bursts",
+            Rule::Partial => "partial",
+            Rule::Invariant => "invariant",
+            Rule::CollectiveByPower => "collective_by_power",
+            Rule::HungJob => "hung_job",
+            Rule::StalledJob => "stalled_job",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Tests and tools compare a rule with its name.
+impl PartialEq<&str> for Rule {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+type RuleFn = fn(&RuleInput) -> Option<Verdict>;
 
 /// In order: the first rule that matches decides.
-const RULES: [(&str, Rule); 10] = [
-    ("spin", spin),
-    ("transfer", transfer),
-    ("memory", memory),
-    ("compute", compute),
-    ("collective", collective),
-    ("roofline", roofline),
-    ("quiet", quiet),
-    ("tiny_kernels", tiny_kernels),
-    ("bursts", bursts),
-    ("partial", partial),
+const RULES: [(Rule, RuleFn); 10] = [
+    (Rule::Spin, spin),
+    (Rule::Transfer, transfer),
+    (Rule::Memory, memory),
+    (Rule::Compute, compute),
+    (Rule::Collective, collective),
+    (Rule::Roofline, roofline),
+    (Rule::Quiet, quiet),
+    (Rule::TinyKernels, tiny_kernels),
+    (Rule::Bursts, bursts),
+    (Rule::Partial, partial),
 ];
 
 /// Classifies one window and names the rule that decided. Always returns a class: `partial`
 /// matches anything left.
-pub fn classify(input: &RuleInput) -> (Verdict, &'static str) {
+pub fn classify(input: &RuleInput) -> (Verdict, Rule) {
     for (name, rule) in RULES {
         if let Some(v) = rule(input) {
             return (v, name);
@@ -117,7 +162,7 @@ pub fn classify(input: &RuleInput) -> (Verdict, &'static str) {
             evidence: Vec::new(),
             advice: None,
         },
-        "partial",
+        Rule::Partial,
     )
 }
 
@@ -174,7 +219,7 @@ fn spin(x: &RuleInput) -> Option<Verdict> {
     Some(Verdict {
         class,
         evidence,
-        advice: Some(advice::SPIN),
+        advice: Some(Advice::Spin),
     })
 }
 
@@ -291,13 +336,16 @@ fn memory(x: &RuleInput) -> Option<Verdict> {
     let th = x.thresholds;
     let busy = x.busy_share();
     if let Some(dram) = s.dram_pct {
-        if dram / busy < th.dram_busy_pct {
+        // DRAM binds only as the unit nearest its peak, at or above the line; a pipe nearer
+        // its own is the compute rule's.
+        let top = top_unit(s, th)?;
+        if top.resource != Resource::Dram || !top.binds(th) {
             return None;
         }
         let mut ev = vec![Evidence::new(
             "dram",
             dram / 100.0,
-            Some(th.dram_busy_pct / 100.0 * busy),
+            Some(th.bound_line_pct / 100.0 * busy),
             format!(
                 "DRAM bandwidth at {} of peak{}",
                 pct(dram),
@@ -356,15 +404,19 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
         Some(th.busy_sm_pct / 100.0 * busy),
         format!("SMs {} active{}", pct(sm), while_busy(busy)),
     );
-    if let Some(pipe) = s.pipe_pct.filter(|p| p / busy >= th.pipe_busy_pct) {
+    let Some(top) = top_unit(s, th) else {
+        return latency(x, None, sm_ev);
+    };
+    if top.binds(th) {
         let name = s.pipe_name.unwrap_or("arithmetic");
+        let pipe = s.pipe_pct.unwrap_or(0.0);
         let dram = s.dram_pct.unwrap_or(0.0);
-        // The roofline: of the pipe and DRAM, the one nearer its peak binds.
-        if bound_by(pipe, dram) == Class::MemoryBound {
+        // The roofline: of the pipes and DRAM, the one nearer its peak binds.
+        if top.resource == Resource::Dram {
             let dram_ev = Evidence::new(
                 "dram",
                 dram / 100.0,
-                Some(pipe / 100.0),
+                Some(th.bound_line_pct / 100.0 * busy),
                 format!(
                     "DRAM bandwidth at {} of peak, nearer its limit than the {name} pipe ({}): bandwidth binds",
                     pct(dram),
@@ -376,13 +428,18 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
         let pipe_ev = Evidence::new(
             "pipe",
             pipe / 100.0,
-            Some(th.pipe_busy_pct / 100.0 * busy),
-            format!("the {name} pipe is {} busy: real arithmetic", pct(pipe)),
+            Some(th.bound_line_pct / 100.0 * busy),
+            format!(
+                "the {name} pipe is {} busy{}, at or above the {} line: real arithmetic binds",
+                pct(pipe),
+                while_busy(busy),
+                pct(th.bound_line_pct)
+            ),
         );
         return Some(Verdict {
             class: Class::ComputeBound,
             evidence: vec![pipe_ev, sm_ev],
-            advice: compute_advice(s, busy),
+            advice: compute_advice(s, busy, th),
         });
     }
     // Busy SMs with quiet pipes and NVLink traffic are communication kernels: leave them to
@@ -390,45 +447,63 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
     if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
         return None;
     }
+    latency(x, Some(top), sm_ev)
+}
+
+/// Kernels resident, no unit at the line: `latency_bound`, with the top unit's reading, what
+/// else was measured, and what was not (the integer pipe, the load/store and special-function
+/// units: Nsight Compute's compute figure counts them, GPM does not).
+fn latency(x: &RuleInput, top: Option<TopUnit>, fill: Evidence) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    let busy = x.busy_share();
     let dram = s.dram_pct.unwrap_or(0.0);
     let pipe = s.pipe_pct.unwrap_or(0.0);
-    if dram / busy >= th.latency_dram_pct {
-        // Every SM holds warps, no pipe works and DRAM moves a fraction of its peak: the warps
-        // wait on memory that arrives a sector at a time (scattered or dependent loads).
-        return Some(Verdict {
-            class: Class::MemoryBound,
-            evidence: vec![
-                sm_ev,
-                Evidence::new(
-                    "dram",
-                    dram / 100.0,
-                    Some(th.latency_dram_pct / 100.0 * busy),
-                    format!(
-                        "yet no pipe is busy (busiest {}) and DRAM moves {} of its peak: the warps wait on memory latency — scattered or dependent loads — not on bandwidth",
-                        pct(pipe),
-                        pct(dram)
-                    ),
-                ),
-            ],
-            advice: Some(advice::LATENCY_BOUND),
-        });
-    }
-    verdict(
-        Class::ComputeBound,
-        vec![
-            sm_ev,
-            Evidence::new(
-                "pipe",
-                pipe / 100.0,
-                Some(th.pipe_busy_pct / 100.0),
-                format!(
-                    "no floating-point or tensor pipe above {} and DRAM at {}: integer, special-function or on-chip-memory work keeps the SMs busy",
-                    pct(th.pipe_busy_pct),
-                    pct(dram)
-                ),
+    let top_ev = match top {
+        Some(top) => Evidence::new(
+            "top_unit",
+            top.pct / 100.0,
+            Some(th.bound_line_pct / 100.0 * busy),
+            format!(
+                "the unit nearest its peak, {}, runs at {} of it{}: under the {} line on every unit measured (DRAM {}, busiest pipe {}): busy, not fast",
+                top.label(),
+                pct(top.pct),
+                while_busy(busy),
+                pct(th.bound_line_pct),
+                pct(dram),
+                pct(pipe)
             ),
-        ],
-    )
+        ),
+        None => Evidence::new(
+            "top_unit",
+            0.0,
+            Some(th.bound_line_pct / 100.0),
+            "neither DRAM nor any pipe was measured beside the SM activity: no unit is known to bind".into(),
+        ),
+    };
+    let units = match s.integer_pct {
+        None => Evidence::new(
+            "integer_unmeasured",
+            0.0,
+            None,
+            "the integer pipe was not measured (this source has no integer column), nor the load/store and special-function units: integer-heavy work (sort, top-k, hashing) would read the same".into(),
+        ),
+        Some(int) => Evidence::new(
+            "integer",
+            int / 100.0,
+            Some(th.bound_line_pct / 100.0 * busy),
+            format!(
+                "the integer pipe, measured, at {}: not integer work at its peak either (the load/store and special-function units are not measured)",
+                pct(int)
+            ),
+        ),
+    };
+    let scattered = dram / busy >= th.latency_dram_pct && pipe < th.latency_pipe_quiet_pct;
+    Some(Verdict {
+        class: Class::LatencyBound,
+        evidence: vec![top_ev, fill, units],
+        advice: scattered.then_some(Advice::LatencyScattered),
+    })
 }
 
 /// Without GPM: a kernel resident nearly all the time and power well above a held context is
@@ -437,12 +512,15 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
 fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
-    let util = s.util_pct.filter(|u| *u >= 80.0)?;
+    let util = s.util_pct.filter(|u| *u >= th.compute_power_util_pct)?;
     if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
         return None;
     }
     let busy = x.busy_share();
-    let load = x.power.load.filter(|l| l / busy >= th.busy_power_load)?;
+    let load = x.power.load?;
+    if load / busy < th.busy_power_load {
+        return latency_from_power(x, load);
+    }
     let mem = s
         .util_mem_pct
         .map(|m| format!(", memory controller {}", pct(m)))
@@ -461,6 +539,30 @@ fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
                 ),
             ),
         ],
+    )
+}
+
+/// Without GPM: kernels resident in every sample drawing clearly more than a held context
+/// (tiny kernels and a spin draw under `idle_power_load`) but under what a unit at its peak
+/// draws (`busy_power_load`): real kernels, none shown near a peak. h100-everyday's scatter
+/// without GPM: GPU-Util 100%, load 0.39, the memory controller 39%.
+fn latency_from_power(x: &RuleInput, load: f64) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    s.util_median_pct.filter(|u| *u >= th.spin_util_pct)?;
+    if load < th.idle_power_load {
+        return None;
+    }
+    verdict(
+        Class::LatencyBound,
+        vec![x.load_evidence(
+            load,
+            th.idle_power_load,
+            &format!(
+                "kernels resident in every sample draw more than tiny kernels or a spin, yet less than a unit at its peak ({}) {NO_GPM}: busy, not fast, by power alone",
+                th.busy_power_load
+            ),
+        )],
     )
 }
 
@@ -515,11 +617,11 @@ fn collective(x: &RuleInput) -> Option<Verdict> {
 /// with the tensor pipe idle (the FP32 GEMM: fp32 76%, tensor 0%) is the TF32/bf16 case; a
 /// tensor pipe busy well under its peak with the SMs held (a convnet: tensor 45%, SM 94%;
 /// GEMMs of 2048: 64%) spends the rest on layouts, small tiles and the ops between.
-fn compute_advice(s: &Signals, busy: f64) -> Option<&'static str> {
+fn compute_advice(s: &Signals, busy: f64, th: &Thresholds) -> Option<Advice> {
     let tensor = s.tensor_pct.unwrap_or(0.0);
     match s.pipe_name {
-        Some("fp32") if tensor < 1.0 => Some(advice::FP32_NO_TENSOR),
-        Some("tensor") if tensor / busy < 70.0 => Some(advice::TENSOR_PARTLY),
+        Some("fp32") if tensor < th.tensor_idle_pct => Some(Advice::Fp32NoTensor),
+        Some("tensor") if tensor / busy < th.tensor_partly_pct => Some(Advice::TensorPartly),
         _ => None,
     }
 }
@@ -537,7 +639,8 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
     let util = s.util_pct.filter(|u| *u >= th.starved_util_max_pct)?;
     // Kernels absent a tenth of the time or more while the host streams data in or out: the
     // waits are the host's (a fed loader, an offloaded optimizer), which the partial rule names.
-    if util < 90.0 && s.pcie_mib_s.unwrap_or(0.0) >= th.transfer_pcie_mib_s / 4.0 {
+    if util < th.host_waits_util_pct && s.pcie_mib_s.unwrap_or(0.0) >= th.transfer_pcie_mib_s / 4.0
+    {
         return None;
     }
     let busy = x.busy_share();
@@ -551,7 +654,6 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
     if sm / busy < th.roofline_sm_pct && !beyond_tiny {
         return None;
     }
-    let class = bound_by(pipe, dram);
     let sm_ev = Evidence::new(
         "sm_active",
         sm / 100.0,
@@ -562,37 +664,44 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
             pct(sm)
         ),
     );
+    let top = top_unit(s, th)?;
+    if !top.binds(th) {
+        return latency(x, Some(top), sm_ev);
+    }
+    let class = top.bound_class();
     let name = s.pipe_name.unwrap_or("arithmetic");
     let (bound_ev, advice) = if class == Class::MemoryBound {
         (
             Evidence::new(
                 "dram",
                 dram / 100.0,
-                Some(pipe / 100.0),
+                Some(th.bound_line_pct / 100.0 * busy),
                 format!(
-                    "DRAM bandwidth at {} of peak, the nearest resource to its limit (the {name} pipe {}): bandwidth binds; each byte fetched feeds little arithmetic",
+                    "DRAM bandwidth at {} of peak{}, the nearest resource to its limit (the {name} pipe {}): bandwidth binds; each byte fetched feeds little arithmetic",
                     pct(dram),
+                    while_busy(busy),
                     pct(pipe)
                 ),
             ),
-            Some(advice::LOW_INTENSITY_MEMORY),
+            Some(Advice::LowIntensityMemory),
         )
     } else {
         (
             Evidence::new(
                 "pipe",
                 pipe / 100.0,
-                Some(dram / 100.0),
+                Some(th.bound_line_pct / 100.0 * busy),
                 format!(
-                    "the {name} pipe at {} of peak, the nearest resource to its limit (DRAM {}): arithmetic binds, on a GPU the kernels only partly fill",
+                    "the {name} pipe at {} of peak{}, the nearest resource to its limit (DRAM {}): arithmetic binds, on a GPU the kernels only partly fill",
                     pct(pipe),
+                    while_busy(busy),
                     pct(dram)
                 ),
             ),
             // FP32 work with the tensor cores idle is the TF32/bf16 case however full the SMs.
-            Some(match compute_advice(s, busy) {
-                Some(advice::FP32_NO_TENSOR) => advice::FP32_NO_TENSOR,
-                _ => advice::PARTLY_FILLED_COMPUTE,
+            Some(match compute_advice(s, busy, th) {
+                Some(Advice::Fp32NoTensor) => Advice::Fp32NoTensor,
+                _ => Advice::PartlyFilledCompute,
             }),
         )
     };
@@ -752,7 +861,7 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
         return Some(Verdict {
             class: Class::LaunchBound,
             evidence,
-            advice: Some(advice::FEW_BLOCKS),
+            advice: Some(Advice::FewBlocks),
         });
     }
     if let Spin::Spinning {
@@ -781,7 +890,8 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
 /// a little but clearly above a held context. Tiny kernels and a spin on a few blocks draw a
 /// held context's power; a kernel busy on every SM draws more (h200-nogpm-lookalikes: 136.5 W
 /// against 117 W held). Which of on-chip work or a spin it is, the SM counters would say; the
-/// verdict is GPM's for on-chip work, with `hung` named as what it becomes if it stays flat.
+/// verdict is `latency_bound` (no unit known near its peak), with `hung` named as what it
+/// becomes if it stays flat and `compute_bound` as what on-chip arithmetic at its peak reads as.
 fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
@@ -791,8 +901,11 @@ fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
         .power
         .load
         .filter(|l| *l >= th.all_sm_power_load && *l < th.idle_power_load)?;
+    // On-chip work or a spin: no unit the counters could name is known to run near its peak,
+    // so the likelier side of the speed-of-light line is latency; a pipe at its peak (integer
+    // or on-chip arithmetic) is named as the alternative.
     Some(Verdict {
-        class: Class::ComputeBound,
+        class: Class::LatencyBound,
         evidence: vec![Evidence::new(
             "all_sm_power_load",
             load,
@@ -804,7 +917,7 @@ fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
                 th.long_spin_s
             ),
         )],
-        advice: Some(advice::ON_CHIP_OR_SPIN),
+        advice: Some(Advice::OnChipOrSpin),
     })
 }
 
@@ -922,7 +1035,7 @@ fn partial(x: &RuleInput) -> Option<Verdict> {
             )],
         );
     }
-    if pcie >= th.transfer_pcie_mib_s / 4.0 && util < 90.0 {
+    if pcie >= th.transfer_pcie_mib_s / 4.0 && util < th.host_waits_util_pct {
         return verdict(
             Class::InputStarved,
             vec![Evidence::new(

@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use super::Thresholds;
 use crate::sample::Metric;
 use crate::window::WindowStats;
 
@@ -163,6 +164,29 @@ impl Signals {
     pub fn intensity(&self) -> Option<f64> {
         let util = self.util_pct.filter(|u| *u >= 1.0)?;
         Some(self.sm_pct? / util)
+    }
+
+    /// Share of the window a kernel was resident, when that is most of it (GPU-Util ≥ 50%).
+    /// Activity divided by it is the activity *while working*: a window where a GEMM ran for
+    /// 86% of the time is a compute-bound window with a pause, not a half-filled GPU. Below
+    /// half, pauses are the story and the burst rules judge the window.
+    ///
+    /// GPU-Util read once a second can claim a kernel was resident all along in a window whose
+    /// first second was still idle (the window straddles the start of the work). Where it reads
+    /// ≥ 95%, the SM activity's mean against its busiest reading says how much of the window the
+    /// work filled (never less than half: below that the window is the idle part's).
+    pub fn busy_share(&self, th: &Thresholds) -> f64 {
+        let s = self;
+        match s.util_pct {
+            Some(util) if util >= th.resident_whole_util_pct => match (s.sm_pct, s.sm_max_pct) {
+                (Some(mean), Some(max)) if max >= th.resident_most_util_pct => {
+                    (mean / max).clamp(th.busy_share_min, 1.0)
+                }
+                _ => 1.0,
+            },
+            Some(util) if util >= th.resident_most_util_pct => (util / 100.0).min(1.0),
+            _ => 1.0,
+        }
     }
 
     /// Whether GPM (SM activity and friends) was sampled.

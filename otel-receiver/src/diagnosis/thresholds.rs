@@ -19,13 +19,50 @@ pub struct Thresholds {
     pub starved_util_max_pct: f64,
     /// Compute- or memory-bound need the SMs at least this busy (%).
     pub busy_sm_pct: f64,
-    /// A pipe (tensor, FP32, FP16, FP64) this busy (%) means real arithmetic.
-    pub pipe_busy_pct: f64,
-    /// DRAM bandwidth this high (%) means memory-bound (device copy: 89%; bf16 GEMM: 18%).
-    pub dram_busy_pct: f64,
-    /// SMs busy, no pipe busy and DRAM at least this (%) but under `dram_busy_pct`: the SMs
-    /// wait on scattered memory accesses (a random gather: SM 100%, DRAM 58%).
+    /// The busy share ([`super::Signals::busy_share`]): GPU-Util at or above this (%) reads a
+    /// kernel resident the whole window, and SM activity's mean against its busiest reading
+    /// says how much of it the work filled (a window straddling the start of the work)…
+    pub resident_whole_util_pct: f64,
+    /// …at or above this (%), GPU-Util itself is the share the kernels ran; below it pauses
+    /// are the story and the burst rules judge the window…
+    pub resident_most_util_pct: f64,
+    /// …and never less than this share: below it the window is the idle part's.
+    pub busy_share_min: f64,
+    /// Without GPM, compute is judged from power only with a kernel resident at least this
+    /// share of the time (GPU-Util %).
+    pub compute_power_util_pct: f64,
+    /// Kernels absent at least the rest of this share of the time (GPU-Util % under it) while
+    /// the host streams data in or out wait on the host (a fed loader, an offloaded optimizer).
+    pub host_waits_util_pct: f64,
+    /// FP32 work with the tensor pipe under this (%) leaves the tensor cores idle (the FP32
+    /// GEMM: tensor 0%): the TF32/bf16 advice.
+    pub tensor_idle_pct: f64,
+    /// The tensor pipe under this (%, per busy share) with the SMs held runs well under its
+    /// peak (a convnet: 45%; GEMMs of 2048: 64%; bf16 GEMM 8192³: 94%).
+    pub tensor_partly_pct: f64,
+    /// Nsight Compute's speed-of-light line (%): the unit nearest its peak (DRAM or a measured
+    /// pipe), per busy share, binds the window at or above it (`compute_bound`,
+    /// `memory_bound`); below it on every unit, with kernels resident, the window is
+    /// `latency_bound` (ncu's "latency issues"). h100-everyday under ncu: the scatter's
+    /// compute 33% / DRAM 29% is latency; the sort's DRAM 69% and the FP32 GEMM's 87% bind.
+    pub bound_line_pct: f64,
+    /// Points either side of `bound_line_pct` within which a verdict is `medium` and names the
+    /// other side as its alternative (55–65%: ncu's own figures and GPM's differ by up to 10
+    /// points on the pipes; flash attention at ncu's 59% accepts both).
+    pub bound_band_pct: f64,
+    /// The least busy share the line is set against: a pause forgives at most this much of the
+    /// window, so a unit binds only where it ran at the line for at least 0.75 × 60% = 45% of
+    /// the window (issue #46: no bound window without a unit at 45%; the FP8 GEMM's last
+    /// window, kernels resident half of it, tensor 43.7%, is not shown to bind).
+    pub bound_busy_share_min: f64,
+    /// A latency-bound window whose DRAM moves at least this share of its peak (%) waits on
+    /// memory arriving a sector at a time (a random gather: SM 100%, DRAM 38–58%); below it,
+    /// on dependent arithmetic, on-chip memory or units GPM does not count: the words differ,
+    /// the class does not.
     pub latency_dram_pct: f64,
+    /// …while the busiest pipe stays under this (%): no arithmetic to speak of, so the words
+    /// name the loads (the random scatter: tensor 1.4%, FP32 under 2%; BERT's pipes: 20–30%).
+    pub latency_pipe_quiet_pct: f64,
     /// The roofline rule: with kernels resident most of the time (GPU-Util ≥ 50%), SMs that hold
     /// warps at least this share of the resident time (%) run real kernels, not tiny ones: a CUDA
     /// graph of tiny kernels fills 1.1%, eager tiny kernels 0.2%, one fat block 0.8%, a spin on
@@ -121,9 +158,18 @@ impl Default for Thresholds {
             launch_sm_max_pct: 30.0,
             starved_util_max_pct: 50.0,
             busy_sm_pct: 80.0,
-            pipe_busy_pct: 40.0,
-            dram_busy_pct: 60.0,
-            latency_dram_pct: 30.0,
+            resident_whole_util_pct: 95.0,
+            resident_most_util_pct: 50.0,
+            busy_share_min: 0.5,
+            compute_power_util_pct: 80.0,
+            host_waits_util_pct: 90.0,
+            tensor_idle_pct: 1.0,
+            tensor_partly_pct: 70.0,
+            bound_line_pct: 60.0,
+            bound_band_pct: 5.0,
+            bound_busy_share_min: 0.75,
+            latency_dram_pct: 25.0,
+            latency_pipe_quiet_pct: 5.0,
             roofline_sm_pct: 30.0,
             roofline_floor_pct: 5.0,
             util_mem_busy_pct: 60.0,

@@ -206,14 +206,16 @@ pub const POWER_EXPECTED: MetricDef = gauge(
     "W",
     "What this GPU draws, by its profile, when it does what its current verdict says",
 );
-/// One series per GPU whatever the verdict: the resource it names rides on the evidence of the
-/// verdict's change record (`headroom: DRAM bandwidth at 57% of peak`) and the JSON lines, so
-/// that a resource changing never starts a series.
+/// One series per GPU at a time: the unit the figure measures is its `gpuslack.headroom.unit`
+/// attribute, one of [`crate::diagnosis::Resource`]'s fixed names (tensor, fp32, fp16, fp64,
+/// integer, dram, memory_controller, pcie, power), never a value per window.
 pub const HEADROOM: MetricDef = gauge(
     "gpuslack.headroom",
     "1",
-    "The binding resource's fraction of its peak in the latest window (the roofline: the resource nearest its limit, named in the verdict's evidence)",
+    "The fraction of its peak at which the unit nearest its peak ran in the latest window (the roofline; the unit in gpuslack.headroom.unit); absent for idle and held windows",
 );
+/// The headroom gauge's one attribute: which unit its figure measures.
+pub const HEADROOM_UNIT: &str = "gpuslack.headroom.unit";
 pub const ECC_ERRORS: MetricDef = gauge(
     "gpuslack.ecc.errors",
     "{error}",

@@ -523,7 +523,7 @@ fn change_record(change: &ClassChange, view: &GpuView, observed_unix_nanos: u64)
     }
     let alternatives: Vec<&str> = r.alternatives().iter().map(|c| c.as_str()).collect();
     attributes.extend([
-        attribute("gpuslack.diagnosis.rule", text(r.rule)),
+        attribute("gpuslack.diagnosis.rule", text(r.rule.as_str())),
         // Evidence may quote a process's name: escaped as every exported text is.
         attribute(
             "gpuslack.diagnosis.evidence",

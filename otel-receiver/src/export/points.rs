@@ -566,7 +566,15 @@ pub fn shaped_points(view: &GpuView, top: usize, shape: Shape) -> Vec<Point> {
     push(EFFICIENCY, r.efficiency, vec![]);
     push(EFFICIENCY_CALIBRATED, r.calibrated_efficiency, vec![]);
     push(POWER_EXPECTED, r.expected_power_w, vec![]);
-    push(HEADROOM, r.headroom.map(|h| h.fraction), vec![]);
+    // The unit the figure measures rides on a bounded attribute (`Resource`'s fixed names):
+    // one series a GPU at a time, as the verdict's own.
+    if let Some(h) = r.headroom {
+        push(
+            HEADROOM,
+            Some(h.fraction),
+            attr(HEADROOM_UNIT, h.resource.as_str()),
+        );
+    }
     // The verdict's confidence rides on every class's point, so the series stay one per class
     // (a label set that only the current class carried would change shape with every verdict).
     for class in Class::ALL {

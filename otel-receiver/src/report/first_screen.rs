@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::device::DeviceFacts;
-use crate::diagnosis::{advice, Class, Confidence};
+use crate::diagnosis::{Advice, Class, Confidence};
 
 use super::health::Health;
 use super::ranking::Severity;
@@ -96,6 +96,9 @@ pub struct GpuDid {
     pub processes_sampled: bool,
     /// Its health over the run.
     pub health: Health,
+    /// In its latency-bound time, the mean share of peak (%) of the unit nearest its peak:
+    /// "busy, but at 29% of what the GPU can do".
+    pub latency_peak_pct: Option<f64>,
     /// The peer it waited on longest in its collectives (the straggler), and for how long (s).
     pub waits_on: Option<(u32, f64)>,
     /// The mean DRAM bandwidth (% of peak) of each verdict's windows, where GPM read it: what
@@ -110,8 +113,8 @@ pub struct Fix {
     pub id: usize,
     /// The verdict it fixes.
     pub class: Class,
-    /// The remedy's full text.
-    pub remedy: &'static str,
+    /// Which advice it is: what the instruction is asked of.
+    pub advice: Advice,
     /// GPU time it would recover (s), or for advice the time it applied to.
     pub seconds: f64,
     /// The GPUs it applies to.
@@ -195,6 +198,11 @@ impl Screen {
                 owner: None,
                 processes_sampled: self.gpus.iter().any(|g| g.processes_sampled),
                 health: Health::default(),
+                latency_peak_pct: self
+                    .gpus
+                    .iter()
+                    .filter_map(|g| g.latency_peak_pct)
+                    .reduce(f64::max),
                 // The straggler most waited on, with every GPU's wait on it.
                 waits_on: self
                     .gpus
@@ -259,6 +267,9 @@ impl Screen {
             push(&mut out, &line, 0);
         }
         for line in self.hardware() {
+            push(&mut out, &line, 0);
+        }
+        if let Some(line) = self.latency_line() {
             push(&mut out, &line, 0);
         }
         let first = self.fixes.first().or(self.advice.as_ref());
@@ -329,7 +340,7 @@ impl Screen {
             out.push(format!(
                 "Change first (nothing is slack; {}): {}",
                 self.fix_basis(fix, false),
-                words::change(fix.remedy, fix.class)
+                words::change(fix.advice, fix.class)
             ));
         }
         for fix in self.fixes.iter().skip(1).take(2) {
@@ -391,7 +402,7 @@ impl Screen {
     /// The change a fix asks for, naming the GPU at fault where the screen knows it: the
     /// straggler a wait is on, the profiler that held the counters.
     fn change(&self, fix: &Fix) -> String {
-        let change = words::change(fix.remedy, fix.class);
+        let change = words::change(fix.advice, fix.class);
         if fix.class == Class::SyncWait {
             if let Some(s) = self.stragglers.first() {
                 return format!(
@@ -402,7 +413,7 @@ impl Screen {
                 );
             }
         }
-        if fix.remedy == advice::PROFILER && !self.profilers.is_empty() {
+        if fix.advice == Advice::Profiler && !self.profilers.is_empty() {
             let names: Vec<&str> = self.profilers.keys().map(String::as_str).collect();
             return format!("{} held the counters. {change}", names.join(" and "));
         }
@@ -458,6 +469,29 @@ impl Screen {
             None => parts.push("whose job: not recorded".into()),
         }
         parts.join(" · ")
+    }
+
+    /// Busy is not fast: where a latency-bound change is among the three the screen names, how
+    /// far from its speed the GPU ran and the command that confirms it on one step.
+    fn latency_line(&self) -> Option<String> {
+        let named = self
+            .fixes
+            .iter()
+            .take(3)
+            .chain(self.advice.as_ref())
+            .any(|f| f.class == Class::LatencyBound);
+        if !named {
+            return None;
+        }
+        let peak = self
+            .gpus
+            .iter()
+            .filter_map(|g| g.latency_peak_pct)
+            .reduce(f64::max)?;
+        Some(format!(
+            "Busy, not fast: the unit nearest its peak ran at {peak:.0}% of it (ncu's line: 60%). Confirm: {}",
+            crate::diagnosis::NCU_COMMAND
+        ))
     }
 
     /// Whether the hardware is sound, per GPU (GPUs that read the same share a line), and
@@ -550,7 +584,7 @@ fn throttle_advice(reason: &str, share: f64, facts: &DeviceFacts) -> String {
     }
 }
 
-/// "Its time: 29% idle with nothing on it, 19% computing at full speed, …", the `most`
+/// "Its time: 29% idle with nothing on it, 19% computing, an arithmetic pipe at 60% …", the `most`
 /// longest verdicts.
 fn did_sentence(g: &GpuDid, most: usize) -> String {
     let total: f64 = g.by_class.iter().map(|(_, s)| s).sum();
@@ -560,6 +594,12 @@ fn did_sentence(g: &GpuDid, most: usize) -> String {
         .iter()
         .take(most)
         .map(|(c, s)| match g.waits_on {
+            // Busy is not fast: how far from what the GPU can do.
+            _ if *c == Class::LatencyBound && g.latency_peak_pct.is_some() => format!(
+                "{:.0}% busy, but at {:.0}% of what the GPU can do",
+                share(*s),
+                g.latency_peak_pct.unwrap_or(0.0)
+            ),
             // The wait on a named straggler is said as such; the rest of the wait as before.
             Some((leader, on)) if *c == Class::SyncWait && on > 0.0 => {
                 let on = on.min(*s);
@@ -691,6 +731,7 @@ mod tests {
             owner: Some("pid 499 python3 (user root, pgid 485)".into()),
             processes_sampled: true,
             health: Health::default(),
+            latency_peak_pct: None,
             waits_on: None,
             dram_pct: BTreeMap::new(),
         }
@@ -700,7 +741,7 @@ mod tests {
         Fix {
             id,
             class,
-            remedy: class.remedy(),
+            advice: Advice::Own,
             seconds,
             gpus: BTreeSet::from([0]),
             confidence: Some(Confidence::High),

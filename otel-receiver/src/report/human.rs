@@ -13,7 +13,7 @@ use std::io::{self, Write};
 
 use crate::attribution::{GpuProcess, PodContainer};
 use crate::device::DeviceFacts;
-use crate::diagnosis::{self, Class, WindowReport};
+use crate::diagnosis::{self, Advice, Class, WindowReport};
 use crate::efficiency::SLACK_BELOW;
 use crate::sample::Metric;
 use crate::text;
@@ -211,6 +211,8 @@ struct ClassTotals {
     power_w: Mean,
     util_pct: Mean,
     sm_pct: Mean,
+    /// The headroom's figure (% of peak): how near its peak the nearest unit ran.
+    headroom_pct: Mean,
     dram_pct: Mean,
     occupancy_pct: Mean,
 }
@@ -488,6 +490,8 @@ impl GpuReport {
 /// A remedy and where it applied: each is printed once, and the ranked fixes refer to it.
 #[derive(Debug, Clone, Default)]
 struct RemedyUse {
+    /// Which advice it is, for its one-line instruction.
+    advice: Advice,
     /// Seconds per class it was the remedy of.
     seconds: BTreeMap<Class, f64>,
     energy_j: f64,
@@ -516,6 +520,8 @@ pub struct Remedy {
     pub class: Class,
     /// What to do.
     pub text: &'static str,
+    /// Which advice it is ([`words::change`] asks it for the instruction).
+    pub advice: Advice,
     /// GPU time it applied to, over every GPU.
     pub seconds: f64,
     /// Energy of the windows it applied to (J).
@@ -659,10 +665,13 @@ impl HumanReport {
             t.power_w.add(report.signals.power_w);
             t.util_pct.add(report.signals.util_pct);
             t.sm_pct.add(report.signals.sm_pct);
+            t.headroom_pct
+                .add(report.headroom.map(|h| h.fraction * 100.0));
             t.dram_pct.add(report.signals.dram_pct);
             t.occupancy_pct.add(report.signals.occupancy_pct);
         }
         let remedy = self.remedies.entry(report.remedy()).or_default();
+        remedy.advice = report.advice;
         *remedy.seconds.entry(report.class).or_default() += seconds;
         remedy.energy_j += energy_j;
         remedy.gpus.insert(gpu_index);
@@ -779,6 +788,7 @@ impl HumanReport {
                     id: 0,
                     class,
                     text,
+                    advice: u.advice,
                     seconds,
                     energy_j: u.energy_j,
                     gpus: u.gpus.clone(),
@@ -1007,7 +1017,7 @@ impl HumanReport {
                     "seconds": r.seconds,
                     "gpus": r.gpus,
                     "text": r.text,
-                    "change": words::change(r.text, r.class),
+                    "change": words::change(r.advice, r.class),
                     "won_back_seconds": r.won_s,
                     "severity": r.severity.as_str(),
                 })
@@ -1058,7 +1068,7 @@ impl HumanReport {
         let fix = |r: &Remedy| first_screen::Fix {
             id: r.id,
             class: r.class,
-            remedy: r.text,
+            advice: r.advice,
             seconds: r.won_s,
             gpus: r.gpus.clone(),
             confidence: confidence(r.class, &r.gpus),
@@ -1081,6 +1091,10 @@ impl HumanReport {
                     owner: r.owners.ranked().first().map(|(o, _)| (*o).clone()),
                     processes_sampled: r.processes_sampled,
                     health: r.health.clone(),
+                    latency_peak_pct: r
+                        .by_class
+                        .get(&Class::LatencyBound)
+                        .and_then(|t| t.headroom_pct.get()),
                     waits_on: r.peers.straggler(),
                     dram_pct: r
                         .by_class

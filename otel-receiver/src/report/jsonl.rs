@@ -135,7 +135,7 @@ impl<'a> WindowRecord<'a> {
             pods: r.stats.pods.as_deref().map(Vec::as_slice),
             mem_used_bytes: s.mem_used_bytes.map(f64::round),
             samples: r.stats.samples,
-            rule: r.rule,
+            rule: r.rule.as_str(),
             evidence: &r.evidence,
             remedy: r.remedy(),
             throttle: &r.throttle,
