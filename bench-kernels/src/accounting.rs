@@ -66,6 +66,84 @@ pub fn rate(work: f64, seconds: f64, scale: f64) -> f64 {
     }
 }
 
+/// DRAM's access granularity on NVIDIA GPUs since Volta: a load of 4 bytes that misses L2
+/// makes DRAM move a whole 32-byte sector.
+pub const SECTOR_BYTES: u64 = 32;
+
+/// Bytes a latency workload moved, counted twice: those the program wanted (`useful`) and those
+/// DRAM had to move for them (`dram`, whole sectors). A random 4-byte gather's DRAM bytes are
+/// 8× its useful ones for the gathered values; shares of the DRAM peak use `dram` (what the
+/// memory really did, comparable to GPM's DRAM activity and Nsight Compute's DRAM throughput).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Traffic {
+    pub useful_bytes: u64,
+    pub dram_bytes: u64,
+}
+
+/// One gather of `n` 4-byte values: the index read (4 B) and output write (4 B) stream, whole
+/// sectors used; each gathered value costs a sector it does not share (`sectors: None`, random
+/// indices over a table far larger than L2), or the table's `sectors` distinct sectors are each
+/// fetched once (sorted indices: neighbours in a warp share them).
+pub fn gather_traffic(n: u64, sectors: Option<u64>) -> Traffic {
+    let streamed = 8 * n;
+    Traffic {
+        useful_bytes: streamed + 4 * n,
+        dram_bytes: streamed + SECTOR_BYTES * sectors.unwrap_or(n),
+    }
+}
+
+/// Distinct 32-byte sectors that sorted 4-byte indices touch.
+pub fn distinct_sectors(sorted: &[u32]) -> u64 {
+    let per_sector = (SECTOR_BYTES / 4) as u32;
+    let mut count = 0;
+    let mut last = None;
+    for &i in sorted {
+        let sector = i / per_sector;
+        if last != Some(sector) {
+            count += 1;
+            last = Some(sector);
+        }
+    }
+    count
+}
+
+/// `chains` dependent chains of `steps` 4-byte loads each: every load a sector of its own,
+/// plus each chain's position read and written once.
+pub fn chase_traffic(chains: u64, steps: u64) -> Traffic {
+    Traffic {
+        useful_bytes: 4 * chains * steps + 8 * chains,
+        dram_bytes: SECTOR_BYTES * chains * steps + 8 * chains,
+    }
+}
+
+/// A scatter of `n` 4-byte items into `bins` 4-byte counters: the items stream from DRAM once;
+/// the counters live in L2 (32 KiB) and go to DRAM once at most.
+pub fn scatter_traffic(n: u64, bins: u64) -> Traffic {
+    let bytes = 4 * n + 4 * bins;
+    Traffic {
+        useful_bytes: bytes,
+        dram_bytes: bytes,
+    }
+}
+
+/// A copy of `n2` 16-byte elements: each read once and written once.
+pub fn copy_traffic(n2: u64) -> Traffic {
+    let bytes = 2 * 16 * n2;
+    Traffic {
+        useful_bytes: bytes,
+        dram_bytes: bytes,
+    }
+}
+
+/// `bytes` per `seconds` as a share (%) of a DRAM peak in GB/s.
+pub fn share_of_peak_pct(bytes: f64, seconds: f64, peak_gb_s: f64) -> f64 {
+    if peak_gb_s > 0.0 {
+        100.0 * rate(bytes, seconds, 1e9) / peak_gb_s
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +165,34 @@ mod tests {
         assert!((peak - 66.9).abs() < 0.05, "{peak}");
         assert_eq!(rate(4.2e12, 1.0, 1e12), 4.2);
         assert_eq!(rate(1.0, 0.0, 1.0), 0.0);
+    }
+
+    #[test]
+    fn a_random_gather_moves_a_sector_per_value_and_sorted_ones_share_them() {
+        let random = gather_traffic(1 << 20, None);
+        assert_eq!(random.useful_bytes, 12 << 20);
+        assert_eq!(random.dram_bytes, (8 + 32) << 20);
+        // Sorted indices 0..8 share one sector, 8 and 15 the next, 64 a third.
+        let sorted = [0, 1, 2, 7, 8, 15, 64];
+        assert_eq!(distinct_sectors(&sorted), 3);
+        assert_eq!(distinct_sectors(&[]), 0);
+        let fixed = gather_traffic(7, Some(3));
+        assert_eq!(fixed.useful_bytes, 84);
+        assert_eq!(fixed.dram_bytes, 56 + 96);
+    }
+
+    #[test]
+    fn chase_scatter_and_copy_count_their_bytes() {
+        let chase = chase_traffic(1000, 100);
+        assert_eq!(chase.useful_bytes, 400_000 + 8_000);
+        assert_eq!(chase.dram_bytes, 3_200_000 + 8_000);
+        assert_eq!(
+            scatter_traffic(1 << 26, 8192).dram_bytes,
+            (1 << 28) + 32_768
+        );
+        assert_eq!(copy_traffic(1 << 26).useful_bytes, 2 << 30);
+        // 3.35 TB/s on an H100 SXM: 1.675 TB in half a second is half the peak.
+        assert_eq!(share_of_peak_pct(1.675e12, 1.0, 3350.0), 50.0);
+        assert_eq!(share_of_peak_pct(1.0, 1.0, 0.0), 0.0);
     }
 }

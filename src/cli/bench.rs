@@ -12,7 +12,8 @@ use gpuslack_receiver::source::live::background::{LiveSummary, Sampler};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Workloads to run: tiny, memory, compute, pcie, starved, seesaw; all that fit when left out.
+    /// Workloads to run: tiny, memory, compute, latency, pcie, starved, seesaw; all that fit when
+    /// left out.
     pub workloads: Vec<String>,
     /// Run each measured part at least this long, so that power and the live readings settle
     /// (a power cap, if any, shows). Without it each part runs a fixed count, for rates.
@@ -49,7 +50,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for name in &args.workloads {
         match Workload::from_name(name) {
             Some(w) => workloads.push(w),
-            None => bail!("unknown workload `{name}`: choose from tiny, memory, compute, pcie, starved, seesaw"),
+            None => bail!(
+                "unknown workload `{name}`: choose from {}",
+                Workload::ALL.map(Workload::name).join(", ")
+            ),
         }
     }
     if let Some(s) = args.seconds {
@@ -78,12 +82,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let gpus = (args.gpu..(args.gpu + needed).min(count))
         .map(Gpu::open)
         .collect::<Result<Vec<_>, _>>()?;
+    let sampler = Sampler::start(false);
+    let peak = dram_peak(sampler.as_ref(), &gpus[0]);
+    if let Some(p) = &peak {
+        errln!(
+            "DRAM peak of GPU {}: {:.0} GB/s ({}): the latency workload's shares are of it",
+            gpus[0].ordinal,
+            p.gb_s,
+            p.source
+        );
+    }
     let options = Options {
         seconds: args.seconds,
         duty: args.duty,
         bubble_ms: args.bubble_ms,
+        dram_peak_gb_s: peak.as_ref().map(|p| p.gb_s),
     };
-    let sampler = Sampler::start(false);
     let mut rows: Vec<(Measurement, Option<LiveSummary>)> = Vec::new();
     for workload in workloads {
         errln!("running {} on GPU {}…", workload.name(), gpus[0].ordinal);
@@ -110,8 +124,90 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The DRAM peak a workload's bandwidth is a share of, and where it came from.
+pub(super) struct DramPeak {
+    pub gb_s: f64,
+    pub source: String,
+}
+
+/// The GPU's DRAM peak as the diagnosis resolves it (`sku::spec_for`: NVML's bus width × memory
+/// clock where the live source read them, else the SKU table's); the table alone by the CUDA
+/// name where NVML is not available. `None` for a model in neither.
+pub(super) fn dram_peak(sampler: Option<&Sampler>, gpu: &Gpu) -> Option<DramPeak> {
+    let facts = sampler.and_then(|s| {
+        s.facts()
+            .iter()
+            .find(|(index, _)| *index as usize == gpu.ordinal)
+            .map(|(_, f)| f)
+    });
+    if let Some(spec) = facts.and_then(|f| gpuslack_calibration::sku::spec_for(f).ok()) {
+        let figure = spec.mem_bandwidth_gb_s;
+        if let Some(gb_s) = figure.value {
+            let table = spec.sku.as_deref().unwrap_or("no table entry");
+            return Some(DramPeak {
+                gb_s,
+                source: format!("{} ({table})", figure.source.as_str()),
+            });
+        }
+    }
+    match gpuslack_calibration::sku::resolve(&gpu.name).ok()? {
+        gpuslack_calibration::sku::SkuMatch::Known { sku, .. } => Some(DramPeak {
+            gb_s: sku.mem_bandwidth_gb_s,
+            source: format!("SKU table: {}", sku.name),
+        }),
+        _ => None,
+    }
+}
+
 fn opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
+}
+
+/// The latency workload's figures side by side: each variant's bandwidth as a share of the DRAM
+/// peak, counted in DRAM sectors and in useful bytes, and each fix's speed-up over its pattern.
+fn latency_summary(rows: &[(Measurement, Option<LiveSummary>)]) -> std::io::Result<()> {
+    let latency: Vec<&Measurement> = rows
+        .iter()
+        .map(|(m, _)| m)
+        .filter(|m| m.workload == "latency")
+        .collect();
+    let Some(first) = latency.first() else {
+        return Ok(());
+    };
+    match first.details.get("peak_gb_s") {
+        Some(peak) => outln!(
+            "latency: bandwidth as a share of the DRAM peak ({peak:.0} GB/s); `DRAM` counts the \
+             32-byte sectors DRAM moved (the figure column), `useful` the bytes the program asked for"
+        ),
+        None => outln!("latency: no DRAM peak known for this GPU: bandwidths in GB/s"),
+    }
+    let share = |m: &Measurement, key: &str| {
+        m.details
+            .get(key)
+            .map_or_else(|| "-".into(), |v| format!("{v:.1}%"))
+    };
+    for m in latency {
+        outln!(
+            "  {:<18} DRAM {:>6} ({:>7.0} GB/s)  useful {:>6} ({:>7.0} GB/s){}",
+            m.variant,
+            share(m, "dram_pct_of_peak"),
+            m.details.get("dram_gb_s").copied().unwrap_or(f64::NAN),
+            share(m, "useful_pct_of_peak"),
+            m.details.get("useful_gb_s").copied().unwrap_or(f64::NAN),
+            m.details
+                .get("speedup_x")
+                .map_or_else(String::new, |x| format!("  fix: {x:.2}× faster"))
+        );
+    }
+    Ok(())
+}
+
+/// The busiest pipe as `fp32 71.2%`, or `-` without GPM.
+fn pipe(live: &LiveSummary) -> String {
+    match (live.busiest_pipe, live.busiest_pipe_pct) {
+        (Some(name), Some(pct)) => format!("{name} {pct:.1}%"),
+        _ => "-".into(),
+    }
 }
 
 fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::io::Result<()> {
@@ -124,7 +220,7 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
         gpu.compute_capability.1
     );
     outln!(
-        "{:<8} {:<22} {:>14} {:<11} {:>4} {:>8} {:>7} {:>6} {:>8}  {:<14} check",
+        "{:<8} {:<22} {:>14} {:<11} {:>4} {:>8} {:>7} {:>6} {:>12} {:>6} {:>8}  {:<14} check",
         "workload",
         "variant",
         "figure",
@@ -133,6 +229,8 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
         "GPU-Util",
         "power",
         "SM",
+        "busiest pipe",
+        "DRAM",
         "SM MHz",
         "throttle"
     );
@@ -144,7 +242,7 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
             format!("{:.2}", m.value)
         };
         outln!(
-            "{:<8} {:<22} {:>14} {:<11} {:>4} {:>7}% {:>6}W {:>5}% {:>8}  {:<14} {}",
+            "{:<8} {:<22} {:>14} {:<11} {:>4} {:>7}% {:>6}W {:>5}% {:>12} {:>5}% {:>8}  {:<14} {}",
             m.workload,
             m.variant,
             value,
@@ -153,6 +251,8 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
             opt(live.util_gpu_pct, 0),
             opt(live.power_w, 0),
             opt(live.sm_active_pct, 1),
+            pipe(&live),
+            opt(live.dram_pct, 1),
             opt(live.sm_mhz, 0),
             if live.throttle.is_empty() {
                 "-".to_string()
@@ -174,6 +274,7 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
             .collect();
         outln!("{:<8} {:<22} {}", "", "", details.join(" "));
     }
+    latency_summary(rows)?;
     let unsampled = rows
         .iter()
         .filter(|(_, live)| live.as_ref().is_some_and(|l| l.power_w.is_none()))

@@ -241,6 +241,21 @@ fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()
     Ok(())
 }
 
+/// The calibration phase of each latency variant: the patterns as `latency_*`, their fixes as
+/// `fix_*` (the names `expected_class` and the profile's roles know).
+fn latency_phase(variant: &str) -> Option<&'static str> {
+    Some(match variant {
+        "gather_random" => "latency_gather",
+        "gather_sorted" => "fix_gather_sorted",
+        "chase" => "latency_chase",
+        "scatter_atomic" => "latency_scatter",
+        "scatter_smem" => "fix_scatter_smem",
+        "copy_narrow_grid" => "latency_narrow_grid",
+        "copy_full_grid" => "fix_full_grid",
+        _ => return None,
+    })
+}
+
 /// A progress line on stderr: which step of how many, on which GPU, for how long so far.
 struct Progress {
     steps: usize,
@@ -332,7 +347,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         ..Options::default()
     };
     let mut progress = Progress {
-        steps: 2 + 4 * gpus.len(),
+        steps: 2 + 5 * gpus.len(),
         done: 0,
         started: Instant::now(),
     };
@@ -370,8 +385,18 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
             Workload::Pcie,
             Workload::Memory,
             Workload::Compute,
+            Workload::Latency,
         ] {
             for m in workload.run(std::slice::from_ref(gpu), &options)? {
+                if let Some(name) = latency_phase(&m.variant).filter(|_| m.workload == "latency") {
+                    phases.push(PhaseSpan {
+                        name: name.into(),
+                        t0: m.started,
+                        t1: m.ended,
+                        gpus: Some(vec![index]),
+                    });
+                    continue;
+                }
                 let name = match (m.workload, m.variant.as_str()) {
                     ("tiny", "graph") => "tiny",
                     ("pcie", "h2d_pinned") => "pcie",

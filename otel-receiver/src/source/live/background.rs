@@ -40,6 +40,11 @@ pub struct LiveSummary {
     pub tensor_pct: Option<f64>,
     /// Mean DRAM bandwidth use (%, GPM).
     pub dram_pct: Option<f64>,
+    /// The busiest of the tensor, FP32, FP16 and FP64 pipes over the span (GPM), as the
+    /// diagnosis names it: with SM activity high and every pipe and DRAM low, the SMs wait.
+    pub busiest_pipe: Option<&'static str>,
+    /// Its mean activity (%, GPM).
+    pub busiest_pipe_pct: Option<f64>,
     /// Mean PCIe receive rate (MiB/s, GPM).
     pub pcie_rx_mib_s: Option<f64>,
     /// Mean SM clock (MHz).
@@ -124,6 +129,15 @@ impl Sampler {
             .filter_map(|s| s.clk_reasons)
             .for_each(|m| reasons.add(m));
         let throttle = reasons.throttling(0.25);
+        let busiest = [
+            (Metric::GpmTensor, "tensor"),
+            (Metric::GpmFp32, "fp32"),
+            (Metric::GpmFp16, "fp16"),
+            (Metric::GpmFp64, "fp64"),
+        ]
+        .into_iter()
+        .filter_map(|(m, name)| mean(m).map(|v| (name, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
         LiveSummary {
             samples: span.len(),
             util_gpu_pct: mean(Metric::UtilGpu),
@@ -131,6 +145,8 @@ impl Sampler {
             sm_active_pct: mean(Metric::GpmSm),
             tensor_pct: mean(Metric::GpmTensor),
             dram_pct: mean(Metric::GpmDram),
+            busiest_pipe: busiest.map(|(name, _)| name),
+            busiest_pipe_pct: busiest.map(|(_, v)| v),
             pcie_rx_mib_s: mean(Metric::GpmPcieRx),
             sm_mhz: mean(Metric::SmMhz),
             temp_c_max: span
