@@ -229,7 +229,7 @@ pub fn role(phase: &str) -> Option<Role> {
         "idle_held" | "held_idle" => Role::HeldIdle,
         "tiny" | "tiny_graph" => Role::Tiny,
         "pcie" | "h2d_pcie" | "h2d_pinned" => Role::Pcie,
-        LATENCY_BASELINE_PHASE => Role::Latency,
+        LATENCY_BASELINE_PHASE | "random_gather" => Role::Latency,
         "memory" | "membound_copy" | "device_copy" => Role::Memory,
         "compute_fp32" | "fp32_fma" => Role::ComputeFp32,
         "compute_tensor" | "compute_bf16" | "matmul_bf16" | "bf16_gemm" => Role::ComputeTensor,

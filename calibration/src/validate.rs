@@ -20,8 +20,35 @@ pub fn expected_class(phase: &str) -> Option<Class> {
         "compute_fp32" | "compute_tensor" | "compute_bf16" | "matmul_bf16" | "fp32_fma"
         | "bf16_gemm" => Class::ComputeBound,
         "starved" | "starved_bursts" => Class::InputStarved,
+        // The latency workload's fixes are what they are: the sorted gather, the pre-reduced
+        // scatter and the full-width copy stream from DRAM; the under-filled grid leaves most
+        // SMs empty, which the launch rule names (a few fat blocks).
+        "fix_gather_sorted" | "fix_scatter_smem" | "fix_full_grid" => Class::MemoryBound,
+        "underfilled_grid" => Class::LaunchBound,
         _ => return None,
     })
+}
+
+/// The calibration phase of each variant of the `latency` bench workload: the latency-bound
+/// patterns as `latency_*` (the gather's power is the latency baseline), their fixes as `fix_*`,
+/// the under-filled grid as `underfilled_grid`.
+pub fn latency_phase(variant: &str) -> Option<&'static str> {
+    Some(match variant {
+        "gather_random" => crate::profile::LATENCY_BASELINE_PHASE,
+        "gather_sorted" => "fix_gather_sorted",
+        "chase" => "latency_chase",
+        "scatter_atomic" => "latency_scatter",
+        "scatter_smem" => "fix_scatter_smem",
+        "copy_narrow_grid" => "underfilled_grid",
+        "copy_full_grid" => "fix_full_grid",
+        _ => return None,
+    })
+}
+
+/// Whether a phase ran a latency-bound pattern: every SM busy, no unit near its peak.
+/// `random_gather` is the verdict recordings' name for the same gather.
+pub fn is_latency_phase(phase: &str) -> bool {
+    phase.starts_with("latency_") || phase == "random_gather"
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -172,8 +199,15 @@ impl Validation {
                 (true, false) => "WRONG: healthy work is flagged as slacking",
                 (false, true) => "WRONG: waste passes as healthy",
             };
+            // The case the rule was written for and the one it is weakest on: every SM busy,
+            // so the efficiency rests on power alone.
+            let case = if is_latency_phase(&p.phase) {
+                " (the latency-bound case: every SM busy, no unit near its peak; SM activity ≈ 1, so power/TDP alone decides)"
+            } else {
+                ""
+            };
             lines.push(format!(
-                "{:<16} efficiency {:.2} → 0.6 rule {}",
+                "{:<16} efficiency {:.2} → 0.6 rule {}{case}",
                 p.phase, e, verdict
             ));
         }

@@ -15,6 +15,7 @@ use gpuslack_calibration::phases::PhaseSpan;
 use gpuslack_calibration::session::{
     calibrate, from_recording, in_memory, save_session, Calibration,
 };
+use gpuslack_calibration::validate::latency_phase;
 use gpuslack_calibration::{report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
@@ -239,21 +240,6 @@ fn output(args: &Args, c: &Calibration, comparisons: &[Comparison]) -> Result<()
         errln!("report written to {}", path.display());
     }
     Ok(())
-}
-
-/// The calibration phase of each latency variant: the patterns as `latency_*`, their fixes as
-/// `fix_*` (the names `expected_class` and the profile's roles know).
-fn latency_phase(variant: &str) -> Option<&'static str> {
-    Some(match variant {
-        "gather_random" => "latency_gather",
-        "gather_sorted" => "fix_gather_sorted",
-        "chase" => "latency_chase",
-        "scatter_atomic" => "latency_scatter",
-        "scatter_smem" => "fix_scatter_smem",
-        "copy_narrow_grid" => "latency_narrow_grid",
-        "copy_full_grid" => "fix_full_grid",
-        _ => return None,
-    })
 }
 
 /// A progress line on stderr: which step of how many, on which GPU, for how long so far.

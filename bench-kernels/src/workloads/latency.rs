@@ -7,8 +7,8 @@
 //!   (no fix: the dependence is the program's; more chains per thread would be);
 //! - a random `atomicAdd` scatter into 8192 bins, and the same with a shared-memory
 //!   pre-reduction per block;
-//! - a streaming copy on an under-filled grid (a quarter as many blocks as SMs), and at full
-//!   width.
+//! - a streaming copy on an under-filled grid (a quarter as many blocks as SMs, each of 1024
+//!   threads: every block efficient, most SMs empty), and at full width.
 //!
 //! Each figure is the DRAM traffic's share of the DRAM peak (`Options::dram_peak_gb_s`, the
 //! spec table's), counting whole 32-byte sectors; the useful bytes' rate and share are beside
@@ -48,6 +48,8 @@ const SCATTER_BLOCKS_PER_SM: u32 = 4;
 /// 16-byte elements per copied array: 1 GiB.
 const MAX_COPY_N2: u64 = 1 << 26;
 const THREADS: u32 = 256;
+/// Threads per block of the under-filled grid: full blocks, so that only their number is wrong.
+const NARROW_THREADS: u32 = 1024;
 /// Launches per variant when no duration is set: enough for a stable rate.
 const REPS: u64 = 20;
 const SEED_TABLE: u64 = 71;
@@ -73,7 +75,7 @@ pub struct Sizes {
     pub scatter_blocks: u32,
     /// 16-byte elements per copied array.
     pub copy_n2: u64,
-    /// The under-filled grid: a quarter as many blocks as SMs.
+    /// The under-filled grid: a quarter as many blocks as SMs, of `NARROW_THREADS` each.
     pub narrow_blocks: u32,
     /// The fix: one block per 256 elements, every SM full.
     pub full_blocks: u32,
@@ -411,13 +413,19 @@ fn copy(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement>,
     unsafe { builder.launch(config(fill_blocks(gpu), THREADS)) }?;
     let mut out = Vec::new();
     let mut ms_narrow = None;
-    for (variant, kernel, blocks) in [
+    for (variant, kernel, blocks, threads) in [
         (
             "copy_narrow_grid",
             "latency_copy_narrow",
             sizes.narrow_blocks,
+            NARROW_THREADS,
         ),
-        ("copy_full_grid", "latency_copy_full", sizes.full_blocks),
+        (
+            "copy_full_grid",
+            "latency_copy_full",
+            sizes.full_blocks,
+            THREADS,
+        ),
     ] {
         let f = gpu.function(kernel)?;
         let mut launch = || -> Result<(), BenchError> {
@@ -425,7 +433,7 @@ fn copy(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement>,
             builder.arg(&a).arg(&mut c).arg(&n2);
             // SAFETY: latency_copy_*(const double2*, double2*, long): a and c hold n2 double2
             // (len doubles); the grid-stride loop covers them with any grid.
-            unsafe { builder.launch(config(blocks, THREADS)) }?;
+            unsafe { builder.launch(config(blocks, threads)) }?;
             Ok(())
         };
         let mut rec = Recorder::start("latency", gpu.ordinal);
@@ -446,7 +454,7 @@ fn copy(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement>,
         let check = verify("latency", "copied values", worst, 0.0, 2 * span)?;
         let (value, unit, mut details) = figures(options, copy_traffic(sizes.copy_n2), &t);
         details.push(("blocks", f64::from(blocks)));
-        details.push(("threads_per_block", f64::from(THREADS)));
+        details.push(("threads_per_block", f64::from(threads)));
         details.push(("sms", f64::from(gpu.sms)));
         let seconds_per_launch = t.seconds / t.launches as f64;
         match ms_narrow {
