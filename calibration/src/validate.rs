@@ -214,3 +214,44 @@ impl Validation {
         lines
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant of the latency workload becomes a phase of its own; the fixes and the
+    /// under-filled grid have a right class, the patterns are the latency-bound case.
+    #[test]
+    fn every_latency_variant_has_a_phase_and_the_fixes_a_class() {
+        let variants = [
+            "gather_random",
+            "gather_sorted",
+            "chase",
+            "scatter_atomic",
+            "scatter_smem",
+            "copy_narrow_grid",
+            "copy_full_grid",
+        ];
+        let phases: Vec<&str> = variants.iter().filter_map(|v| latency_phase(v)).collect();
+        assert_eq!(phases.len(), variants.len());
+        let unique: std::collections::BTreeSet<_> = phases.iter().collect();
+        assert_eq!(unique.len(), phases.len(), "{phases:?}");
+        assert_eq!(latency_phase("gather_random"), Some("latency_gather"));
+        assert_eq!(latency_phase("eager"), None);
+        for fix in ["fix_gather_sorted", "fix_scatter_smem", "fix_full_grid"] {
+            assert_eq!(expected_class(fix), Some(Class::MemoryBound), "{fix}");
+            assert!(!is_latency_phase(fix));
+        }
+        assert_eq!(expected_class("underfilled_grid"), Some(Class::LaunchBound));
+        assert!(!is_latency_phase("underfilled_grid"));
+        for pattern in [
+            "latency_gather",
+            "latency_chase",
+            "latency_scatter",
+            "random_gather",
+        ] {
+            assert!(is_latency_phase(pattern), "{pattern}");
+        }
+        assert!(!is_latency_phase("memory"));
+    }
+}

@@ -8,6 +8,7 @@ use gpuslack_bench_kernels::{gpu_count, BenchError, Gpu, Measurement, Options, W
 use serde::Serialize;
 
 use super::EXIT_NO_GPU;
+use gpuslack_receiver::device::DeviceFacts;
 use gpuslack_receiver::source::live::background::{LiveSummary, Sampler};
 
 #[derive(clap::Args, Debug)]
@@ -83,7 +84,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(Gpu::open)
         .collect::<Result<Vec<_>, _>>()?;
     let sampler = Sampler::start(false);
-    let peak = dram_peak(sampler.as_ref(), &gpus[0]);
+    let facts = sampler.as_ref().and_then(|s| {
+        s.facts()
+            .iter()
+            .find(|(index, _)| *index as usize == gpus[0].ordinal)
+            .map(|(_, f)| f.clone())
+    });
+    let peak = dram_peak(facts.as_ref(), &gpus[0].name);
     if let Some(p) = &peak {
         errln!(
             "DRAM peak of GPU {}: {:.0} GB/s ({}): the latency workload's shares are of it",
@@ -133,13 +140,7 @@ pub(super) struct DramPeak {
 /// The GPU's DRAM peak as the diagnosis resolves it (`sku::spec_for`: NVML's bus width × memory
 /// clock where the live source read them, else the SKU table's); the table alone by the CUDA
 /// name where NVML is not available. `None` for a model in neither.
-pub(super) fn dram_peak(sampler: Option<&Sampler>, gpu: &Gpu) -> Option<DramPeak> {
-    let facts = sampler.and_then(|s| {
-        s.facts()
-            .iter()
-            .find(|(index, _)| *index as usize == gpu.ordinal)
-            .map(|(_, f)| f)
-    });
+pub(super) fn dram_peak(facts: Option<&DeviceFacts>, cuda_name: &str) -> Option<DramPeak> {
     if let Some(spec) = facts.and_then(|f| gpuslack_calibration::sku::spec_for(f).ok()) {
         let figure = spec.mem_bandwidth_gb_s;
         if let Some(gb_s) = figure.value {
@@ -150,7 +151,7 @@ pub(super) fn dram_peak(sampler: Option<&Sampler>, gpu: &Gpu) -> Option<DramPeak
             });
         }
     }
-    match gpuslack_calibration::sku::resolve(&gpu.name).ok()? {
+    match gpuslack_calibration::sku::resolve(cuda_name).ok()? {
         gpuslack_calibration::sku::SkuMatch::Known { sku, .. } => Some(DramPeak {
             gb_s: sku.mem_bandwidth_gb_s,
             source: format!("SKU table: {}", sku.name),
@@ -286,4 +287,27 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The peak the latency shares are of: the SKU table's by the CUDA name without NVML, what
+    /// NVML's bus width and memory clock give where the live source read them, none for a
+    /// model in neither.
+    #[test]
+    fn the_dram_peak_comes_from_nvml_else_the_table_else_nowhere() {
+        let table = dram_peak(None, "NVIDIA H100 80GB HBM3").expect("in the table");
+        assert_eq!(table.gb_s, 3350.0);
+        assert!(table.source.contains("H100 SXM5"), "{}", table.source);
+        assert!(dram_peak(None, "NVIDIA Quantum Tensor 9000").is_none());
+        let facts = DeviceFacts {
+            name: Some("NVIDIA H200".into()),
+            ..DeviceFacts::default()
+        };
+        let spec = dram_peak(Some(&facts), "NVIDIA H200").expect("table through the spec");
+        assert_eq!(spec.gb_s, 4800.0);
+        assert!(spec.source.starts_with("table"), "{}", spec.source);
+    }
 }
