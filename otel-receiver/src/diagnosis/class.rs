@@ -17,6 +17,8 @@ pub enum Class {
     ComputeBound,
     /// DRAM bandwidth near its peak: healthy for that kind of work.
     MemoryBound,
+    /// Kernels resident, yet no measured unit at Nsight Compute's 60% line: busy, not fast.
+    LatencyBound,
     /// Tiny kernels: GPU-Util may read 100% while SM activity is a few %.
     LaunchBound,
     /// Host↔device copies dominate: PCIe busy, SMs idle.
@@ -30,11 +32,12 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 9] = [
+    pub const ALL: [Class; 10] = [
         Class::Idle,
         Class::IdleHeld,
         Class::ComputeBound,
         Class::MemoryBound,
+        Class::LatencyBound,
         Class::LaunchBound,
         Class::TransferBound,
         Class::InputStarved,
@@ -48,6 +51,7 @@ impl Class {
             Class::IdleHeld => "idle_held",
             Class::ComputeBound => "compute_bound",
             Class::MemoryBound => "memory_bound",
+            Class::LatencyBound => "latency_bound",
             Class::LaunchBound => "launch_bound",
             Class::TransferBound => "transfer_bound",
             Class::InputStarved => "input_starved",
@@ -76,8 +80,9 @@ impl Class {
             Class::TransferBound => profile.pcie_w,
             Class::MemoryBound => profile.memory_w,
             Class::ComputeBound => profile.compute_tensor_w.max(profile.compute_fp32_w),
-            // Waiting and starved GPUs sit between held idle and real work; no single level.
-            Class::InputStarved | Class::SyncWait => profile.held_idle_w,
+            // Waiting, starved and latency-bound GPUs sit between held idle and real work; no
+            // profile level measures them.
+            Class::InputStarved | Class::SyncWait | Class::LatencyBound => profile.held_idle_w,
         }
     }
 
@@ -88,6 +93,7 @@ impl Class {
             Class::IdleHeld => "A process holds a context and memory but runs nothing, which costs ~45 W over bare idle and blocks others. Find it (nvidia-smi --query-compute-apps=pid,name,used_memory --format=csv) and release the GPU, or give it work; if it is one rank of a job, look at the others.",
             Class::ComputeBound => "Healthy: the arithmetic units are busy. To go faster, use the tensor cores with lower precision (bf16/fp8 via torch.autocast), or do less arithmetic; if a power cap or thermal slowdown is listed, the limit, not the code, sets the pace.",
             Class::MemoryBound => "Healthy for bandwidth-bound work. To go faster, move fewer bytes: fuse element-wise ops (torch.compile), keep activations in bf16, improve reuse (larger tiles, better layouts).",
+            Class::LatencyBound => "Busy, not fast: kernels are resident, yet no unit the counters measure (DRAM, the tensor and floating-point pipes) reaches 60% of its peak, so the warps wait on latency: dependent or scattered loads, atomics, small or unfused kernels, too little work in flight. Confirm it on one step with Nsight Compute (below 60% on both compute and memory is its \"latency issues\"), then give each kernel more independent work: fuse small ops (torch.compile), grow the batch, capture the step in a CUDA graph; in custom kernels coalesce the accesses and raise occupancy.",
             Class::LaunchBound => "Tiny kernels: the GPU spends its time launching, not computing. Fuse ops (torch.compile, or a hand-fused kernel), capture the step in a CUDA graph, grow the batch, use mixed precision (torch.autocast), and stop creating small tensors on the host every step.",
             Class::TransferBound => "Host↔device copies dominate. Keep data on the GPU between steps, pin host memory (pin_memory=True), copy with non_blocking=True on a side stream so copies overlap compute, and move preprocessing onto the GPU (DALI).",
             Class::InputStarved => "The GPU waits for input between bursts of real work. Raise DataLoader num_workers to the CPU cores the job has per GPU (len(os.sched_getaffinity(0)) divided by its GPUs on the node), set pin_memory=True and persistent_workers=True, prefetch, decode on the GPU (NVIDIA DALI), and check the storage and CPU throughput.",
@@ -128,9 +134,21 @@ pub mod advice {
     pub const HOST_PACED: &str = "Kernels are resident a steady share of every sample, not in bursts: the host sets the pace. First check whether a profiler is attached: Nsight Compute replays and serialises every kernel it profiles, and Nsight Systems or DCGM profiling hold the performance counters; if one ran, these numbers describe the profiler, not the job. Otherwise the loop waits on its host every step: remove synchronisations from the step (.item(), .cpu(), torch.cuda.synchronize(), printing tensors), move preprocessing off the main thread (DataLoader workers, DALI), and capture the step in a CUDA graph.";
     /// A profiler holds the performance counters.
     pub const PROFILER: &str = "A profiler held the GPU's performance counters in this window (Nsight Compute, Nsight Systems or DCGM profiling): the counters the verdict needs were taken or frozen, and a profiler that replays kernels also serialises them. Judge the job from windows without the profiler; if no profiler should run here, find the process that holds the counters (CUDA_INJECTION64_PATH or NSYS_* in its environment, dcgmi profile --pause).";
-    /// Every SM busy, no pipe busy, DRAM well under its peak: latency-bound memory access.
-    pub const LATENCY_BOUND: &str = "Memory-latency-bound: the SMs are full of warps that wait on scattered or dependent loads, so neither the pipes nor DRAM bandwidth are the limit. Make accesses coalesced (sort or bucket the indices, gather in contiguous chunks), keep the hot data in shared memory or L2 (cudaAccessPolicyWindow), and raise memory-level parallelism (more independent loads in flight per thread).";
+    /// Latency-bound with DRAM moving a good share of its peak and no pipe at work: the warps
+    /// wait on loads that arrive a sector at a time (a random scatter: DRAM 29%, pipes ≤ 2%).
+    pub const LATENCY_SCATTERED: &str = "Latency-bound on memory accesses: DRAM moves a share of its bandwidth while no pipe works, so the warps wait on loads and atomics that arrive a sector at a time (gathers, scatters, index_add_, embedding lookups over random indices), not on bandwidth. If the indices are reused across steps, sort them once or use a segmented reduction (CSR sparse products, torch_scatter) so neighbouring threads touch neighbouring addresses; in custom kernels coalesce the accesses, keep hot data in shared memory or L2 (cudaAccessPolicyWindow) and keep more independent loads in flight per thread.";
+    /// Latency-bound with the pipes partly busy or DRAM quiet, in a PyTorch process: the time
+    /// goes to many kernels each too small or too dependent to reach a unit's peak.
+    pub const LATENCY_PYTORCH: &str = "Latency-bound in PyTorch: kernels are resident but none drives a unit near its peak, the signature of many small or unfused kernels and dependent steps. Fuse them (model = torch.compile(model)), capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\")), grow the batch so each kernel has more independent work, and run in bf16 under torch.autocast if not already; for convolutions, channels_last if not already.";
+    /// Latency-bound in kernels of the job's own: coalescing and occupancy.
+    pub const LATENCY_CUSTOM: &str = "Latency-bound: kernels are resident but none drives a unit near its peak. In kernels of your own, coalesce the memory accesses (neighbouring threads, neighbouring addresses), raise occupancy (fewer registers or less shared memory per block, more blocks), keep more independent loads in flight per thread and avoid atomics on shared addresses; for framework code, fuse small ops and grow the batch.";
 }
+
+/// The Nsight Compute command that confirms a latency verdict on one step: its SpeedOfLight
+/// section, below 60% on both compute and memory, is ncu's "latency issues". Profiling starts
+/// where the program calls cudaProfilerStart (torch.cuda.profiler.start()) and stops at
+/// cudaProfilerStop, so one warmed-up step is measured, at the clocks the job runs at.
+pub const NCU_CONFIRM: &str = "ncu --profile-from-start off --clock-control none --section SpeedOfLight -c 150 --csv python3 train.py > sol.csv   (with torch.cuda.profiler.start() and .stop(), i.e. cudaProfilerStart/Stop, around one warmed-up step)";
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -15,7 +15,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Class, PowerPlace, Signals};
+use super::roofline::top_unit;
+use super::{Class, PowerPlace, Signals, Thresholds};
 
 /// How far the measured evidence carries a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -119,6 +120,8 @@ pub struct Inputs<'a> {
     /// The sentence naming a profiler the host found among the GPU's processes
     /// (`profiler_process` evidence), which becomes the reason.
     pub profiler_process: Option<&'a str>,
+    /// The line and band the speed-of-light verdicts are set against.
+    pub thresholds: &'a Thresholds,
 }
 
 /// Memory-controller utilisation (%) at or above which compute judged from power may be
@@ -202,6 +205,7 @@ pub fn assess(x: &Inputs) -> Assessment {
     let (mut confidence, mut reason): (Confidence, String) = match (x.rule, own) {
         (_, _) if x.evidence.contains(&"all_sm_power_load") => {
             push(&mut alts, Class::Hung, own);
+            push(&mut alts, Class::ComputeBound, own);
             (
                 Confidence::Low,
                 "without SM counters a kernel busy on every SM and one spinning on every SM read the same: power a little above a held context, the memory idle".into(),
@@ -264,32 +268,53 @@ pub fn assess(x: &Inputs) -> Assessment {
             )
         }
         ("memory", _) if gpm => (Confidence::High, "DRAM bandwidth measured (GPM)".into()),
-        ("memory", _) => (
-            Confidence::High,
-            "the memory controller busy most of the time (NVML): bandwidth-bound work".into(),
-        ),
+        ("memory", _) => {
+            push(&mut alts, Class::LatencyBound, own);
+            (
+                Confidence::Low,
+                "the memory controller busy most of the time (NVML), a share of time, not of bandwidth: scattered loads keep it as busy as streaming ones, which DRAM bandwidth (GPM) would tell apart".into(),
+            )
+        }
+        ("compute" | "roofline", Class::LatencyBound) => {
+            let dram = s.dram_pct.unwrap_or(0.0) / s.busy_share();
+            if dram < x.thresholds.latency_dram_pct {
+                push(&mut alts, Class::ComputeBound, own);
+            }
+            let beyond_tiny = s.dram_pct.unwrap_or(0.0) >= super::invariants::TINY_DRAM_MAX * 100.0
+                || s.tensor_pct.unwrap_or(0.0) >= super::invariants::TINY_TENSOR_MAX * 100.0;
+            if x.rule == "roofline" && !beyond_tiny {
+                push(&mut alts, Class::LaunchBound, own);
+            }
+            if alts.is_empty() {
+                (
+                    Confidence::High,
+                    "kernels resident and every unit measured (GPM) under the speed-of-light line, DRAM busy enough to name the loads as what the warps wait on".into(),
+                )
+            } else {
+                (
+                    Confidence::Medium,
+                    "kernels resident and every unit measured (GPM) under the speed-of-light line; the integer pipe was not measured, and small kernels or integer work could read the same".into(),
+                )
+            }
+        }
         ("compute", _) if gpm => (
             Confidence::High,
             "SM activity and the pipes measured (GPM)".into(),
         ),
         ("compute", _) => {
+            // Power says work, not whether a unit reaches its peak: latency-bound kernels on
+            // every SM draw as much as a pipe at its line (the scatter: 0.49 of TDP).
+            push(&mut alts, Class::LatencyBound, own);
             if s.util_mem_pct.unwrap_or(0.0) >= COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT {
                 push(&mut alts, Class::MemoryBound, own);
             }
             if !nvlink {
                 push(&mut alts, Class::SyncWait, own);
             }
-            if alts.is_empty() {
-                (
-                    Confidence::High,
-                    "power near the GPU's peak with a kernel always resident, the memory controller quiet and no NVLink traffic".into(),
-                )
-            } else {
-                (
-                    Confidence::Medium,
-                    "without GPM, power says real work but not which kind: moderate bandwidth, or compute alternating with collectives the NVLink counters would show, read the same".into(),
-                )
-            }
+            (
+                Confidence::Low,
+                "without GPM, power says real work but not which kind: a pipe at its peak, kernels waiting on latency, moderate bandwidth, or compute alternating with collectives the NVLink counters would show, read the same".into(),
+            )
         }
         ("roofline", _) => {
             // High where the binding resource is beyond anything tiny kernels reach and clearly
@@ -481,6 +506,27 @@ pub fn assess(x: &Inputs) -> Assessment {
             "decided by a rule this assessment does not know".into(),
         ),
     };
+    // The speed-of-light band: a top unit within a few points of the line may sit on either
+    // side of it (GPM's pipes and ncu's compute figure differ by up to 10 points).
+    if let Some(top) = top_unit(s).filter(|t| t.near_line(x.thresholds)) {
+        if matches!(
+            own,
+            Class::ComputeBound | Class::MemoryBound | Class::LatencyBound
+        ) && matches!(x.rule, "memory" | "compute" | "roofline")
+        {
+            push(&mut alts, top.other_side(x.thresholds), own);
+            if confidence == Confidence::High {
+                confidence = Confidence::Medium;
+                reason.push_str(&format!(
+                    "; medium: the nearest unit to its peak ({}, {:.0}% while busy) is within {:.0} points of the {:.0}% line",
+                    top.label(),
+                    top.busy_pct,
+                    x.thresholds.bound_band_pct,
+                    x.thresholds.bound_line_pct
+                ));
+            }
+        }
+    }
     // Both detectors lead to the same outcome; the host's naming of the tool is the reason
     // where it has one, since it says which profiler and where.
     if let Some(named) = x.profiler_process {

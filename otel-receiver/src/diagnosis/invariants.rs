@@ -11,8 +11,9 @@
 //! 2. **Full SMs are not waiting.** SMs ≥ 90% active with a kernel resident in ≥ 98% of the
 //!    samples leave no time to be idle or starved: not `idle`, `idle_held` or `input_starved`.
 //! 3. **Empty SMs at low power bind nothing.** SMs < 20% active at < 30% of TDP cannot be
-//!    bound by a pipe or DRAM: not `compute_bound` or `memory_bound` (every recorded
-//!    compute- or memory-bound job: SM ≥ 69%, ≥ 361 W of 700 W).
+//!    bound by a pipe or DRAM, nor wait on latency with kernels resident on them: not
+//!    `compute_bound`, `memory_bound` or `latency_bound` (every recorded compute- or
+//!    memory-bound job: SM ≥ 69%, ≥ 361 W of 700 W; the latency-bound scatter: SM 100%).
 //!
 //! The guard runs after every rule (and the rules across GPUs) and re-decides a window that
 //! breaks one, from the same readings, with its confidence lowered: so the invariants hold for
@@ -21,7 +22,7 @@
 //! to three decimals), so that `shared/tools/contradictions.py` and the guard agree.
 
 use super::evidence::{pct, round3, Evidence};
-use super::roofline::bound_by;
+use super::roofline::top_unit;
 use super::{Class, Signals, Thresholds};
 
 /// Invariant 1: tiny kernels draw under this share of TDP…
@@ -46,7 +47,7 @@ pub enum Invariant {
     TinyButDrawing,
     /// `idle`, `idle_held` or `input_starved` with the SMs full the whole window.
     FullButWaiting,
-    /// `compute_bound` or `memory_bound` with the SMs empty at low power.
+    /// `compute_bound`, `memory_bound` or `latency_bound` with the SMs empty at low power.
     EmptyButBound,
 }
 
@@ -114,7 +115,9 @@ pub fn violated(class: Class, r: &Reading) -> Option<Invariant> {
         Class::Idle | Class::IdleHeld | Class::InputStarved if r.full() => {
             Some(Invariant::FullButWaiting)
         }
-        Class::ComputeBound | Class::MemoryBound if r.empty() => Some(Invariant::EmptyButBound),
+        Class::ComputeBound | Class::MemoryBound | Class::LatencyBound if r.empty() => {
+            Some(Invariant::EmptyButBound)
+        }
         _ => None,
     }
 }
@@ -132,10 +135,9 @@ pub struct Redecided {
 pub fn guard(class: Class, s: &Signals, r: &Reading, th: &Thresholds) -> Option<Redecided> {
     let broken = violated(class, r)?;
     let bound = || -> Class {
-        match (s.pipe_pct, s.dram_pct) {
-            (Some(_), _) | (_, Some(_)) => {
-                bound_by(s.pipe_pct.unwrap_or(0.0), s.dram_pct.unwrap_or(0.0))
-            }
+        match top_unit(s) {
+            // With GPM: the top unit's side of the speed-of-light line.
+            Some(top) => top.class(th),
             // Without GPM: the memory controller busy most of the resident time is bandwidth.
             _ => {
                 let busy = (s.util_pct.unwrap_or(100.0) / 100.0).clamp(0.5, 1.0);

@@ -51,7 +51,7 @@ fn each_invariant_at_its_edges() {
     }
     // Empty SMs at low power: 20% and 30% of TDP (210 W).
     let empty = |sm, power| reading(Some(sm), 0.0, 0.0, 1.0, power);
-    for class in [Class::ComputeBound, Class::MemoryBound] {
+    for class in [Class::ComputeBound, Class::MemoryBound, Class::LatencyBound] {
         assert_eq!(
             violated(class, &empty(0.199, 209.9)),
             Some(Invariant::EmptyButBound)
@@ -96,8 +96,23 @@ fn the_guard_re_decides_decode_read_as_tiny_kernels() {
     };
     let r = Reading::of(&s, Some(1.0), Some(700.0));
     let fixed = guard(Class::LaunchBound, &s, &r, &Thresholds::default()).expect("re-decided");
-    assert_eq!(fixed.class, Class::MemoryBound);
+    // DRAM, the top unit, sits under the speed-of-light line: latency.
+    assert_eq!(fixed.class, Class::LatencyBound);
     assert_eq!(fixed.broken, Invariant::TinyButDrawing);
+    // The same with DRAM at the line: memory.
+    let at_line = Signals {
+        dram_pct: Some(Thresholds::default().bound_line_pct),
+        ..s
+    };
+    let r_line = Reading::of(&at_line, Some(1.0), Some(700.0));
+    let fixed_line = guard(
+        Class::LaunchBound,
+        &at_line,
+        &r_line,
+        &Thresholds::default(),
+    )
+    .expect("re-decided");
+    assert_eq!(fixed_line.class, Class::MemoryBound);
     assert!(
         fixed.evidence.text.contains("461 W, 66% of TDP"),
         "{}",
@@ -105,7 +120,7 @@ fn the_guard_re_decides_decode_read_as_tiny_kernels() {
     );
     // A verdict that breaks nothing is left alone.
     assert_eq!(
-        guard(Class::MemoryBound, &s, &r, &Thresholds::default()),
+        guard(Class::LatencyBound, &s, &r, &Thresholds::default()),
         None
     );
     // Without GPM, at 500 W with the memory controller at 13%: compute, by power.
@@ -130,6 +145,9 @@ fn the_guard_re_decides_decode_read_as_tiny_kernels() {
     let r = Reading::of(&empty, Some(1.0), Some(700.0));
     let fixed = guard(Class::ComputeBound, &empty, &r, &Thresholds::default()).expect("fixed");
     assert_eq!(fixed.class, Class::LaunchBound);
+    let fixed = guard(Class::LatencyBound, &empty, &r, &Thresholds::default()).expect("fixed");
+    assert_eq!(fixed.class, Class::LaunchBound);
+    assert_eq!(fixed.broken, Invariant::EmptyButBound);
     let bursts = Signals {
         util_duty: Some(0.3),
         ..empty
@@ -207,8 +225,8 @@ prop_compose! {
             launch_sm_max_pct: d.launch_sm_max_pct * scale[1],
             starved_util_max_pct: (d.starved_util_max_pct * scale[2]).min(100.0),
             busy_sm_pct: (d.busy_sm_pct * scale[3]).min(100.0),
-            pipe_busy_pct: d.pipe_busy_pct * scale[4],
-            dram_busy_pct: d.dram_busy_pct * scale[5],
+            bound_line_pct: d.bound_line_pct * scale[4],
+            bound_band_pct: d.bound_band_pct * scale[5],
             latency_dram_pct: d.latency_dram_pct * scale[6],
             roofline_sm_pct: d.roofline_sm_pct * scale[7],
             roofline_floor_pct: d.roofline_floor_pct * scale[8],

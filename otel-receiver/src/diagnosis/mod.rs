@@ -23,13 +23,13 @@ mod thresholds;
 
 use std::collections::BTreeMap;
 
-pub use class::{advice, Class};
+pub use class::{advice, Class, NCU_CONFIRM};
 pub use confidence::{
     by_elimination, is_measured, reads_duty, source, Assessment, Confidence, FEW_SAMPLES,
     SPEC_ORIGIN_PREFIX,
 };
 pub use evidence::{pct, rate, round3, Evidence};
-pub use roofline::{Headroom, Peaks, Resource};
+pub use roofline::{top_unit, Headroom, Peaks, Resource, TopUnit};
 pub use signals::Signals;
 pub use state::{Spin, Stall, StallKind};
 pub use thresholds::Thresholds;
@@ -144,7 +144,7 @@ impl WindowReport {
     }
 
     /// Judges the verdict as it stands now (after the rules across GPUs).
-    fn assess(&mut self) {
+    fn assess(&mut self, th: &Thresholds) {
         let evidence: Vec<&'static str> = self.evidence.iter().map(|e| e.signal).collect();
         self.assessment = confidence::assess(&confidence::Inputs {
             class: self.class,
@@ -159,6 +159,7 @@ impl WindowReport {
                 .iter()
                 .find(|e| e.signal == "profiler_process")
                 .map(|e| e.text.as_str()),
+            thresholds: th,
         });
     }
 
@@ -328,7 +329,7 @@ impl Diagnoser {
         for r in &mut reports {
             r.enforce_invariants(&self.thresholds);
             r.set_headroom();
-            r.assess();
+            r.assess(&self.thresholds);
         }
         reports
     }

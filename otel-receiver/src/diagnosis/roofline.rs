@@ -14,7 +14,7 @@
 use serde::Serialize;
 
 use super::evidence::pct;
-use super::{Class, Signals};
+use super::{Class, Signals, Thresholds};
 
 /// A resource a window can run near the peak of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -213,14 +213,82 @@ pub fn headroom(s: &Signals, class: Class, peaks: Peaks) -> Option<Headroom> {
     })
 }
 
-/// Which of the two device-side bound classes the roofline names from pipes and DRAM (each a
-/// fraction of its peak, per busy share): the one nearer its limit. A tie goes to compute.
-pub fn bound_by(pipe_pct: f64, dram_pct: f64) -> Class {
-    if dram_pct > pipe_pct {
-        Class::MemoryBound
-    } else {
-        Class::ComputeBound
+/// The unit nearest its peak among DRAM and every measured pipe: what Nsight Compute's
+/// speed-of-light sets against its 60% line. PCIe, NVLink and the memory controller's share of
+/// time are not among them: they are not the SMs' units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopUnit {
+    pub resource: Resource,
+    /// Its mean over the window (% of peak).
+    pub pct: f64,
+    /// The same per share of the window the kernels ran ([`Signals::busy_share`]): what the
+    /// line is set against, so that a pause in the window does not read as latency.
+    pub busy_pct: f64,
+}
+
+impl TopUnit {
+    /// Whether the unit binds: at or above the line.
+    pub fn binds(&self, th: &Thresholds) -> bool {
+        self.busy_pct >= th.bound_line_pct
     }
+
+    /// Whether the unit sits in the band around the line, where either side may be right.
+    pub fn near_line(&self, th: &Thresholds) -> bool {
+        self.busy_pct >= th.bound_line_pct - th.bound_band_pct
+            && self.busy_pct < th.bound_line_pct + th.bound_band_pct
+    }
+
+    /// The class the unit names when it binds: DRAM bandwidth or arithmetic.
+    pub fn bound_class(&self) -> Class {
+        if self.resource == Resource::Dram {
+            Class::MemoryBound
+        } else {
+            Class::ComputeBound
+        }
+    }
+
+    /// The class on the line's side the unit sits: its bound class, or `latency_bound`.
+    pub fn class(&self, th: &Thresholds) -> Class {
+        if self.binds(th) {
+            self.bound_class()
+        } else {
+            Class::LatencyBound
+        }
+    }
+
+    /// The class across the line: what a verdict in the band names as its alternative.
+    pub fn other_side(&self, th: &Thresholds) -> Class {
+        if self.binds(th) {
+            Class::LatencyBound
+        } else {
+            self.bound_class()
+        }
+    }
+
+    /// "the tensor pipe", "DRAM bandwidth": for sentences.
+    pub fn label(&self) -> &'static str {
+        self.resource.label()
+    }
+}
+
+/// The window's top unit ([`TopUnit`]); `None` without GPM's DRAM or pipe readings. A tie goes
+/// to the pipe.
+pub fn top_unit(s: &Signals) -> Option<TopUnit> {
+    let (resource, pct) = [
+        (Resource::Tensor, s.tensor_pct),
+        (Resource::Fp32, s.fp32_pct),
+        (Resource::Fp16, s.fp16_pct),
+        (Resource::Fp64, s.fp64_pct),
+        (Resource::Dram, s.dram_pct),
+    ]
+    .into_iter()
+    .filter_map(|(r, v)| v.filter(|v| v.is_finite()).map(|v| (r, v)))
+    .reduce(|best, next| if next.1 > best.1 { next } else { best })?;
+    Some(TopUnit {
+        resource,
+        pct,
+        busy_pct: pct / s.busy_share(),
+    })
 }
 
 #[cfg(test)]
@@ -249,9 +317,54 @@ mod tests {
         };
         let h = headroom(&s, Class::MemoryBound, h200).expect("headroom");
         assert_eq!(h.text(), "DRAM bandwidth at 57% of peak (4.8 TB/s)");
-        assert_eq!(bound_by(8.1, 57.2), Class::MemoryBound);
-        assert_eq!(bound_by(45.3, 30.4), Class::ComputeBound);
-        assert_eq!(bound_by(40.0, 40.0), Class::ComputeBound);
+        // The top unit: DRAM for decode, under the line (latency) and in its band.
+        let th = Thresholds::default();
+        let top = top_unit(&s).expect("top unit");
+        assert_eq!(
+            (top.resource, top.class(&th)),
+            (Resource::Dram, Class::LatencyBound)
+        );
+        assert!(top.near_line(&th));
+        assert_eq!(top.other_side(&th), Class::MemoryBound);
+        // A tie goes to the pipe; at the line a pipe binds, a hair under it does not.
+        let tie = Signals {
+            tensor_pct: Some(60.0),
+            dram_pct: Some(60.0),
+            ..Signals::default()
+        };
+        let top = top_unit(&tie).expect("top unit");
+        assert_eq!(
+            (top.resource, top.class(&th)),
+            (Resource::Tensor, Class::ComputeBound)
+        );
+        assert_eq!(top.other_side(&th), Class::LatencyBound);
+        let under = Signals {
+            tensor_pct: Some(59.999),
+            ..tie
+        };
+        assert_eq!(
+            top_unit(&under).expect("top").class(&th),
+            Class::MemoryBound
+        );
+        let under = Signals {
+            tensor_pct: Some(59.999),
+            dram_pct: Some(59.999),
+            ..Signals::default()
+        };
+        assert_eq!(
+            top_unit(&under).expect("top").class(&th),
+            Class::LatencyBound
+        );
+        // Kernels resident 60% of the window: 40% of the window is 67% while they ran.
+        let paused = Signals {
+            util_pct: Some(60.0),
+            fp32_pct: Some(40.0),
+            ..Signals::default()
+        };
+        let top = top_unit(&paused).expect("top");
+        assert!((top.busy_pct - 66.667).abs() < 0.01, "{}", top.busy_pct);
+        assert_eq!(top.class(&th), Class::ComputeBound);
+        assert_eq!(top_unit(&Signals::default()), None);
         // A compute-bound verdict's headroom is its busiest pipe, whatever DRAM reads (a
         // convnet: tensor 45%, DRAM 30%), and any class else takes the nearest of all.
         let conv = Signals {

@@ -7,7 +7,8 @@
 use super::class::advice;
 use super::evidence::{pct, rate, Evidence};
 use super::invariants::{TINY_DRAM_MAX, TINY_TENSOR_MAX};
-use super::roofline::bound_by;
+use super::roofline::Resource;
+use super::roofline::{top_unit, TopUnit};
 use super::{Class, PowerPlace, Signals, Spin, Thresholds};
 use crate::device::PowerBaselines;
 
@@ -21,25 +22,9 @@ pub struct RuleInput<'a> {
 }
 
 impl RuleInput<'_> {
-    /// Share of the window a kernel was resident, when that is most of it (GPU-Util ≥ 50%).
-    /// Activity divided by it is the activity *while working*: a window where a GEMM ran for
-    /// 86% of the time is a compute-bound window with a pause, not a half-filled GPU. Below
-    /// half, pauses are the story and the burst rules judge the window.
-    ///
-    /// GPU-Util read once a second can claim a kernel was resident all along in a window whose
-    /// first second was still idle (the window straddles the start of the work). Where it reads
-    /// ≥ 95%, the SM activity's mean against its busiest reading says how much of the window the
-    /// work filled (never less than half: below that the window is the idle part's).
+    /// [`Signals::busy_share`]: the share of the window the kernels ran.
     fn busy_share(&self) -> f64 {
-        let s = self.signals;
-        match s.util_pct {
-            Some(util) if util >= 95.0 => match (s.sm_pct, s.sm_max_pct) {
-                (Some(mean), Some(max)) if max >= 50.0 => (mean / max).clamp(0.5, 1.0),
-                _ => 1.0,
-            },
-            Some(util) if util >= 50.0 => (util / 100.0).min(1.0),
-            _ => 1.0,
-        }
+        self.signals.busy_share()
     }
 
     /// The evidence of where power sits, for the NVML-only paths.
@@ -291,13 +276,16 @@ fn memory(x: &RuleInput) -> Option<Verdict> {
     let th = x.thresholds;
     let busy = x.busy_share();
     if let Some(dram) = s.dram_pct {
-        if dram / busy < th.dram_busy_pct {
+        // DRAM binds only as the unit nearest its peak, at or above the line; a pipe nearer
+        // its own is the compute rule's.
+        let top = top_unit(s)?;
+        if top.resource != Resource::Dram || !top.binds(th) {
             return None;
         }
         let mut ev = vec![Evidence::new(
             "dram",
             dram / 100.0,
-            Some(th.dram_busy_pct / 100.0 * busy),
+            Some(th.bound_line_pct / 100.0 * busy),
             format!(
                 "DRAM bandwidth at {} of peak{}",
                 pct(dram),
@@ -356,15 +344,19 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
         Some(th.busy_sm_pct / 100.0 * busy),
         format!("SMs {} active{}", pct(sm), while_busy(busy)),
     );
-    if let Some(pipe) = s.pipe_pct.filter(|p| p / busy >= th.pipe_busy_pct) {
+    let Some(top) = top_unit(s) else {
+        return latency(x, None, sm_ev);
+    };
+    if top.binds(th) {
         let name = s.pipe_name.unwrap_or("arithmetic");
+        let pipe = s.pipe_pct.unwrap_or(0.0);
         let dram = s.dram_pct.unwrap_or(0.0);
-        // The roofline: of the pipe and DRAM, the one nearer its peak binds.
-        if bound_by(pipe, dram) == Class::MemoryBound {
+        // The roofline: of the pipes and DRAM, the one nearer its peak binds.
+        if top.resource == Resource::Dram {
             let dram_ev = Evidence::new(
                 "dram",
                 dram / 100.0,
-                Some(pipe / 100.0),
+                Some(th.bound_line_pct / 100.0 * busy),
                 format!(
                     "DRAM bandwidth at {} of peak, nearer its limit than the {name} pipe ({}): bandwidth binds",
                     pct(dram),
@@ -376,8 +368,13 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
         let pipe_ev = Evidence::new(
             "pipe",
             pipe / 100.0,
-            Some(th.pipe_busy_pct / 100.0 * busy),
-            format!("the {name} pipe is {} busy: real arithmetic", pct(pipe)),
+            Some(th.bound_line_pct / 100.0 * busy),
+            format!(
+                "the {name} pipe is {} busy{}, at or above the {} line: real arithmetic binds",
+                pct(pipe),
+                while_busy(busy),
+                pct(th.bound_line_pct)
+            ),
         );
         return Some(Verdict {
             class: Class::ComputeBound,
@@ -390,45 +387,52 @@ fn compute(x: &RuleInput) -> Option<Verdict> {
     if s.nvlink_mib_s.unwrap_or(0.0) >= th.collective_nvlink_mib_s {
         return None;
     }
+    latency(x, Some(top), sm_ev)
+}
+
+/// Kernels resident, no unit at the line: `latency_bound`, with the top unit's reading, what
+/// else was measured, and what was not (the integer pipe, the load/store and special-function
+/// units: Nsight Compute's compute figure counts them, GPM does not).
+fn latency(x: &RuleInput, top: Option<TopUnit>, fill: Evidence) -> Option<Verdict> {
+    let s = x.signals;
+    let th = x.thresholds;
+    let busy = x.busy_share();
     let dram = s.dram_pct.unwrap_or(0.0);
     let pipe = s.pipe_pct.unwrap_or(0.0);
-    if dram / busy >= th.latency_dram_pct {
-        // Every SM holds warps, no pipe works and DRAM moves a fraction of its peak: the warps
-        // wait on memory that arrives a sector at a time (scattered or dependent loads).
-        return Some(Verdict {
-            class: Class::MemoryBound,
-            evidence: vec![
-                sm_ev,
-                Evidence::new(
-                    "dram",
-                    dram / 100.0,
-                    Some(th.latency_dram_pct / 100.0 * busy),
-                    format!(
-                        "yet no pipe is busy (busiest {}) and DRAM moves {} of its peak: the warps wait on memory latency — scattered or dependent loads — not on bandwidth",
-                        pct(pipe),
-                        pct(dram)
-                    ),
-                ),
-            ],
-            advice: Some(advice::LATENCY_BOUND),
-        });
-    }
-    verdict(
-        Class::ComputeBound,
-        vec![
-            sm_ev,
-            Evidence::new(
-                "pipe",
-                pipe / 100.0,
-                Some(th.pipe_busy_pct / 100.0),
-                format!(
-                    "no floating-point or tensor pipe above {} and DRAM at {}: integer, special-function or on-chip-memory work keeps the SMs busy",
-                    pct(th.pipe_busy_pct),
-                    pct(dram)
-                ),
+    let top_ev = match top {
+        Some(top) => Evidence::new(
+            "top_unit",
+            top.pct / 100.0,
+            Some(th.bound_line_pct / 100.0 * busy),
+            format!(
+                "the unit nearest its peak, {}, runs at {} of it{}: under the {} line on every unit measured (DRAM {}, busiest pipe {}): busy, not fast",
+                top.label(),
+                pct(top.pct),
+                while_busy(busy),
+                pct(th.bound_line_pct),
+                pct(dram),
+                pct(pipe)
             ),
-        ],
-    )
+        ),
+        None => Evidence::new(
+            "top_unit",
+            0.0,
+            Some(th.bound_line_pct / 100.0),
+            "neither DRAM nor any pipe was measured beside the SM activity: no unit is known to bind".into(),
+        ),
+    };
+    let unmeasured = Evidence::new(
+        "integer_unmeasured",
+        0.0,
+        None,
+        "the integer pipe was not measured (this source has no integer column), nor the load/store and special-function units: integer-heavy work (sort, top-k, hashing) would read the same".into(),
+    );
+    let scattered = dram / busy >= th.latency_dram_pct && pipe < th.latency_pipe_quiet_pct;
+    Some(Verdict {
+        class: Class::LatencyBound,
+        evidence: vec![top_ev, fill, unmeasured],
+        advice: scattered.then_some(advice::LATENCY_SCATTERED),
+    })
 }
 
 /// Without GPM: a kernel resident nearly all the time and power well above a held context is
@@ -551,7 +555,6 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
     if sm / busy < th.roofline_sm_pct && !beyond_tiny {
         return None;
     }
-    let class = bound_by(pipe, dram);
     let sm_ev = Evidence::new(
         "sm_active",
         sm / 100.0,
@@ -562,16 +565,22 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
             pct(sm)
         ),
     );
+    let top = top_unit(s)?;
+    if !top.binds(th) {
+        return latency(x, Some(top), sm_ev);
+    }
+    let class = top.bound_class();
     let name = s.pipe_name.unwrap_or("arithmetic");
     let (bound_ev, advice) = if class == Class::MemoryBound {
         (
             Evidence::new(
                 "dram",
                 dram / 100.0,
-                Some(pipe / 100.0),
+                Some(th.bound_line_pct / 100.0 * busy),
                 format!(
-                    "DRAM bandwidth at {} of peak, the nearest resource to its limit (the {name} pipe {}): bandwidth binds; each byte fetched feeds little arithmetic",
+                    "DRAM bandwidth at {} of peak{}, the nearest resource to its limit (the {name} pipe {}): bandwidth binds; each byte fetched feeds little arithmetic",
                     pct(dram),
+                    while_busy(busy),
                     pct(pipe)
                 ),
             ),
@@ -582,10 +591,11 @@ fn roofline(x: &RuleInput) -> Option<Verdict> {
             Evidence::new(
                 "pipe",
                 pipe / 100.0,
-                Some(dram / 100.0),
+                Some(th.bound_line_pct / 100.0 * busy),
                 format!(
-                    "the {name} pipe at {} of peak, the nearest resource to its limit (DRAM {}): arithmetic binds, on a GPU the kernels only partly fill",
+                    "the {name} pipe at {} of peak{}, the nearest resource to its limit (DRAM {}): arithmetic binds, on a GPU the kernels only partly fill",
                     pct(pipe),
+                    while_busy(busy),
                     pct(dram)
                 ),
             ),
@@ -781,7 +791,8 @@ fn tiny_kernels(x: &RuleInput) -> Option<Verdict> {
 /// a little but clearly above a held context. Tiny kernels and a spin on a few blocks draw a
 /// held context's power; a kernel busy on every SM draws more (h200-nogpm-lookalikes: 136.5 W
 /// against 117 W held). Which of on-chip work or a spin it is, the SM counters would say; the
-/// verdict is GPM's for on-chip work, with `hung` named as what it becomes if it stays flat.
+/// verdict is `latency_bound` (no unit known near its peak), with `hung` named as what it
+/// becomes if it stays flat and `compute_bound` as what on-chip arithmetic at its peak reads as.
 fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
     let s = x.signals;
     let th = x.thresholds;
@@ -791,8 +802,11 @@ fn all_sm_without_gpm(x: &RuleInput) -> Option<Verdict> {
         .power
         .load
         .filter(|l| *l >= th.all_sm_power_load && *l < th.idle_power_load)?;
+    // On-chip work or a spin: no unit the counters could name is known to run near its peak,
+    // so the likelier side of the speed-of-light line is latency; a pipe at its peak (integer
+    // or on-chip arithmetic) is named as the alternative.
     Some(Verdict {
-        class: Class::ComputeBound,
+        class: Class::LatencyBound,
         evidence: vec![Evidence::new(
             "all_sm_power_load",
             load,

@@ -167,6 +167,7 @@ fn decide_with(s: &Signals, spin: Spin, calibrated: bool) -> Decided {
         evidence: &evidence,
         samples: 40,
         profiler_process: None,
+        thresholds: &th,
     });
     Decided {
         verdict,
@@ -273,14 +274,15 @@ fn docs_table_quotes_the_thresholds() {
             format!("power load < {}", th.transfer_power_load_max),
         ),
         ("transfer", format!("power load < {}", th.idle_power_load)),
-        ("memory", format!("DRAM ≥ {}%", th.dram_busy_pct)),
+        ("memory", format!("DRAM ≥ {}%", th.bound_line_pct)),
         (
             "memory",
             format!("memory controller ≥ {}%", th.util_mem_busy_pct),
         ),
         ("compute", format!("SM ≥ {}%", th.busy_sm_pct)),
-        ("compute", format!("a pipe ≥ {}%", th.pipe_busy_pct)),
+        ("compute", format!("a unit ≥ {}%", th.bound_line_pct)),
         ("compute", format!("DRAM ≥ {}%", th.latency_dram_pct)),
+        ("roofline", format!("a unit ≥ {}%", th.bound_line_pct)),
         ("compute", format!("power load ≥ {}", th.busy_power_load)),
         (
             "collective",
@@ -511,7 +513,7 @@ fn memory_needs_dram_or_the_controller_at_sixty_percent() {
     check(&[
         case(
             "DRAM at the line",
-            dram(th.dram_busy_pct),
+            dram(th.bound_line_pct),
             Class::MemoryBound,
             "memory",
             "dram",
@@ -524,7 +526,26 @@ fn memory_needs_dram_or_the_controller_at_sixty_percent() {
             "util_mem",
         ),
     ]);
-    assert_ne!(decide(&dram(under(th.dram_busy_pct))).rule, "memory");
+    assert_ne!(decide(&dram(under(th.bound_line_pct))).rule, "memory");
+    // Just under the line on a full GPU: latency, in the band (medium, naming memory).
+    let d = decide(&dram(under(th.bound_line_pct)));
+    assert_eq!(d.verdict.class, Class::LatencyBound);
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert_eq!(d.assessment.alternatives, vec![Class::MemoryBound]);
+    // At the line and within the band: memory, medium, naming latency; past the band: high.
+    let d = decide(&dram(th.bound_line_pct));
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert_eq!(d.assessment.alternatives, vec![Class::LatencyBound]);
+    let d = decide(&dram(th.bound_line_pct + th.bound_band_pct));
+    assert_eq!(d.assessment.confidence, Confidence::High);
+    assert!(d.assessment.alternatives.is_empty());
+    // A pipe nearer its peak than DRAM is the compute rule's (an FP8 GEMM: DRAM 31%).
+    let nearer = Signals {
+        pipe_pct: Some(90.0),
+        tensor_pct: Some(90.0),
+        ..dram(70.0)
+    };
+    assert_eq!(decide(&nearer).verdict.class, Class::ComputeBound);
     assert_ne!(
         decide(&controller(under(th.util_mem_busy_pct))).rule,
         "memory"
@@ -535,13 +556,16 @@ fn memory_needs_dram_or_the_controller_at_sixty_percent() {
         ..nvml(under(50.0), 0.8)
     };
     assert_ne!(decide(&half).rule, "memory");
+    // Without GPM the controller's busy share is time, not bandwidth: scattered loads keep it
+    // as busy, so latency is named.
     let d = decide(&controller(100.0));
     assert_eq!(d.remedy(), Class::MemoryBound.remedy());
-    assert_eq!(d.assessment.confidence, Confidence::High);
+    assert_eq!(d.assessment.confidence, Confidence::Low);
+    assert_eq!(d.assessment.alternatives, vec![Class::LatencyBound]);
 }
 
 #[test]
-fn compute_needs_busy_sms_and_a_pipe_or_names_latency() {
+fn compute_binds_at_the_line_and_below_it_every_unit_is_latency() {
     let th = Thresholds::default();
     let busy = |sm: f64, pipe: f64, dram: f64| Signals {
         pipe_pct: Some(pipe),
@@ -560,30 +584,91 @@ fn compute_needs_busy_sms_and_a_pipe_or_names_latency() {
         ),
         case(
             "at both lines",
-            busy(th.busy_sm_pct, th.pipe_busy_pct, 0.0),
+            busy(th.busy_sm_pct, th.bound_line_pct, 0.0),
             Class::ComputeBound,
             "compute",
             "sm_active",
         ),
         case(
-            "no pipe, DRAM at the latency line",
-            busy(99.0, under(th.pipe_busy_pct), th.latency_dram_pct),
-            Class::MemoryBound,
+            "a pipe just under the line",
+            busy(99.0, under(th.bound_line_pct), 10.0),
+            Class::LatencyBound,
             "compute",
-            "dram",
+            "top_unit",
+        ),
+        // h100-everyday's random scatter (index_add_): SM 100%, tensor 1.4%, DRAM 29%; ncu
+        // compute 33%, DRAM 29%, "latency issues".
+        case(
+            "the random scatter",
+            busy(99.7, 1.4, 29.0),
+            Class::LatencyBound,
+            "compute",
+            "integer_unmeasured",
         ),
         case(
-            "no pipe, little DRAM: integer work",
+            "no pipe, little DRAM",
             busy(99.6, 0.4, under(th.latency_dram_pct)),
-            Class::ComputeBound,
+            Class::LatencyBound,
             "compute",
-            "pipe",
+            "top_unit",
         ),
     ]);
+    // The scatter's words name the loads; BERT-like work (pipes at 30%, DRAM 41%) is not told
+    // to sort its indices.
+    let scatter = decide(&busy(99.7, 1.4, 29.0));
+    assert_eq!(scatter.remedy(), advice::LATENCY_SCATTERED);
+    assert_eq!(scatter.assessment.confidence, Confidence::High);
     assert_eq!(
-        decide(&busy(99.0, 0.4, 45.0)).remedy(),
-        advice::LATENCY_BOUND
+        decide(&busy(
+            99.0,
+            under(th.latency_pipe_quiet_pct),
+            th.latency_dram_pct
+        ))
+        .remedy(),
+        advice::LATENCY_SCATTERED
     );
+    assert_eq!(
+        decide(&busy(99.0, th.latency_pipe_quiet_pct, th.latency_dram_pct)).remedy(),
+        Class::LatencyBound.remedy()
+    );
+    assert_eq!(
+        decide(&busy(99.0, 30.0, 41.0)).remedy(),
+        Class::LatencyBound.remedy()
+    );
+    // DRAM quiet and the integer pipe unmeasured: integer work could bind; medium.
+    let d = decide(&busy(99.6, 0.4, under(th.latency_dram_pct)));
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert_eq!(d.assessment.alternatives, vec![Class::ComputeBound]);
+    // The band: just under the line is latency naming compute, at it compute naming latency,
+    // past it compute alone.
+    let d = decide(&busy(99.0, th.bound_line_pct - th.bound_band_pct, 40.0));
+    assert_eq!(d.verdict.class, Class::LatencyBound);
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert!(d.assessment.alternatives.contains(&Class::ComputeBound));
+    let d = decide(&busy(
+        99.0,
+        under(th.bound_line_pct - th.bound_band_pct),
+        40.0,
+    ));
+    assert_eq!(d.assessment.confidence, Confidence::High);
+    let d = decide(&busy(
+        99.0,
+        under(th.bound_line_pct + th.bound_band_pct),
+        10.0,
+    ));
+    assert_eq!(d.verdict.class, Class::ComputeBound);
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert_eq!(d.assessment.alternatives, vec![Class::LatencyBound]);
+    let d = decide(&busy(99.0, th.bound_line_pct + th.bound_band_pct, 10.0));
+    assert_eq!(d.assessment.confidence, Confidence::High);
+    // A window half paused: the line is set against the share the kernels ran (a pipe at 40%
+    // of the window, kernels resident 60% of it: 67% while running).
+    let paused = Signals {
+        util_pct: Some(60.0),
+        util_median_pct: Some(60.0),
+        ..busy(55.0, 40.0, 5.0)
+    };
+    assert_eq!(decide(&paused).verdict.class, Class::ComputeBound);
     assert_ne!(
         decide(&busy(under(th.busy_sm_pct), 94.0, 0.0)).rule,
         "compute"
@@ -605,11 +690,26 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
     };
     // h200-middle-ground's decode in CUDA graphs (SM 69%, DRAM 57.2%, tensor 8.1%, 461 W) and
     // h200-profiler-and-shared's GEMM beside a tiny-kernel loop (SM 75.6%, tensor 69.6%, DRAM
-    // 15.5%): both were launch_bound by elimination before.
+    // 15.5%): both were launch_bound by elimination before. Decode sits in the band under the
+    // speed-of-light line: latency, naming memory.
     let decode = partly(69.0, 8.1, 57.2, 0.59);
     let shared = partly(75.6, 69.6, 15.5, 0.93);
+    let copy_partly = partly(69.0, 8.1, 72.0, 0.59);
     check(&[
-        case("decode", decode, Class::MemoryBound, "roofline", "dram"),
+        case(
+            "decode",
+            decode,
+            Class::LatencyBound,
+            "roofline",
+            "top_unit",
+        ),
+        case(
+            "DRAM past the line",
+            copy_partly,
+            Class::MemoryBound,
+            "memory",
+            "dram",
+        ),
         case(
             "shared GPU",
             shared,
@@ -620,16 +720,23 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
         case(
             "at the SM line, a pipe at the floor",
             partly(th.roofline_sm_pct, th.roofline_floor_pct, 0.0, 0.2),
-            Class::ComputeBound,
+            Class::LatencyBound,
             "roofline",
             "sm_active",
         ),
         case(
+            "at the SM line, a pipe at the speed-of-light line",
+            partly(th.roofline_sm_pct, th.bound_line_pct, 0.0, 0.2),
+            Class::ComputeBound,
+            "roofline",
+            "pipe",
+        ),
+        case(
             "empty SMs but DRAM beyond tiny kernels",
             partly(10.0, 0.0, 45.0, 0.3),
-            Class::MemoryBound,
+            Class::LatencyBound,
             "roofline",
-            "dram",
+            "top_unit",
         ),
         case(
             "under the SM line, nothing beyond tiny kernels",
@@ -647,17 +754,20 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
         ),
     ]);
     let d = decide(&decode);
+    assert_eq!(d.assessment.confidence, Confidence::Medium);
+    assert_eq!(d.assessment.alternatives, vec![Class::MemoryBound]);
+    let d = decide(&copy_partly);
     assert_eq!(d.assessment.confidence, Confidence::High);
-    assert_eq!(d.remedy(), advice::LOW_INTENSITY_MEMORY);
     let d = decide(&shared);
     assert_eq!(d.assessment.confidence, Confidence::High);
     assert_eq!(d.remedy(), advice::PARTLY_FILLED_COMPUTE);
-    // Near the floor, with the two resources close and nothing beyond tiny kernels: medium,
-    // naming what it could also be.
+    // Near the floor, nothing beyond tiny kernels, DRAM quiet: medium, naming small kernels
+    // and the integer pipe nobody measured.
     let d = decide(&partly(40.0, 12.0, 8.0, 0.2));
+    assert_eq!(d.verdict.class, Class::LatencyBound);
     assert_eq!(d.assessment.confidence, Confidence::Medium);
     assert!(d.assessment.alternatives.contains(&Class::LaunchBound));
-    assert!(d.assessment.alternatives.contains(&Class::MemoryBound));
+    assert!(d.assessment.alternatives.contains(&Class::ComputeBound));
     // Kernels absent a tenth of the time while the host streams 256 MiB/s: the partial rule's.
     let fed = pcie(
         Signals {
@@ -676,20 +786,27 @@ fn the_roofline_names_the_resource_nearest_its_peak() {
     };
     assert_ne!(decide(&bursty).rule, "roofline");
     // Busy SMs: the compute rule sets the pipe against DRAM the same way (softmax-like rows:
-    // DRAM 50% against an FP32 pipe at 45%).
-    let d = decide(&Signals {
+    // DRAM 70% against an FP32 pipe at 45%); under the line on both, latency (DRAM 50%).
+    let rows = |dram: f64| Signals {
         pipe_pct: Some(45.0),
         pipe_name: Some("fp32"),
         fp32_pct: Some(45.0),
-        dram_pct: Some(50.0),
+        dram_pct: Some(dram),
         ..gpm(100.0, 99.0)
-    });
-    assert_eq!((d.verdict.class, d.rule), (Class::MemoryBound, "compute"));
-    // On a partly filled GPU too (an FP32 conv3d-like step: SM 60%, FP32 30%, tensor 0%).
+    };
+    assert_eq!(
+        (decide(&rows(50.0)).verdict.class, decide(&rows(50.0)).rule),
+        (Class::LatencyBound, "compute")
+    );
+    assert_eq!(
+        (decide(&rows(70.0)).verdict.class, decide(&rows(70.0)).rule),
+        (Class::MemoryBound, "memory")
+    );
+    // On a partly filled GPU too (an FP32 conv3d-like step: SM 60%, FP32 62%, tensor 0%).
     let d = decide(&Signals {
-        pipe_pct: Some(30.0),
+        pipe_pct: Some(62.0),
         pipe_name: Some("fp32"),
-        fp32_pct: Some(30.0),
+        fp32_pct: Some(62.0),
         dram_pct: Some(20.0),
         ..gpm(100.0, 60.0)
     });
@@ -723,22 +840,27 @@ fn compute_without_gpm_needs_power_load_and_says_what_it_cannot_tell() {
     assert_ne!(decide(&s(under(th.busy_power_load), 5.0)).rule, "compute");
     // Util under 80%: not judged compute from power.
     assert_ne!(decide(&nvml(under(80.0), 0.9)).rule, "compute");
-    // NVLink measured quiet and the controller quiet: nothing else fits.
-    assert_eq!(
-        decide(&s(0.98, 5.0)).assessment.confidence,
-        Confidence::High
-    );
-    // The controller at 30%: moderate bandwidth cannot be ruled out.
+    // NVLink measured quiet and the controller quiet: power says work, not whether a pipe
+    // reaches its peak or the kernels wait on latency (the scatter drew 0.49 of TDP): low,
+    // naming latency.
+    let d = decide(&s(0.98, 5.0));
+    assert_eq!(d.assessment.confidence, Confidence::Low);
+    assert_eq!(d.assessment.alternatives, vec![Class::LatencyBound]);
+    // The controller at 30%: moderate bandwidth cannot be ruled out either.
     let d = decide(&s(0.6, confidence::COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT));
-    assert_eq!(d.assessment.confidence, Confidence::Medium);
-    assert_eq!(d.assessment.alternatives, vec![Class::MemoryBound]);
+    assert_eq!(d.assessment.confidence, Confidence::Low);
+    assert_eq!(
+        d.assessment.alternatives,
+        vec![Class::LatencyBound, Class::MemoryBound]
+    );
     // No NVLink counter: a collective seesaw cannot be ruled out.
     let d = decide(&no_nvlink(s(0.7, 5.0)));
-    assert_eq!(d.assessment.alternatives, vec![Class::SyncWait]);
+    assert_eq!(
+        d.assessment.alternatives,
+        vec![Class::LatencyBound, Class::SyncWait]
+    );
     assert!(d.assessment.unmeasured.contains(&"nvlink"));
-    // Uncalibrated baselines: medium at best.
     let d = decide_with(&s(0.98, 5.0), Spin::None, false);
-    assert_eq!(d.assessment.confidence, Confidence::Medium);
     assert!(d.assessment.unmeasured.contains(&"calibration"));
 }
 
@@ -967,12 +1089,15 @@ fn every_sm_busy_without_gpm_is_told_by_power_above_held() {
     let d = decide(&nvml(100.0, th.all_sm_power_load));
     assert_eq!(
         (d.verdict.class, d.rule),
-        (Class::ComputeBound, "tiny_kernels")
+        (Class::LatencyBound, "tiny_kernels")
     );
     assert!(d.signals().contains(&"all_sm_power_load"));
     assert_eq!(d.remedy(), advice::ON_CHIP_OR_SPIN);
     assert_eq!(d.assessment.confidence, Confidence::Low);
-    assert_eq!(d.assessment.alternatives, vec![Class::Hung]);
+    assert_eq!(
+        d.assessment.alternatives,
+        vec![Class::Hung, Class::ComputeBound]
+    );
     let d = decide(&nvml(100.0, under(th.all_sm_power_load)));
     assert_eq!(d.verdict.class, Class::LaunchBound);
     // The memory controller busy: not a spin (allocation churn, copies).
@@ -980,7 +1105,7 @@ fn every_sm_busy_without_gpm_is_told_by_power_above_held() {
         util_mem_pct: Some(th.util_mem_quiet_pct),
         ..nvml(100.0, 0.03)
     };
-    assert_ne!(decide(&touching).verdict.class, Class::ComputeBound);
+    assert_ne!(decide(&touching).verdict.class, Class::LatencyBound);
     // GPU-Util's median under the spin line: not every sample had the kernel.
     let unsteady = Signals {
         util_median_pct: Some(under(th.spin_util_pct)),
@@ -1153,7 +1278,7 @@ proptest! {
     #[test]
     fn more_of_the_defining_signal_keeps_the_verdict(extra in 0.0f64..1.0) {
         let gemm = |pipe: f64| Signals { pipe_pct: Some(pipe), tensor_pct: Some(pipe), ..gpm(100.0, 96.6) };
-        prop_assert_eq!(decide(&gemm(40.0 + 60.0 * extra)).verdict.class, Class::ComputeBound);
+        prop_assert_eq!(decide(&gemm(60.0 + 40.0 * extra)).verdict.class, Class::ComputeBound);
         let copy = |dram: f64| Signals { dram_pct: Some(dram), ..gpm(100.0, 99.7) };
         prop_assert_eq!(decide(&copy(60.0 + 40.0 * extra)).verdict.class, Class::MemoryBound);
         let pinned = |mib_s: f64| pcie(gpm(100.0, 0.0), mib_s, 0.0);
@@ -1223,6 +1348,7 @@ fn a_window_of_few_samples_cannot_show_a_steady_gpu_util() {
             evidence: &d.signals(),
             samples,
             profiler_process: None,
+            thresholds: &Thresholds::default(),
         })
     };
     let few = judge(confidence::FEW_SAMPLES - 1);
@@ -1246,6 +1372,7 @@ fn a_window_of_few_samples_cannot_show_a_steady_gpu_util() {
         evidence: &g.signals(),
         samples: 2,
         profiler_process: None,
+        thresholds: &Thresholds::default(),
     });
     assert_eq!(a.confidence, Confidence::High);
 }

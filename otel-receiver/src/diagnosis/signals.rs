@@ -152,6 +152,27 @@ impl Signals {
         Some(self.sm_pct? / util)
     }
 
+    /// Share of the window a kernel was resident, when that is most of it (GPU-Util ≥ 50%).
+    /// Activity divided by it is the activity *while working*: a window where a GEMM ran for
+    /// 86% of the time is a compute-bound window with a pause, not a half-filled GPU. Below
+    /// half, pauses are the story and the burst rules judge the window.
+    ///
+    /// GPU-Util read once a second can claim a kernel was resident all along in a window whose
+    /// first second was still idle (the window straddles the start of the work). Where it reads
+    /// ≥ 95%, the SM activity's mean against its busiest reading says how much of the window the
+    /// work filled (never less than half: below that the window is the idle part's).
+    pub fn busy_share(&self) -> f64 {
+        let s = self;
+        match s.util_pct {
+            Some(util) if util >= 95.0 => match (s.sm_pct, s.sm_max_pct) {
+                (Some(mean), Some(max)) if max >= 50.0 => (mean / max).clamp(0.5, 1.0),
+                _ => 1.0,
+            },
+            Some(util) if util >= 50.0 => (util / 100.0).min(1.0),
+            _ => 1.0,
+        }
+    }
+
     /// Whether GPM (SM activity and friends) was sampled.
     pub fn has_gpm(&self) -> bool {
         self.sm_pct.is_some()

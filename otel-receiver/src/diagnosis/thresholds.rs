@@ -19,13 +19,24 @@ pub struct Thresholds {
     pub starved_util_max_pct: f64,
     /// Compute- or memory-bound need the SMs at least this busy (%).
     pub busy_sm_pct: f64,
-    /// A pipe (tensor, FP32, FP16, FP64) this busy (%) means real arithmetic.
-    pub pipe_busy_pct: f64,
-    /// DRAM bandwidth this high (%) means memory-bound (device copy: 89%; bf16 GEMM: 18%).
-    pub dram_busy_pct: f64,
-    /// SMs busy, no pipe busy and DRAM at least this (%) but under `dram_busy_pct`: the SMs
-    /// wait on scattered memory accesses (a random gather: SM 100%, DRAM 58%).
+    /// Nsight Compute's speed-of-light line (%): the unit nearest its peak (DRAM or a measured
+    /// pipe), per busy share, binds the window at or above it (`compute_bound`,
+    /// `memory_bound`); below it on every unit, with kernels resident, the window is
+    /// `latency_bound` (ncu's "latency issues"). h100-everyday under ncu: the scatter's
+    /// compute 33% / DRAM 29% is latency; the sort's DRAM 69% and the FP32 GEMM's 87% bind.
+    pub bound_line_pct: f64,
+    /// Points either side of `bound_line_pct` within which a verdict is `medium` and names the
+    /// other side as its alternative (55–65%: ncu's own figures and GPM's differ by up to 10
+    /// points on the pipes; flash attention at ncu's 59% accepts both).
+    pub bound_band_pct: f64,
+    /// A latency-bound window whose DRAM moves at least this share of its peak (%) waits on
+    /// memory arriving a sector at a time (a random gather: SM 100%, DRAM 38–58%); below it,
+    /// on dependent arithmetic, on-chip memory or units GPM does not count: the words differ,
+    /// the class does not.
     pub latency_dram_pct: f64,
+    /// …while the busiest pipe stays under this (%): no arithmetic to speak of, so the words
+    /// name the loads (the random scatter: tensor 1.4%, FP32 under 2%; BERT's pipes: 20–30%).
+    pub latency_pipe_quiet_pct: f64,
     /// The roofline rule: with kernels resident most of the time (GPU-Util ≥ 50%), SMs that hold
     /// warps at least this share of the resident time (%) run real kernels, not tiny ones: a CUDA
     /// graph of tiny kernels fills 1.1%, eager tiny kernels 0.2%, one fat block 0.8%, a spin on
@@ -121,9 +132,10 @@ impl Default for Thresholds {
             launch_sm_max_pct: 30.0,
             starved_util_max_pct: 50.0,
             busy_sm_pct: 80.0,
-            pipe_busy_pct: 40.0,
-            dram_busy_pct: 60.0,
-            latency_dram_pct: 30.0,
+            bound_line_pct: 60.0,
+            bound_band_pct: 5.0,
+            latency_dram_pct: 25.0,
+            latency_pipe_quiet_pct: 5.0,
             roofline_sm_pct: 30.0,
             roofline_floor_pct: 5.0,
             util_mem_busy_pct: 60.0,

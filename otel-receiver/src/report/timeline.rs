@@ -45,22 +45,24 @@ pub struct Timeline {
     pub activity_label: &'static str,
 }
 
-/// A colour per verdict, each of its own hue and of its own lightness: CIE L* 94, 85, 76 … 22,
-/// nine apart, so that neighbouring bands part on a greyscale print or for a reader who cannot
+/// A colour per verdict, each of its own hue and of its own lightness: CIE L* 96.5, 88, 79.5 …
+/// 20, eight and a half apart, so that neighbouring bands part on a greyscale print or for a reader who cannot
 /// tell the hues apart (a unit test holds the steps). Idle is near white, a held context grey,
-/// waiting yellow and orange, healthy work blue and green, tiny kernels magenta, copies purple,
+/// waiting yellow and orange, healthy work blue and green, busy-not-fast teal between them, tiny
+/// kernels magenta, copies purple,
 /// a hang the darkest red.
 pub fn class_colour(class: Class) -> &'static str {
     match class {
-        Class::Idle => "#ededed",
-        Class::SyncWait => "#f3d34f",
-        Class::InputStarved => "#ffa85a",
-        Class::IdleHeld => "#9ca3b0",
-        Class::MemoryBound => "#3a91d4",
-        Class::LaunchBound => "#c83e8b",
-        Class::ComputeBound => "#0f6e20",
-        Class::TransferBound => "#5d3096",
-        Class::Hung => "#6d0c0a",
+        Class::Idle => "#f5f5f5",
+        Class::SyncWait => "#f6dc74",
+        Class::InputStarved => "#ffb674",
+        Class::IdleHeld => "#a8aeba",
+        Class::MemoryBound => "#509dd9",
+        Class::LatencyBound => "#259088",
+        Class::LaunchBound => "#bc3681",
+        Class::ComputeBound => "#0e651d",
+        Class::TransferBound => "#562c8a",
+        Class::Hung => "#640b09",
     }
 }
 
@@ -71,6 +73,7 @@ fn class_ansi(class: Class) -> u8 {
         Class::IdleHeld => 247,
         Class::ComputeBound => 28,
         Class::MemoryBound => 68,
+        Class::LatencyBound => 30,
         Class::LaunchBound => 162,
         Class::TransferBound => 55,
         Class::InputStarved => 215,
@@ -347,6 +350,7 @@ fn letter(class: Class) -> char {
         Class::IdleHeld => 'h',
         Class::ComputeBound => 'C',
         Class::MemoryBound => 'M',
+        Class::LatencyBound => 'L',
         Class::LaunchBound => 'l',
         Class::TransferBound => 't',
         Class::InputStarved => 's',

@@ -12,6 +12,7 @@ pub fn label(class: Class) -> &'static str {
         Class::IdleHeld => "held but idle",
         Class::ComputeBound => "compute-limited",
         Class::MemoryBound => "memory-limited",
+        Class::LatencyBound => "busy, not fast",
         Class::LaunchBound => "tiny kernels",
         Class::TransferBound => "host↔device copies",
         Class::InputStarved => "starved of input",
@@ -27,6 +28,7 @@ pub fn did(class: Class) -> &'static str {
         Class::IdleHeld => "held by a process that ran nothing",
         Class::ComputeBound => "computing at full speed",
         Class::MemoryBound => "moving data at its memory bandwidth's limit",
+        Class::LatencyBound => "busy, but with no unit near its peak",
         Class::LaunchBound => "running kernels too small to fill it",
         Class::TransferBound => "copying data between host and GPU",
         Class::InputStarved => "waiting for input between short bursts of work",
@@ -66,8 +68,14 @@ pub fn change(remedy: &str, class: Class) -> String {
         r if r == advice::ON_CHIP_OR_SPIN => Some(
             "If the job makes no progress, treat it as a hang (`py-spy dump --pid PID`, cuda-gdb `info cuda kernels`); if it does, profile it (`nsys profile --stats=true`) to see which units it keeps busy.",
         ),
-        r if r == advice::LATENCY_BOUND => Some(
-            "Make the memory accesses coalesced (sort or bucket the indices, gather contiguous chunks) and keep the hot data in shared memory or L2 (cudaAccessPolicyWindow).",
+        r if r == advice::LATENCY_SCATTERED => Some(
+            "Make neighbouring threads touch neighbouring addresses: sort the indices once if they are reused across steps, or use a segmented reduction (CSR sparse product, torch_scatter) instead of index_add_/scatter_ over random indices.",
+        ),
+        r if r == advice::LATENCY_PYTORCH => Some(
+            "Fuse the step: model = torch.compile(model) (mode=\"reduce-overhead\" also captures a CUDA graph), then grow the batch until a unit nears its peak.",
+        ),
+        r if r == advice::LATENCY_CUSTOM || r == Class::LatencyBound.remedy() => Some(
+            "Confirm on one step with Nsight Compute's SpeedOfLight section, then give each kernel more independent work: fuse small kernels, grow the batch, coalesce accesses and raise occupancy.",
         ),
         r if r == Class::LaunchBound.remedy() => Some(
             "Fuse the small kernels: model = torch.compile(model, mode=\"reduce-overhead\"), which also captures the step in a CUDA graph (or capture it yourself with torch.cuda.graph); then grow the batch.",
