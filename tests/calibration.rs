@@ -571,7 +571,7 @@ fn old_profiles_load_without_a_latency_baseline_and_new_ones_keep_it() {
 /// `--from-recording` takes its power as the latency baseline, and the article's 0.6 rule,
 /// with SM activity at 99% and power at 73% of the limit, calls that waste healthy.
 #[test]
-fn a_recorded_random_gather_gives_the_latency_baseline() {
+fn a_recorded_random_gather_gives_the_latency_baseline_and_validates_latency_bound() {
     let c = from_recording(&verdicts_session()).expect("calibration");
     let p = &c.profiles[0];
     let latency = p.latency_w.expect("the gather's power");
@@ -592,4 +592,53 @@ fn a_recorded_random_gather_gives_the_latency_baseline() {
     // Between the held context and the bf16 GEMM, as the report's baseline table lists it.
     let names: Vec<&str> = p.baselines().iter().map(|(n, _)| *n).collect();
     assert_eq!(names[4], "latency-bound");
+    // With GPM every window of the gather is latency_bound, and the 0.6 rule's miss is named.
+    let v = &c.validations[&0];
+    let check = v
+        .phases
+        .iter()
+        .find(|x| x.phase == "random_gather")
+        .expect("validated");
+    assert_eq!(check.expected, Class::LatencyBound);
+    assert!(
+        check.windows >= 2 && check.right == check.windows,
+        "{check:?}"
+    );
+    assert_eq!(v.right(), v.windows());
+    let rule = v.rule_statement();
+    let line = rule
+        .iter()
+        .find(|l| l.starts_with("random_gather"))
+        .expect("the rule on the gather");
+    assert!(
+        line.contains("WRONG: waste passes as healthy (the latency-bound case"),
+        "{line}"
+    );
+    // Without GPM the same windows are not named latency_bound, and the report says why.
+    let nvml = &c.nvml_validations[&0];
+    let blind = nvml
+        .phases
+        .iter()
+        .find(|x| x.phase == "random_gather")
+        .expect("judged without GPM");
+    assert_eq!(blind.right, 0, "{blind:?}");
+    let text = report::terminal(p, v, Some(nvml));
+    assert!(text.contains(report::NVML_LATENCY_LIMITS), "{text}");
+}
+
+/// The two-GPU H200 session predates the latency workloads: it still validates every window,
+/// and its report says nothing of latency it did not run.
+#[test]
+fn a_session_without_the_latency_workloads_validates_as_before() {
+    let c = from_recording(&two_gpu_session()).expect("calibration");
+    for (gpu, v) in &c.validations {
+        assert_eq!((v.right(), v.windows()), (7, 7), "GPU {gpu}");
+        assert!(v.phases.iter().all(|p| p.expected != Class::LatencyBound));
+    }
+    for p in &c.profiles {
+        assert_eq!(p.latency_w, None);
+        let gpu = p.gpu_index().expect("index");
+        let text = report::terminal(p, &c.validations[&gpu], c.nvml_validations.get(&gpu));
+        assert!(!text.contains(report::NVML_LATENCY_LIMITS));
+    }
 }

@@ -20,6 +20,11 @@ pub fn expected_class(phase: &str) -> Option<Class> {
         "compute_fp32" | "compute_tensor" | "compute_bf16" | "matmul_bf16" | "fp32_fma"
         | "bf16_gemm" => Class::ComputeBound,
         "starved" | "starved_bursts" => Class::InputStarved,
+        // Every SM busy, no unit near its peak: the latency workload's patterns, and the
+        // verdict recordings' random gather.
+        "latency_gather" | "latency_chase" | "latency_scatter" | "random_gather" => {
+            Class::LatencyBound
+        }
         // The latency workload's fixes are what they are: the sorted gather, the pre-reduced
         // scatter and the full-width copy stream from DRAM; the under-filled grid leaves most
         // SMs empty, which the launch rule names (a few fat blocks).
