@@ -100,9 +100,9 @@ impl Sizes {
         if table_len * 4 < MIN_TABLE_OVER_L2 * l2 {
             return Err(format!(
                 "a table {MIN_TABLE_OVER_L2}× the L2 ({} MiB) does not fit a quarter of the free memory ({} MiB) or u32 indices ({} MiB)",
-                MIN_TABLE_OVER_L2 * l2 >> 20,
+                (MIN_TABLE_OVER_L2 * l2) >> 20,
                 free_bytes >> 20,
-                MAX_TABLE_LEN * 4 >> 20
+                (MAX_TABLE_LEN * 4) >> 20
             ));
         }
         let sms = sms.max(1);
@@ -111,9 +111,9 @@ impl Sizes {
             gather_n: (table_len / GATHER_PER_TABLE).min(MAX_GATHER_N),
             chains: u64::from(sms * CHASE_BLOCKS_PER_SM * THREADS),
             // Items and copies in the same budget: two copied arrays, one item array.
-            scatter_n: (budget / 4).min(MAX_SCATTER_N).max(1 << 20),
+            scatter_n: (budget / 4).clamp(1 << 20, MAX_SCATTER_N),
             scatter_blocks: sms * SCATTER_BLOCKS_PER_SM,
-            copy_n2: (budget / 2 / 16).min(MAX_COPY_N2).max(1 << 20),
+            copy_n2: (budget / 2 / 16).clamp(1 << 20, MAX_COPY_N2),
             narrow_blocks: (sms / 4).max(1),
             full_blocks: 0,
         }
