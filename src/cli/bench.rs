@@ -44,6 +44,9 @@ struct Row<'a> {
     #[serde(flatten)]
     measurement: &'a Measurement,
     live: Option<LiveSummary>,
+    /// Latency rows: where the DRAM peak their shares are of came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dram_peak_source: Option<&'a str>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -122,11 +125,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .map(|(m, live)| Row {
                     measurement: m,
                     live: live.clone(),
+                    dram_peak_source: peak
+                        .as_ref()
+                        .filter(|_| m.workload == "latency")
+                        .map(|p| p.source.as_str()),
                 })
                 .collect();
             outln!("{}", serde_json::to_string_pretty(&out)?);
         }
-        Format::Table => print_table(&gpus[0], &rows)?,
+        Format::Table => print_table(&gpus[0], &rows, peak.as_ref())?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -165,42 +172,54 @@ fn opt(v: Option<f64>, decimals: usize) -> String {
 }
 
 /// The latency workload's figures side by side: each variant's bandwidth as a share of the DRAM
-/// peak, counted in DRAM sectors and in useful bytes, and each fix's speed-up over its pattern.
-fn latency_summary(rows: &[(Measurement, Option<LiveSummary>)]) -> std::io::Result<()> {
+/// peak, counted in DRAM sectors and in useful bytes, and each fix's speed-up over the pattern
+/// before it. Empty without latency rows.
+fn latency_lines(rows: &[&Measurement], peak: Option<&DramPeak>) -> Vec<String> {
     let latency: Vec<&Measurement> = rows
         .iter()
-        .map(|(m, _)| m)
+        .copied()
         .filter(|m| m.workload == "latency")
         .collect();
-    let Some(first) = latency.first() else {
-        return Ok(());
-    };
-    match first.details.get("peak_gb_s") {
-        Some(peak) => outln!(
-            "latency: bandwidth as a share of the DRAM peak ({peak:.0} GB/s); `DRAM` counts the \
-             32-byte sectors DRAM moved (the figure column), `useful` the bytes the program asked for"
-        ),
-        None => outln!("latency: no DRAM peak known for this GPU: bandwidths in GB/s"),
+    if latency.is_empty() {
+        return Vec::new();
     }
+    let mut lines = vec![match peak {
+        Some(p) => format!(
+            "latency: bandwidth as a share of the DRAM peak ({:.0} GB/s, {}); `DRAM` counts the \
+             32-byte sectors DRAM moved (the figure column), `useful` the bytes the program asked for",
+            p.gb_s, p.source
+        ),
+        None => "latency: no DRAM peak known for this GPU: bandwidths in GB/s".into(),
+    }];
     let share = |m: &Measurement, key: &str| {
         m.details
             .get(key)
             .map_or_else(|| "-".into(), |v| format!("{v:.1}%"))
     };
+    let gb_s = |m: &Measurement, key: &str| {
+        m.details
+            .get(key)
+            .map_or_else(|| "-".into(), |v| format!("{v:.0} GB/s"))
+    };
+    let mut pattern = "";
     for m in latency {
-        outln!(
-            "  {:<18} DRAM {:>6} ({:>7.0} GB/s)  useful {:>6} ({:>7.0} GB/s){}",
+        let fix = match m.details.get("speedup_x") {
+            Some(x) => format!("  fix: {x:.2}× the speed of {pattern}"),
+            None => {
+                pattern = &m.variant;
+                String::new()
+            }
+        };
+        lines.push(format!(
+            "  {:<18} DRAM {:>6} ({:>10})  useful {:>6} ({:>10}){fix}",
             m.variant,
             share(m, "dram_pct_of_peak"),
-            m.details.get("dram_gb_s").copied().unwrap_or(f64::NAN),
+            gb_s(m, "dram_gb_s"),
             share(m, "useful_pct_of_peak"),
-            m.details.get("useful_gb_s").copied().unwrap_or(f64::NAN),
-            m.details
-                .get("speedup_x")
-                .map_or_else(String::new, |x| format!("  fix: {x:.2}× faster"))
-        );
+            gb_s(m, "useful_gb_s"),
+        ));
     }
-    Ok(())
+    lines
 }
 
 /// The busiest pipe as `fp32 71.2%`, or `-` without GPM.
@@ -211,7 +230,11 @@ fn pipe(live: &LiveSummary) -> String {
     }
 }
 
-fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::io::Result<()> {
+fn print_table(
+    gpu: &Gpu,
+    rows: &[(Measurement, Option<LiveSummary>)],
+    peak: Option<&DramPeak>,
+) -> std::io::Result<()> {
     outln!(
         "GPU {} · {} · {} SMs · sm_{}{}",
         gpu.ordinal,
@@ -275,7 +298,10 @@ fn print_table(gpu: &Gpu, rows: &[(Measurement, Option<LiveSummary>)]) -> std::i
             .collect();
         outln!("{:<8} {:<22} {}", "", "", details.join(" "));
     }
-    latency_summary(rows)?;
+    let measured: Vec<&Measurement> = rows.iter().map(|(m, _)| m).collect();
+    for line in latency_lines(&measured, peak) {
+        outln!("{line}");
+    }
     let unsampled = rows
         .iter()
         .filter(|(_, live)| live.as_ref().is_some_and(|l| l.power_w.is_none()))
@@ -309,5 +335,78 @@ mod tests {
         let spec = dram_peak(Some(&facts), "NVIDIA H200").expect("table through the spec");
         assert_eq!(spec.gb_s, 4800.0);
         assert!(spec.source.starts_with("table"), "{}", spec.source);
+    }
+
+    fn latency(variant: &str, details: &[(&'static str, f64)]) -> Measurement {
+        Measurement {
+            workload: "latency",
+            variant: variant.into(),
+            gpu: 0,
+            value: details
+                .iter()
+                .find(|(k, _)| *k == "dram_pct_of_peak")
+                .map_or(0.0, |(_, v)| *v),
+            unit: "% DRAM peak",
+            details: details.iter().copied().collect(),
+            check: String::new(),
+            started: 0.0,
+            ended: 1.0,
+        }
+    }
+
+    /// The side-by-side lines: both shares per part, each fix's speed-up against the pattern
+    /// before it, nothing for other workloads.
+    #[test]
+    fn latency_lines_put_each_fix_beside_its_pattern() {
+        let random = latency(
+            "gather_random",
+            &[
+                ("dram_pct_of_peak", 45.04),
+                ("useful_pct_of_peak", 13.51),
+                ("dram_gb_s", 1508.8),
+                ("useful_gb_s", 452.6),
+            ],
+        );
+        let sorted = latency(
+            "gather_sorted",
+            &[
+                ("dram_pct_of_peak", 80.0),
+                ("useful_pct_of_peak", 30.0),
+                ("dram_gb_s", 2680.0),
+                ("useful_gb_s", 1005.0),
+                ("speedup_x", 4.125),
+            ],
+        );
+        let mut other = latency("copy", &[]);
+        other.workload = "memory";
+        let peak = DramPeak {
+            gb_s: 3350.0,
+            source: "table (H100 SXM5)".into(),
+        };
+        let lines = latency_lines(&[&other, &random, &sorted], Some(&peak));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[0].contains("3350 GB/s, table (H100 SXM5)"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains("DRAM  45.0%") && lines[1].contains("useful  13.5%"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].contains("1509 GB/s") && !lines[1].contains("fix"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].ends_with("fix: 4.12× the speed of gather_random"),
+            "{}",
+            lines[2]
+        );
+        assert!(latency_lines(&[&other], Some(&peak)).is_empty());
+        let no_peak = latency_lines(&[&random], None);
+        assert!(no_peak[0].contains("no DRAM peak known"), "{}", no_peak[0]);
     }
 }
