@@ -234,8 +234,8 @@ fn gather(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement
         }
         let f = gpu.function(kernel)?;
         let idx = gpu.stream.clone_htod(&indices)?;
-        // SAFETY: every element is written by the gather before it is read back.
-        let mut got = unsafe { gpu.stream.alloc::<f32>(n)? };
+        // Zeroed: memory the pool hands back may hold the other variant's gathered values.
+        let mut got = gpu.stream.alloc_zeros::<f32>(n)?;
         let count = n as i64;
         let mut launch = || -> Result<(), BenchError> {
             let mut builder = gpu.stream.launch_builder(&f);
@@ -404,7 +404,7 @@ fn copy(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement>,
     let len = (sizes.copy_n2 * 2) as usize;
     let doubles = len as i64;
     let n2 = sizes.copy_n2 as i64;
-    // SAFETY: a is written by init_random before it is read; c is written by every copy.
+    // SAFETY: a is written by init_random before it is read; c is zeroed before each variant.
     let mut a = unsafe { gpu.stream.alloc::<f64>(len)? };
     let mut c = unsafe { gpu.stream.alloc::<f64>(len)? };
     let mut builder = gpu.stream.launch_builder(&init);
@@ -428,6 +428,8 @@ fn copy(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement>,
         ),
     ] {
         let f = gpu.function(kernel)?;
+        // Cleared, so that the check sees this variant's copy, not the one before.
+        gpu.stream.memset_zeros(&mut c)?;
         let mut launch = || -> Result<(), BenchError> {
             let mut builder = gpu.stream.launch_builder(&f);
             builder.arg(&a).arg(&mut c).arg(&n2);
