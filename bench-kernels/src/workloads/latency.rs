@@ -311,7 +311,13 @@ fn chase(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement>
     let checked = 16.min(sizes.chains);
     let worst = (0..checked)
         .map(|k| (splitmix64(k) % sizes.chains) as usize)
-        .map(|c| f64::from(u8::from(host[c] != chase_end(starts[c], steps, mask))))
+        .map(|c| {
+            relative_error(
+                f64::from(host[c]),
+                f64::from(chase_end(starts[c], steps, mask)),
+                1.0,
+            )
+        })
         .fold(0.0, f64::max);
     let check = verify(
         "latency",
@@ -366,15 +372,15 @@ fn scatter(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measuremen
         let got = gpu.stream.clone_dtoh(&bins)?;
         // Integer sums: exact, whatever order the atomics ran in (wrapping, as on the GPU).
         let times = launches as u32;
-        let wrong = got
+        let worst = got
             .iter()
             .zip(&want_once)
-            .filter(|(g, w)| **g != w.wrapping_mul(times))
-            .count();
+            .map(|(g, w)| relative_error(f64::from(*g), f64::from(w.wrapping_mul(times)), 1.0))
+            .fold(0.0, f64::max);
         let check = verify(
             "latency",
             "every bin after every scatter",
-            wrong as f64,
+            worst,
             0.0,
             SCATTER_BINS,
         )?;
