@@ -624,6 +624,23 @@ fn a_recorded_random_gather_gives_the_latency_baseline_and_validates_latency_bou
     assert_eq!(blind.right, 0, "{blind:?}");
     let text = report::terminal(p, v, Some(nvml));
     assert!(text.contains(report::NVML_LATENCY_LIMITS), "{text}");
+    // The page says the same, and lists the latency baseline and the gather's verdicts.
+    let section = report::GpuSection {
+        profile: p,
+        validation: v,
+        nvml_only: Some(nvml),
+        plots: &c.plots[&0],
+        spent: c.spent.get(&0),
+    };
+    let html = report::page(&[section], &c.phases, &[]);
+    for text in [
+        "<td>latency-bound</td><td>509.0 W</td><td>73%</td>",
+        "<td>random gather</td><td>latency_bound</td><td>latency_bound×2</td>",
+        "Latency-bound work (every SM waiting on scattered or dependent loads) is out of NVML",
+        "waste passes as healthy (the latency-bound case",
+    ] {
+        assert!(html.contains(text), "{text} missing");
+    }
 }
 
 /// The two-GPU H200 session predates the latency workloads: it still validates every window,
