@@ -284,13 +284,15 @@ __global__ void latency_scatter_smem(const unsigned *__restrict__ items, unsigne
 
 // A streaming copy, 16-byte accesses, grid-stride: efficient work when the grid fills the GPU.
 // Launched with fewer blocks than SMs (the under-filled grid) and at full width (the fix);
-// two names so that profilers can tell the launches apart.
-__global__ void latency_copy_narrow(const double2 *__restrict__ a, double2 *__restrict__ c, long n2) {
+// two names so that profilers can tell the launches apart. No __restrict__: each thread has
+// one load in flight, as a plain copy does, so the narrow grid's bandwidth is set by its few
+// SMs, not by how far the compiler batches the loop.
+__global__ void latency_copy_narrow(const double2 *a, double2 *c, long n2) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x)
         c[i] = a[i];
 }
 
-__global__ void latency_copy_full(const double2 *__restrict__ a, double2 *__restrict__ c, long n2) {
+__global__ void latency_copy_full(const double2 *a, double2 *c, long n2) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x)
         c[i] = a[i];
 }
