@@ -659,3 +659,55 @@ fn a_session_without_the_latency_workloads_validates_as_before() {
         assert!(!text.contains(report::NVML_LATENCY_LIMITS));
     }
 }
+
+fn h100_latency_session() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h100-calibration-latency")
+}
+
+/// The live H100 session with the latency workload (tests/fixtures/h100-calibration-latency):
+/// with GPM, the chase, the atomic scatter, its shared-memory fix and the under-filled grid are
+/// latency_bound in every window, as Nsight Compute's speed-of-light put them (every unit under
+/// 60%); the sorted gather and the full-width copy are memory_bound (DRAM 88% and 90%); the
+/// random gather sits on the line (ncu DRAM 60.6%) and either side counts.
+#[test]
+fn the_h100_latency_session_validates_each_pattern_and_fix_as_ncu_measured_it() {
+    let c = from_recording(&h100_latency_session()).expect("calibration");
+    let v = &c.validations[&0];
+    let check = |phase: &str| {
+        v.phases
+            .iter()
+            .find(|x| x.phase == phase)
+            .unwrap_or_else(|| panic!("{phase} validated"))
+    };
+    for (phase, class) in [
+        ("latency_chase", Class::LatencyBound),
+        ("latency_scatter", Class::LatencyBound),
+        ("fix_scatter_smem", Class::LatencyBound),
+        ("underfilled_grid", Class::LatencyBound),
+        ("fix_gather_sorted", Class::MemoryBound),
+        ("fix_full_grid", Class::MemoryBound),
+    ] {
+        let p = check(phase);
+        assert_eq!(p.expected, class, "{phase}");
+        assert!(p.windows >= 1 && p.right == p.windows, "{phase}: {p:?}");
+    }
+    let gather = check("latency_gather");
+    assert_eq!(
+        (gather.expected, gather.also),
+        (Class::LatencyBound, Some(Class::MemoryBound))
+    );
+    assert_eq!(gather.right, gather.windows, "{gather:?}");
+    // The baseline: the random gather's power, between a held context and the GEMM.
+    let p = &c.profiles[0];
+    let latency = p.latency_w.expect("the gather's power");
+    assert!(within(latency, 467.5, 0.02), "{latency}");
+    // Without GPM, NVML cannot name the latency-bound phases, and the report says so.
+    let nvml = &c.nvml_validations[&0];
+    assert_eq!(nvml.phases.iter().find(|x| x.phase == "latency_chase").map(|x| x.right), Some(0));
+    let text = report::terminal(p, v, Some(nvml));
+    assert!(text.contains(report::NVML_LATENCY_LIMITS), "{text}");
+    assert!(
+        text.contains("latency_gather   expected latency_bound or memory_bound"),
+        "{text}"
+    );
+}

@@ -85,7 +85,7 @@ fn write_validation(out: &mut String, v: &Validation, nvml_only: Option<&Validat
             out,
             "    {:<16} expected {:<14} got {}{other}",
             p.phase,
-            p.expected.as_str(),
+            expected(p),
             got(p)
         );
     }
@@ -94,6 +94,14 @@ fn write_validation(out: &mut String, v: &Validation, nvml_only: Option<&Validat
         if nvml_judged_latency(v, nvml_only) {
             let _ = writeln!(out, "  {NVML_LATENCY_LIMITS}");
         }
+    }
+}
+
+/// The phase's right class, and the other side where its unit sits on the line.
+fn expected(p: &PhaseCheck) -> String {
+    match p.also {
+        Some(also) => format!("{} or {}", p.expected.as_str(), also.as_str()),
+        None => p.expected.as_str().to_string(),
     }
 }
 
@@ -429,7 +437,7 @@ fn section_html(s: &GpuSection, phases: &[PhaseSpan]) -> String {
                 .unwrap_or_else(|| "-".into());
             vec![
                 readable(&c.phase),
-                c.expected.as_str().into(),
+                expected(c),
                 got(c),
                 other,
             ]

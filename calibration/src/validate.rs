@@ -25,13 +25,28 @@ pub fn expected_class(phase: &str) -> Option<Class> {
         "latency_gather" | "latency_chase" | "latency_scatter" | "random_gather" => {
             Class::LatencyBound
         }
-        // The latency workload's fixes are what they are: the sorted gather, the pre-reduced
-        // scatter and the full-width copy stream from DRAM; the under-filled grid leaves most
-        // SMs empty, which the launch rule names (a few fat blocks).
-        "fix_gather_sorted" | "fix_scatter_smem" | "fix_full_grid" => Class::MemoryBound,
-        "underfilled_grid" => Class::LaunchBound,
+        // The latency workload's fixes are what they are, as Nsight Compute measured them on
+        // an H100 (2026-12-05, docs/benchmarks.md): the sorted gather (DRAM 88%) and the
+        // full-width copy (90%) stream from DRAM; the pre-reduced scatter runs 4.9× faster
+        // yet still leaves every unit under the line (DRAM 39%, compute 16%): latency-bound.
+        "fix_gather_sorted" | "fix_full_grid" => Class::MemoryBound,
+        "fix_scatter_smem" => Class::LatencyBound,
+        // A quarter as many blocks as SMs: the few SMs that run it stream well, but DRAM
+        // reaches 51% and nothing else binds (ncu: "latency issues", a grid too small).
+        "underfilled_grid" => Class::LatencyBound,
         _ => return None,
     })
+}
+
+/// The other class that is as right for a phase whose binding unit sits on the 60% line (in
+/// the 55–65% band, where Nsight Compute's verdict turns on a point or two): the random
+/// 4-byte gather moves 64 bytes of DRAM a value, which Nsight Compute put at 60.6% of the
+/// H100's DRAM peak (GPM 60.5%), so `memory_bound` is as right as `latency_bound` there.
+pub fn also_right(phase: &str) -> Option<Class> {
+    match phase {
+        "latency_gather" => Some(Class::MemoryBound),
+        _ => None,
+    }
 }
 
 /// The calibration phase of each variant of the `latency` bench workload: the latency-bound
@@ -61,6 +76,8 @@ pub struct PhaseCheck {
     pub phase: String,
     pub gpu: u32,
     pub expected: Class,
+    /// A second class as right as `expected` ([`also_right`]).
+    pub also: Option<Class>,
     pub windows: usize,
     pub right: usize,
     pub got: BTreeMap<Class, usize>,
@@ -148,12 +165,15 @@ impl<'a> Validator<'a> {
                 *confusion.entry((expected, *class)).or_insert(0) += n;
             }
             let efficiency = mean_of(t.efficiency);
+            let also = also_right(&phase.name);
+            let count = |c: Option<Class>| c.and_then(|c| t.got.get(&c)).copied().unwrap_or(0);
             out.push(PhaseCheck {
                 phase: phase.name.clone(),
                 gpu,
                 expected,
+                also,
                 windows: t.windows,
-                right: t.got.get(&expected).copied().unwrap_or(0),
+                right: count(Some(expected)) + count(also),
                 got: t.got,
                 efficiency,
                 calibrated_efficiency: mean_of(t.calibrated),
@@ -243,11 +263,15 @@ mod tests {
         assert_eq!(unique.len(), phases.len(), "{phases:?}");
         assert_eq!(latency_phase("gather_random"), Some("latency_gather"));
         assert_eq!(latency_phase("eager"), None);
-        for fix in ["fix_gather_sorted", "fix_scatter_smem", "fix_full_grid"] {
+        for fix in ["fix_gather_sorted", "fix_full_grid"] {
             assert_eq!(expected_class(fix), Some(Class::MemoryBound), "{fix}");
             assert!(!is_latency_phase(fix));
         }
-        assert_eq!(expected_class("underfilled_grid"), Some(Class::LaunchBound));
+        // As ncu measured them: still under the line after the fix, and a grid too small.
+        assert_eq!(expected_class("fix_scatter_smem"), Some(Class::LatencyBound));
+        assert_eq!(expected_class("underfilled_grid"), Some(Class::LatencyBound));
+        assert_eq!(also_right("latency_gather"), Some(Class::MemoryBound));
+        assert_eq!(also_right("latency_chase"), None);
         assert!(!is_latency_phase("underfilled_grid"));
         for pattern in [
             "latency_gather",

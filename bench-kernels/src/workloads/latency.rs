@@ -11,7 +11,7 @@
 //!   threads: every block efficient, most SMs empty), and at full width.
 //!
 //! Each figure is the DRAM traffic's share of the DRAM peak (`Options::dram_peak_gb_s`, the
-//! spec table's), counting whole 32-byte sectors; the useful bytes' rate and share are beside
+//! spec table's), counting whole 64-byte DRAM fetches; the useful bytes' rate and share are beside
 //! it (see `accounting::Traffic`).
 
 use std::time::Duration;
@@ -20,7 +20,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::config;
 use crate::accounting::{
-    chase_traffic, copy_traffic, distinct_sectors, gather_traffic, rate, scatter_traffic,
+    chase_traffic, copy_traffic, distinct_fetches, gather_traffic, rate, scatter_traffic,
     share_of_peak_pct, Traffic,
 };
 use crate::reference::{
@@ -35,11 +35,11 @@ const TABLE_OVER_L2: u64 = 64;
 const MIN_TABLE_OVER_L2: u64 = 16;
 /// u32 indices; 8 GiB of f32, beyond any L2 for years.
 const MAX_TABLE_LEN: u64 = 1 << 31;
-/// Gathers per launch: one per 16 table elements (half the table's sectors), at most 2^28.
+/// Gathers per launch: one per 16 table elements (one per 64-byte block on average), at most 2^28.
 const GATHER_PER_TABLE: u64 = 16;
 const MAX_GATHER_N: u64 = 1 << 28;
 /// Blocks of 256 chains per SM: one, so that every SM holds warps while the loads in flight
-/// (a sector per chain) stay well under what DRAM could serve: the chase measures latency, not
+/// (a fetch per chain) stay well under what DRAM could serve: the chase measures latency, not
 /// the random-access bandwidth the gather already reaches.
 const CHASE_BLOCKS_PER_SM: u32 = 1;
 /// Dependent loads per chain per launch.
@@ -261,7 +261,7 @@ fn gather(gpu: &Gpu, options: &Options, sizes: &Sizes) -> Result<Vec<Measurement
             })
             .fold(0.0, f64::max);
         let check = verify("latency", "gathered values", worst, 0.0, CHECKED as usize)?;
-        let sectors = sorted.then(|| distinct_sectors(&indices));
+        let sectors = sorted.then(|| distinct_fetches(&indices));
         let (value, unit, mut details) = figures(options, gather_traffic(n as u64, sectors), &t);
         details.push(("table_bytes", (sizes.table_len * 4) as f64));
         details.push((
