@@ -598,6 +598,16 @@ fn bench_refuses_an_unknown_workload() {
     let out = gpuslack(&["bench", "warp-drive"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("unknown workload `warp-drive`"));
+    // The list offered is every workload, the latency one among them.
+    assert!(
+        stderr(&out).contains("choose from tiny, memory, compute, latency, pcie, starved, seesaw"),
+        "{}",
+        stderr(&out)
+    );
+    // `latency` is a workload: without a GPU it fails for that reason, not as unknown.
+    let latency = gpuslack(&["bench", "latency", "--format", "json"]);
+    assert_eq!(latency.status.code(), Some(69), "{}", stderr(&latency));
+    assert!(!stderr(&latency).contains("unknown workload"));
 }
 
 /// A MIG instance has memory, processes and GPM of its own, nothing else. Built from the live

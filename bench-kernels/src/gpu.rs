@@ -77,6 +77,8 @@ pub struct Gpu {
     pub name: String,
     pub sms: u32,
     pub compute_capability: (i32, i32),
+    /// L2 cache size: what a working set must exceed by far to measure DRAM, not L2.
+    pub l2_bytes: u64,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
@@ -105,6 +107,9 @@ impl Gpu {
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )? as u32;
+        let l2_bytes = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?
+            .max(0) as u64;
         let arch = arch_name(compute_capability);
         let ptx = compile_ptx_with_opts(
             KERNELS,
@@ -125,6 +130,7 @@ impl Gpu {
             name: ctx.name()?,
             sms,
             compute_capability,
+            l2_bytes,
             ctx,
             stream,
             module,
@@ -331,6 +337,16 @@ mod tests {
             "fma_chain",
             "init_random",
             "stream_dot",
+            "latency_init_table",
+            "latency_init_chase",
+            "latency_init_items",
+            "latency_gather",
+            "latency_gather_sorted",
+            "latency_chase",
+            "latency_scatter",
+            "latency_scatter_smem",
+            "latency_copy_narrow",
+            "latency_copy_full",
         ];
         let mut names = Vec::new();
         for op in ["copy", "scale", "add", "triad"] {

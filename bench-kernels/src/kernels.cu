@@ -209,3 +209,92 @@ STREAM_TILED(p, false, 1)
 STREAM_TILED(p, false, 2)
 STREAM_TILED(p, false, 4)
 }
+
+// ---- latency: every SM busy, no unit near its peak, and the fixes ------------------------------
+
+extern "C" {
+
+// The gather table's values, the same as reference::gather_value on the host: 24 random bits,
+// exact in a float, so a gathered value proves which element was read.
+__global__ void latency_init_table(float *table, long n, unsigned long long seed) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        table[i] = (float)(splitmix64(seed ^ ((unsigned long long)i * 0xD6E8FEB86659FD93ULL)) >> 40);
+}
+
+// One full cycle over `mask + 1` (a power of two) elements: next[i] = (A·i + C) mod 2^k with A ≡ 1
+// (mod 4) and C odd (Hull–Dobell), as reference::chase_next. Each step jumps far across the
+// table, and the GPU cannot know the formula: every step is a real dependent load.
+__global__ void latency_init_chase(unsigned *next, long n, unsigned long long mask) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        next[i] = (unsigned)((6364136223846793005ULL * (unsigned long long)i + 1442695040888963407ULL) & mask);
+}
+
+// The scatter's items, as reference::scatter_item: a random bin in the low bits, a weight above.
+__global__ void latency_init_items(unsigned *items, long n, unsigned long long seed) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        items[i] = (unsigned)splitmix64(seed ^ ((unsigned long long)i * 0xD6E8FEB86659FD93ULL));
+}
+
+// Random 4-byte gather: each access wants 4 bytes and makes DRAM move a 32-byte sector.
+__global__ void latency_gather(const float *__restrict__ table, const unsigned *__restrict__ idx, float *__restrict__ out, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        out[i] = table[idx[i]];
+}
+
+// The fix: the same kernel over the indices sorted, so a warp's accesses share sectors and
+// DRAM pages. A kernel of its own so that profilers can tell the two apart.
+__global__ void latency_gather_sorted(const float *__restrict__ table, const unsigned *__restrict__ idx, float *__restrict__ out, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        out[i] = table[idx[i]];
+}
+
+// Dependent loads: each thread follows its own chain `steps` times; the next address is the
+// value just loaded, so each thread has one load in flight at a time.
+__global__ void latency_chase(const unsigned *__restrict__ next, unsigned *__restrict__ pos, int steps) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned p = pos[t];
+    for (int s = 0; s < steps; ++s) p = next[p];
+    pos[t] = p;
+}
+
+#define SCATTER_BINS 8192
+
+// Random atomicAdd scatter: every item is an atomic on a global bin, serialised in L2.
+__global__ void latency_scatter(const unsigned *__restrict__ items, unsigned *bins, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        unsigned v = items[i];
+        atomicAdd(&bins[v & (SCATTER_BINS - 1)], (v >> 13) & 15u);
+    }
+}
+
+// The fix: each block adds into its own copy of the bins in shared memory, then adds each of
+// its non-zero bins to the global ones once.
+__global__ void latency_scatter_smem(const unsigned *__restrict__ items, unsigned *bins, long n) {
+    __shared__ unsigned local[SCATTER_BINS];
+    for (int b = threadIdx.x; b < SCATTER_BINS; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        unsigned v = items[i];
+        atomicAdd(&local[v & (SCATTER_BINS - 1)], (v >> 13) & 15u);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < SCATTER_BINS; b += blockDim.x)
+        if (local[b] != 0) atomicAdd(&bins[b], local[b]);
+}
+
+// A streaming copy, 16-byte accesses, grid-stride: efficient work when the grid fills the GPU.
+// Launched with fewer blocks than SMs (the under-filled grid) and at full width (the fix);
+// two names so that profilers can tell the launches apart. No __restrict__: each thread has
+// one load in flight, as a plain copy does, so the narrow grid's bandwidth is set by its few
+// SMs, not by how far the compiler batches the loop.
+__global__ void latency_copy_narrow(const double2 *a, double2 *c, long n2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x)
+        c[i] = a[i];
+}
+
+__global__ void latency_copy_full(const double2 *a, double2 *c, long n2) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n2; i += (long)gridDim.x * blockDim.x)
+        c[i] = a[i];
+}
+
+}

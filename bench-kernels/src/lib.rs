@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 pub use gpu::{check_cublaslt, gpu_count, BenchError, Gpu};
+pub use workloads::latency::Sizes as LatencySizes;
 pub use workloads::tiny::TinyStep;
 
 /// The reference workloads.
@@ -37,13 +38,17 @@ pub enum Workload {
     Starved,
     /// Two GPUs handing data to each other so that each idles while the other works.
     Seesaw,
+    /// Every SM busy and no unit near its peak: random gathers, dependent loads, scattered
+    /// atomics, an under-filled grid; and their fixes beside them.
+    Latency,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Tiny,
         Workload::Memory,
         Workload::Compute,
+        Workload::Latency,
         Workload::Pcie,
         Workload::Starved,
         Workload::Seesaw,
@@ -57,6 +62,7 @@ impl Workload {
             Workload::Pcie => "pcie",
             Workload::Starved => "starved",
             Workload::Seesaw => "seesaw",
+            Workload::Latency => "latency",
         }
     }
 
@@ -89,6 +95,7 @@ impl Workload {
             Workload::Pcie => workloads::pcie::run(&gpus[0], options),
             Workload::Starved => workloads::starved::run(&gpus[0], options),
             Workload::Seesaw => workloads::seesaw::run(&gpus[0], &gpus[1], options),
+            Workload::Latency => workloads::latency::run(&gpus[0], options),
         }
     }
 }
@@ -103,6 +110,9 @@ pub struct Options {
     pub duty: f64,
     /// `seesaw`: host wait between hand-offs, in ms.
     pub bubble_ms: f64,
+    /// `latency`: the DRAM peak (GB/s) that achieved bandwidth is a share of: the spec table's
+    /// (this crate knows no NVML). `None`: the figures stay in GB/s.
+    pub dram_peak_gb_s: Option<f64>,
 }
 
 impl Default for Options {
@@ -111,6 +121,7 @@ impl Default for Options {
             seconds: None,
             duty: 0.2,
             bubble_ms: 20.0,
+            dram_peak_gb_s: None,
         }
     }
 }
@@ -172,6 +183,12 @@ impl Recorder {
 
     /// Marks the end of the measured part, before result checks keep the host busy and the GPU
     /// idle: live samples after this do not describe the workload.
+    /// Starts the measured part again from now: set-up and warm-up since `start` are not in it.
+    pub(crate) fn restart(&mut self) {
+        self.started = unix_now();
+        self.ended = None;
+    }
+
     pub(crate) fn stop(&mut self) {
         self.ended.get_or_insert_with(unix_now);
     }

@@ -105,6 +105,45 @@ pub fn gemm_element<T: Half>(a: &[T], b: &[T], k: usize, n: usize, row: usize, c
         .sum()
 }
 
+/// The value `latency_init_table` writes at element `i` of the gather table: 24 random bits,
+/// exact in an f32.
+pub fn gather_value(seed: u64, i: u64) -> f32 {
+    (splitmix64(seed ^ i.wrapping_mul(0xD6E8_FEB8_6659_FD93)) >> 40) as f32
+}
+
+/// The chase table's `next[i]` (`latency_init_chase`): one full cycle over `mask + 1` elements.
+pub fn chase_next(i: u64, mask: u64) -> u32 {
+    (i.wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407)
+        & mask) as u32
+}
+
+/// Where a chain that starts at `start` is after `steps` dependent loads.
+pub fn chase_end(start: u32, steps: u64, mask: u64) -> u32 {
+    (0..steps).fold(start, |p, _| chase_next(u64::from(p), mask))
+}
+
+/// Bins of the scatter (`SCATTER_BINS` in kernels.cu): 32 KiB of u32, within the 48 KiB of
+/// static shared memory every architecture gives a block.
+pub const SCATTER_BINS: usize = 8192;
+
+/// The scatter's item `i` (`latency_init_items`): its bin in the low 13 bits, its weight (0–15)
+/// in the next 4.
+pub fn scatter_item(seed: u64, i: u64) -> u32 {
+    splitmix64(seed ^ i.wrapping_mul(0xD6E8_FEB8_6659_FD93)) as u32
+}
+
+/// The bins after one scatter of `n` items: what both scatter kernels must add up to.
+pub fn scatter_histogram(seed: u64, n: u64) -> Vec<u32> {
+    let mut bins = vec![0u32; SCATTER_BINS];
+    for i in 0..n {
+        let v = scatter_item(seed, i);
+        let bin = &mut bins[v as usize & (SCATTER_BINS - 1)];
+        *bin = bin.wrapping_add((v >> 13) & 15);
+    }
+    bins
+}
+
 /// |got − want| / max(|want|, floor): relative error that stays meaningful near zero.
 pub fn relative_error(got: f64, want: f64, floor: f64) -> f64 {
     (got - want).abs() / want.abs().max(floor)
@@ -140,6 +179,41 @@ mod tests {
         let (a, b, c) = stream_element(0.1, 0.2, 0.0, 0.4, 1);
         assert!((c - 0.14).abs() < 1e-12 && (b - 0.04).abs() < 1e-12);
         assert!((a - (0.04 + 0.4 * 0.14)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_chase_is_one_cycle_over_the_whole_table() {
+        // Hull–Dobell: every element is visited once before the chain returns to its start.
+        let mask = (1u64 << 12) - 1;
+        let mut seen = vec![false; 1 << 12];
+        let mut p = 0u32;
+        for _ in 0..(1 << 12) {
+            assert!(!seen[p as usize], "element {p} visited twice");
+            seen[p as usize] = true;
+            p = chase_next(u64::from(p), mask);
+        }
+        assert_eq!(p, 0);
+        assert_eq!(chase_end(0, 1 << 12, mask), 0);
+        assert_eq!(
+            chase_end(5, 2, mask),
+            chase_next(u64::from(chase_next(5, mask)), mask)
+        );
+    }
+
+    #[test]
+    fn gather_values_are_exact_integers_and_the_histogram_adds_every_weight() {
+        let v = gather_value(3, 12345);
+        assert_eq!(v, v.trunc());
+        assert!((0.0..16_777_216.0).contains(&v));
+        let n = 100_000;
+        let bins = scatter_histogram(9, n);
+        let total: u64 = bins.iter().map(|&b| u64::from(b)).sum();
+        let want: u64 = (0..n)
+            .map(|i| u64::from((scatter_item(9, i) >> 13) & 15))
+            .sum();
+        assert_eq!(total, want);
+        // Random weights 0–15 average 7.5: the check would notice a dropped item.
+        assert!((total as f64 / n as f64 - 7.5).abs() < 0.1);
     }
 
     #[test]

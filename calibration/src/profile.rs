@@ -26,6 +26,11 @@ pub struct GpuProfile {
     pub held_idle_w: Option<f64>,
     pub tiny_w: Option<f64>,
     pub pcie_w: Option<f64>,
+    /// Every SM busy on a random gather over a table far larger than L2, no unit near its peak
+    /// (the latency workload's `gather_random`): what a latency-bound GPU draws. Absent from
+    /// profiles made before the latency workloads, which still load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_w: Option<f64>,
     pub memory_w: Option<f64>,
     pub compute_fp32_w: Option<f64>,
     pub compute_tensor_w: Option<f64>,
@@ -138,6 +143,7 @@ impl GpuProfile {
             ("held_idle_w", self.held_idle_w),
             ("tiny_w", self.tiny_w),
             ("pcie_w", self.pcie_w),
+            ("latency_w", self.latency_w),
             ("memory_w", self.memory_w),
             ("compute_fp32_w", self.compute_fp32_w),
             ("compute_tensor_w", self.compute_tensor_w),
@@ -157,12 +163,13 @@ impl GpuProfile {
     }
 
     /// Every power baseline by its display name, in order from idle to compute.
-    pub fn baselines(&self) -> [(&'static str, Option<f64>); 7] {
+    pub fn baselines(&self) -> [(&'static str, Option<f64>); 8] {
         [
             ("bare idle", Some(self.idle_w)),
             ("context held", self.held_idle_w),
             ("tiny kernels", self.tiny_w),
             ("PCIe copies", self.pcie_w),
+            ("latency-bound", self.latency_w),
             ("memory-bound", self.memory_w),
             ("compute FP32", self.compute_fp32_w),
             ("compute tensor", self.compute_tensor_w),
@@ -170,6 +177,7 @@ impl GpuProfile {
     }
 
     /// The baselines the diagnosis uses. Needs every level; a partial calibration is refused.
+    /// The latency baseline is not among them: it is measured and validated, for the report.
     pub fn power_profile(&self) -> Result<PowerProfile, ProfileError> {
         let origin = match (&self.uuid, &self.model) {
             (Some(uuid), _) => format!("calibrated {uuid} on {}", self.date),
@@ -195,6 +203,9 @@ impl GpuProfile {
     }
 }
 
+/// The phase whose power is the latency baseline: the random gather.
+pub const LATENCY_BASELINE_PHASE: &str = "latency_gather";
+
 /// What a phase measured, by its name (the names `gpuslack calibrate` uses, and those of the
 /// recorded H200 sessions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +214,7 @@ pub enum Role {
     HeldIdle,
     Tiny,
     Pcie,
+    Latency,
     Memory,
     ComputeFp32,
     ComputeTensor,
@@ -214,6 +226,7 @@ pub fn role(phase: &str) -> Option<Role> {
         "idle_held" | "held_idle" => Role::HeldIdle,
         "tiny" | "tiny_graph" => Role::Tiny,
         "pcie" | "h2d_pcie" | "h2d_pinned" => Role::Pcie,
+        LATENCY_BASELINE_PHASE | "random_gather" => Role::Latency,
         "memory" | "membound_copy" | "device_copy" => Role::Memory,
         "compute_fp32" | "fp32_fma" => Role::ComputeFp32,
         "compute_tensor" | "compute_bf16" | "matmul_bf16" | "bf16_gemm" => Role::ComputeTensor,
@@ -253,6 +266,7 @@ pub fn derive(
         held_idle_w: power(Role::HeldIdle).or(held_from_gaps),
         tiny_w: power(Role::Tiny),
         pcie_w: power(Role::Pcie),
+        latency_w: power(Role::Latency),
         memory_w: power(Role::Memory),
         compute_fp32_w: power(Role::ComputeFp32),
         compute_tensor_w: power(Role::ComputeTensor),

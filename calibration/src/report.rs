@@ -14,7 +14,7 @@ use crate::compare::Comparison;
 use crate::phases::PhaseSpan;
 use crate::profile::GpuProfile;
 use crate::session::PlotPoint;
-use crate::validate::{PhaseCheck, Validation};
+use crate::validate::{is_latency_phase, PhaseCheck, Validation};
 
 fn w(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.1} W"))
@@ -22,6 +22,10 @@ fn w(v: Option<f64>) -> String {
 
 /// What the NVML-only path cannot tell apart, said wherever it is the one that decided.
 pub const NVML_PATH_LIMITS: &str = "without GPM, tiny kernels and a kernel spinning on a few SMs look alike (power at a held context's level), as do arithmetic and bandwidth below the memory controller's 60% line; host↔device copies need NVML's PCIe counters or are told from tiny kernels by the memory controller alone";
+
+/// What NVML alone can and cannot say of a latency-bound workload, said beside its phases when
+/// the NVML-only path judged them.
+pub const NVML_LATENCY_LIMITS: &str = "latency-bound work (every SM waiting on scattered or dependent loads) is out of NVML's reach: it sees GPU-Util at 100%, power well above a held context yet well below the limit, and a memory controller neither idle nor saturated; it cannot see that every SM is occupied while no pipe works, so it cannot tell these phases from moderate arithmetic or bandwidth, nor a random gather from its sorted fix when their power is alike. Only GPM's SM, pipe and DRAM activity name the case";
 
 /// The verdicts a workload's windows got, with how many of each: `launch_bound×10 idle×1`.
 fn got(check: &PhaseCheck) -> String {
@@ -31,6 +35,19 @@ fn got(check: &PhaseCheck) -> String {
         .map(|(class, n)| format!("{class}×{n}"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Whether the NVML-only path (the GPU's own, or the one run beside GPM) judged a latency phase.
+fn nvml_judged_latency(v: &Validation, nvml_only: Option<&Validation>) -> bool {
+    let judged = if v.gpm { nvml_only } else { Some(v) };
+    judged.is_some_and(|j| j.phases.iter().any(|p| is_latency_phase(&p.phase)))
+}
+
+fn upper_first(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
 /// The validation of the path the GPU's samples allow and, for a GPU with GPM, of the
@@ -68,12 +85,23 @@ fn write_validation(out: &mut String, v: &Validation, nvml_only: Option<&Validat
             out,
             "    {:<16} expected {:<14} got {}{other}",
             p.phase,
-            p.expected.as_str(),
+            expected(p),
             got(p)
         );
     }
     if !v.gpm || nvml_only.is_some() {
         let _ = writeln!(out, "  the NVML-only path: {NVML_PATH_LIMITS}");
+        if nvml_judged_latency(v, nvml_only) {
+            let _ = writeln!(out, "  {NVML_LATENCY_LIMITS}");
+        }
+    }
+}
+
+/// The phase's right class, and the other side where its unit sits on the line.
+fn expected(p: &PhaseCheck) -> String {
+    match p.also {
+        Some(also) => format!("{} or {}", p.expected.as_str(), also.as_str()),
+        None => p.expected.as_str().to_string(),
     }
 }
 
@@ -409,7 +437,7 @@ fn section_html(s: &GpuSection, phases: &[PhaseSpan]) -> String {
                 .unwrap_or_else(|| "-".into());
             vec![
                 readable(&c.phase),
-                c.expected.as_str().into(),
+                expected(c),
                 got(c),
                 other,
             ]
@@ -421,6 +449,9 @@ fn section_html(s: &GpuSection, phases: &[PhaseSpan]) -> String {
     ));
     if !v.gpm || s.nvml_only.is_some() {
         let _ = write!(out, "<p>The NVML-only path: {}.</p>", esc(NVML_PATH_LIMITS));
+        if nvml_judged_latency(v, s.nvml_only) {
+            let _ = write!(out, "<p>{}.</p>", esc(&upper_first(NVML_LATENCY_LIMITS)));
+        }
     }
     out.push_str("<h3>The article's 0.6 rule on this GPU</h3><ul>");
     for line in v.rule_statement() {

@@ -257,14 +257,17 @@ pub struct Offset {
 /// How far the spec-scaled baselines were from a measured profile, baseline by baseline.
 pub fn compare(measured: &GpuProfile, sku: &Sku) -> Vec<Offset> {
     let scaled = sku.scaled_profile();
+    // In the order of `GpuProfile::baselines`; no share of TDP is known for the latency
+    // baseline (it was never measured on the H200 the shares come from).
     let scaled_w = [
-        scaled.idle_w,
-        scaled.held_idle_w,
-        scaled.tiny_w,
-        scaled.pcie_w,
-        scaled.memory_w,
-        scaled.compute_fp32_w,
-        scaled.compute_tensor_w,
+        Some(scaled.idle_w),
+        Some(scaled.held_idle_w),
+        Some(scaled.tiny_w),
+        Some(scaled.pcie_w),
+        None,
+        Some(scaled.memory_w),
+        Some(scaled.compute_fp32_w),
+        Some(scaled.compute_tensor_w),
     ];
     measured
         .baselines()
@@ -272,6 +275,7 @@ pub fn compare(measured: &GpuProfile, sku: &Sku) -> Vec<Offset> {
         .zip(scaled_w)
         .filter_map(|((name, m), s)| {
             let m = m.filter(|m| *m > 0.0)?;
+            let s = s?;
             Some(Offset {
                 baseline: name,
                 measured_w: m,

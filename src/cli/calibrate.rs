@@ -15,6 +15,7 @@ use gpuslack_calibration::phases::PhaseSpan;
 use gpuslack_calibration::session::{
     calibrate, from_recording, in_memory, save_session, Calibration,
 };
+use gpuslack_calibration::validate::latency_phase;
 use gpuslack_calibration::{report, GpuProfile, ProfileFile};
 use gpuslack_receiver::device::DeviceFacts;
 
@@ -334,7 +335,7 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
         ..Options::default()
     };
     let mut progress = Progress {
-        steps: 2 + 4 * gpus.len(),
+        steps: 2 + 5 * gpus.len(),
         done: 0,
         started: Instant::now(),
     };
@@ -372,8 +373,18 @@ fn live(args: &Args) -> Result<Option<Calibration>> {
             Workload::Pcie,
             Workload::Memory,
             Workload::Compute,
+            Workload::Latency,
         ] {
             for m in workload.run(std::slice::from_ref(gpu), &options)? {
+                if let Some(name) = latency_phase(&m.variant).filter(|_| m.workload == "latency") {
+                    phases.push(PhaseSpan {
+                        name: name.into(),
+                        t0: m.started,
+                        t1: m.ended,
+                        gpus: Some(vec![index]),
+                    });
+                    continue;
+                }
                 let name = match (m.workload, m.variant.as_str()) {
                     ("tiny", "graph") => "tiny",
                     ("pcie", "h2d_pinned") => "pcie",

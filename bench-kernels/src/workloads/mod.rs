@@ -1,6 +1,7 @@
 //! One module per workload. Each returns its measurements or an error; none prints.
 
 pub mod compute;
+pub mod latency;
 mod lt_gemm;
 pub mod memory;
 pub mod pcie;

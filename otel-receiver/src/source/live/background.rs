@@ -40,6 +40,11 @@ pub struct LiveSummary {
     pub tensor_pct: Option<f64>,
     /// Mean DRAM bandwidth use (%, GPM).
     pub dram_pct: Option<f64>,
+    /// The busiest of the tensor, FP32, FP16 and FP64 pipes over the span (GPM), as the
+    /// diagnosis names it: with SM activity high and every pipe and DRAM low, the SMs wait.
+    pub busiest_pipe: Option<&'static str>,
+    /// Its mean activity (%, GPM).
+    pub busiest_pipe_pct: Option<f64>,
     /// Mean PCIe receive rate (MiB/s, GPM).
     pub pcie_rx_mib_s: Option<f64>,
     /// Mean SM clock (MHz).
@@ -124,6 +129,15 @@ impl Sampler {
             .filter_map(|s| s.clk_reasons)
             .for_each(|m| reasons.add(m));
         let throttle = reasons.throttling(0.25);
+        let busiest = [
+            (Metric::GpmTensor, "tensor"),
+            (Metric::GpmFp32, "fp32"),
+            (Metric::GpmFp16, "fp16"),
+            (Metric::GpmFp64, "fp64"),
+        ]
+        .into_iter()
+        .filter_map(|(m, name)| mean(m).map(|v| (name, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
         LiveSummary {
             samples: span.len(),
             util_gpu_pct: mean(Metric::UtilGpu),
@@ -131,6 +145,8 @@ impl Sampler {
             sm_active_pct: mean(Metric::GpmSm),
             tensor_pct: mean(Metric::GpmTensor),
             dram_pct: mean(Metric::GpmDram),
+            busiest_pipe: busiest.map(|(name, _)| name),
+            busiest_pipe_pct: busiest.map(|(_, v)| v),
             pcie_rx_mib_s: mean(Metric::GpmPcieRx),
             sm_mhz: mean(Metric::SmMhz),
             temp_c_max: span
@@ -148,5 +164,50 @@ impl Drop for Sampler {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampler holding `samples`, with no thread behind it.
+    fn holding(samples: Vec<Sample>) -> Sampler {
+        Sampler {
+            stop: Arc::new(AtomicBool::new(true)),
+            samples: Arc::new(Mutex::new(samples)),
+            facts: Vec::new(),
+            thread: None,
+        }
+    }
+
+    /// A random gather as GPM saw it on an H200: every SM busy, the FP32 pipe at a few %, no
+    /// tensor work, DRAM at half its peak. The busiest pipe is named with its mean, and the
+    /// settling time and the other GPU are left out.
+    #[test]
+    fn the_busiest_pipe_is_named_with_its_mean_over_the_span() {
+        let mut samples = Vec::new();
+        for i in 0..20 {
+            let t = 100.0 + 0.1 * f64::from(i);
+            let fp32 = if i < 5 { 90.0 } else { 3.5 };
+            samples.push(
+                Sample::new(t, 0)
+                    .with(Metric::GpmSm, 99.0)
+                    .with(Metric::GpmFp32, fp32)
+                    .with(Metric::GpmTensor, 0.0)
+                    .with(Metric::GpmFp64, 0.5)
+                    .with(Metric::GpmDram, 50.0),
+            );
+            samples.push(Sample::new(t, 1).with(Metric::GpmTensor, 95.0));
+        }
+        let s = holding(samples).summary(0, 100.0, 102.0, 0.5);
+        assert_eq!(s.busiest_pipe, Some("fp32"));
+        let pct = s.busiest_pipe_pct.expect("mean");
+        assert!((pct - 3.5).abs() < 1e-9, "{pct}");
+        assert_eq!(s.dram_pct, Some(50.0));
+        // Without GPM, no pipe is named.
+        let nvml_only = holding(vec![Sample::new(100.0, 0).with(Metric::PowerMw, 300_000.0)]);
+        let s = nvml_only.summary(0, 99.0, 101.0, 0.0);
+        assert_eq!((s.busiest_pipe, s.busiest_pipe_pct), (None, None));
     }
 }
