@@ -703,7 +703,13 @@ fn the_h100_latency_session_validates_each_pattern_and_fix_as_ncu_measured_it() 
     assert!(within(latency, 467.5, 0.02), "{latency}");
     // Without GPM, NVML cannot name the latency-bound phases, and the report says so.
     let nvml = &c.nvml_validations[&0];
-    assert_eq!(nvml.phases.iter().find(|x| x.phase == "latency_chase").map(|x| x.right), Some(0));
+    assert_eq!(
+        nvml.phases
+            .iter()
+            .find(|x| x.phase == "latency_chase")
+            .map(|x| x.right),
+        Some(0)
+    );
     let text = report::terminal(p, v, Some(nvml));
     assert!(text.contains(report::NVML_LATENCY_LIMITS), "{text}");
     assert!(

@@ -435,12 +435,7 @@ fn section_html(s: &GpuSection, phases: &[PhaseSpan]) -> String {
                 })
                 .map(got)
                 .unwrap_or_else(|| "-".into());
-            vec![
-                readable(&c.phase),
-                expected(c),
-                got(c),
-                other,
-            ]
+            vec![readable(&c.phase), expected(c), got(c), other]
         })
         .collect();
     out.push_str(&table(

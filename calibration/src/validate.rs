@@ -268,8 +268,14 @@ mod tests {
             assert!(!is_latency_phase(fix));
         }
         // As ncu measured them: still under the line after the fix, and a grid too small.
-        assert_eq!(expected_class("fix_scatter_smem"), Some(Class::LatencyBound));
-        assert_eq!(expected_class("underfilled_grid"), Some(Class::LatencyBound));
+        assert_eq!(
+            expected_class("fix_scatter_smem"),
+            Some(Class::LatencyBound)
+        );
+        assert_eq!(
+            expected_class("underfilled_grid"),
+            Some(Class::LatencyBound)
+        );
         assert_eq!(also_right("latency_gather"), Some(Class::MemoryBound));
         assert_eq!(also_right("latency_chase"), None);
         assert!(!is_latency_phase("underfilled_grid"));
