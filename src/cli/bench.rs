@@ -186,7 +186,7 @@ fn latency_lines(rows: &[&Measurement], peak: Option<&DramPeak>) -> Vec<String> 
     let mut lines = vec![match peak {
         Some(p) => format!(
             "latency: bandwidth as a share of the DRAM peak ({:.0} GB/s, {}); `DRAM` counts the \
-             32-byte sectors DRAM moved (the figure column), `useful` the bytes the program asked for",
+             64-byte fetches DRAM moved (the figure column), `useful` the bytes the program asked for",
             p.gb_s, p.source
         ),
         None => "latency: no DRAM peak known for this GPU: bandwidths in GB/s".into(),
