@@ -614,14 +614,15 @@ fn a_recorded_random_gather_gives_the_latency_baseline_and_validates_latency_bou
         line.contains("WRONG: waste passes as healthy (the latency-bound case"),
         "{line}"
     );
-    // Without GPM the same windows are not named latency_bound, and the report says why.
+    // Without GPM the gather leans to latency_bound by its power alone (load ~0.7: above a
+    // spin, short of a unit at its peak), and the report says what NVML cannot see.
     let nvml = &c.nvml_validations[&0];
     let blind = nvml
         .phases
         .iter()
         .find(|x| x.phase == "random_gather")
         .expect("judged without GPM");
-    assert_eq!(blind.right, 0, "{blind:?}");
+    assert_eq!(blind.right, blind.windows, "{blind:?}");
     let text = report::terminal(p, v, Some(nvml));
     assert!(text.contains(report::NVML_LATENCY_LIMITS), "{text}");
     // The page says the same, and lists the latency baseline and the gather's verdicts.
@@ -636,7 +637,7 @@ fn a_recorded_random_gather_gives_the_latency_baseline_and_validates_latency_bou
     for text in [
         "<td>latency-bound</td><td>509.0 W</td><td>73%</td>",
         "<td>random gather</td><td>latency_bound</td><td>latency_bound×2</td>",
-        "Latency-bound work (every SM waiting on scattered or dependent loads) is out of NVML",
+        "Latency-bound work (every SM waiting on scattered or dependent loads) is beyond what NVML can measure",
         "waste passes as healthy (the latency-bound case",
     ] {
         assert!(html.contains(text), "{text} missing");
@@ -701,14 +702,15 @@ fn the_h100_latency_session_validates_each_pattern_and_fix_as_ncu_measured_it() 
     let p = &c.profiles[0];
     let latency = p.latency_w.expect("the gather's power");
     assert!(within(latency, 467.5, 0.02), "{latency}");
-    // Without GPM, NVML cannot name the latency-bound phases, and the report says so.
+    // Without GPM the chase leans to latency_bound by power alone, and the report says what
+    // NVML cannot see.
     let nvml = &c.nvml_validations[&0];
     assert_eq!(
         nvml.phases
             .iter()
             .find(|x| x.phase == "latency_chase")
-            .map(|x| x.right),
-        Some(0)
+            .map(|x| (x.right, x.windows)),
+        Some((2, 2))
     );
     let text = report::terminal(p, v, Some(nvml));
     assert!(text.contains(report::NVML_LATENCY_LIMITS), "{text}");

@@ -25,7 +25,7 @@ pub const NVML_PATH_LIMITS: &str = "without GPM, tiny kernels and a kernel spinn
 
 /// What NVML alone can and cannot say of a latency-bound workload, said beside its phases when
 /// the NVML-only path judged them.
-pub const NVML_LATENCY_LIMITS: &str = "latency-bound work (every SM waiting on scattered or dependent loads) is out of NVML's reach: it sees GPU-Util at 100%, power well above a held context yet well below the limit, and a memory controller neither idle nor saturated; it cannot see that every SM is occupied while no pipe works, so it cannot tell these phases from moderate arithmetic or bandwidth, nor a random gather from its sorted fix when their power is alike. Only GPM's SM, pipe and DRAM activity name the case";
+pub const NVML_LATENCY_LIMITS: &str = "latency-bound work (every SM waiting on scattered or dependent loads) is beyond what NVML can measure: it sees GPU-Util at 100%, power well above a held context yet short of the limit, and a memory controller neither idle nor saturated. From power alone the verdict leans to latency_bound, at low confidence and naming compute_bound: NVML cannot see that every SM is occupied while no pipe works, so it cannot tell these phases from arithmetic that draws the same power (a register-only FP32 chain), nor a random gather from its sorted fix when their power is alike. Only GPM's SM, pipe and DRAM activity name the case";
 
 /// The verdicts a workload's windows got, with how many of each: `launch_bound×10 idle×1`.
 fn got(check: &PhaseCheck) -> String {

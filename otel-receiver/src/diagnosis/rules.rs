@@ -518,7 +518,7 @@ fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
     }
     let busy = x.busy_share();
     let load = x.power.load?;
-    if load / busy < th.busy_power_load {
+    if load / busy < th.compute_power_load {
         return latency_from_power(x, load);
     }
     let mem = s
@@ -528,7 +528,7 @@ fn compute_from_power(x: &RuleInput) -> Option<Verdict> {
     verdict(
         Class::ComputeBound,
         vec![
-            x.load_evidence(load, th.busy_power_load * busy, "real work"),
+            x.load_evidence(load, th.compute_power_load * busy, "near what a unit at its peak draws"),
             Evidence::new(
                 "util_gpu",
                 util / 100.0,
@@ -560,7 +560,7 @@ fn latency_from_power(x: &RuleInput, load: f64) -> Option<Verdict> {
             th.idle_power_load,
             &format!(
                 "kernels resident in every sample draw more than tiny kernels or a spin, yet less than a unit at its peak ({}) {NO_GPM}: busy, not fast, by power alone",
-                th.busy_power_load
+                th.compute_power_load
             ),
         )],
     )

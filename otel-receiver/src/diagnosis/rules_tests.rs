@@ -290,7 +290,7 @@ fn docs_table_quotes_the_thresholds() {
         ("compute", format!("a unit ≥ {}%", th.bound_line_pct)),
         ("compute", format!("DRAM ≥ {}%", th.latency_dram_pct)),
         ("roofline", format!("a unit ≥ {}%", th.bound_line_pct)),
-        ("compute", format!("power load ≥ {}", th.busy_power_load)),
+        ("compute", format!("power load ≥ {}", th.compute_power_load)),
         (
             "collective",
             format!("NVLink ≥ {} MiB/s", th.collective_nvlink_mib_s),
@@ -857,15 +857,16 @@ fn compute_without_gpm_needs_power_load_and_says_what_it_cannot_tell() {
     };
     check(&[case(
         "at the line",
-        s(th.busy_power_load, 5.0),
+        s(th.compute_power_load, 5.0),
         Class::ComputeBound,
         "compute",
         "power_load",
     )]);
     // Under the line with a kernel in every sample and clearly more than a held context
-    // drawn: latency by power (h100-everyday's scatter without GPM: load 0.39), low, naming
-    // compute, memory (the controller at 39%) and small kernels.
-    let d = decide(&s(under(th.busy_power_load), 39.0));
+    // drawn: latency by power (h100-everyday's scatter without GPM: load 0.39; h100-busy's
+    // embedding bags 0.71), low, naming compute, memory (the controller at 39%) and small
+    // kernels.
+    let d = decide(&s(under(th.compute_power_load), 39.0));
     assert_eq!(
         (d.verdict.class, d.rule.as_str()),
         (Class::LatencyBound, "compute")
@@ -894,14 +895,14 @@ fn compute_without_gpm_needs_power_load_and_says_what_it_cannot_tell() {
     assert_eq!(d.assessment.confidence, Confidence::Low);
     assert_eq!(d.assessment.alternatives, vec![Class::LatencyBound]);
     // The controller at 30%: moderate bandwidth cannot be ruled out either.
-    let d = decide(&s(0.6, confidence::COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT));
+    let d = decide(&s(0.9, confidence::COMPUTE_MAY_BE_MEMORY_UTIL_MEM_PCT));
     assert_eq!(d.assessment.confidence, Confidence::Low);
     assert_eq!(
         d.assessment.alternatives,
         vec![Class::LatencyBound, Class::MemoryBound]
     );
     // No NVLink counter: a collective seesaw cannot be ruled out.
-    let d = decide(&no_nvlink(s(0.7, 5.0)));
+    let d = decide(&no_nvlink(s(0.9, 5.0)));
     assert_eq!(
         d.assessment.alternatives,
         vec![Class::LatencyBound, Class::SyncWait]

@@ -72,8 +72,11 @@ pub struct Thresholds {
     /// bound by it: a spin and tiny kernels draw on neither (0–1%), and below this the SMs wait
     /// on something no counter names (the partial rule's elimination decides).
     pub roofline_floor_pct: f64,
-    /// Memory-controller utilisation (NVML, %) this high means memory-bound without GPM
-    /// (device copy: 100%; bf16 GEMM: 25%; FP32 GEMM: 7%; the pipeline seesaw: 14%).
+    /// Memory-controller utilisation (NVML, %) this high means memory-bound without GPM: the
+    /// speed-of-light line (`bound_line_pct`, 60% of DRAM's bandwidth) as NVML's busy time
+    /// reads it. NVML's figure runs 1.29–1.34× GPM's DRAM bandwidth on every busy job recorded
+    /// (h100-busy, h100-everyday, h200-middle-ground: 29.4 → 39.5, 51.1 → 67.0, 69.7 → 90.0,
+    /// on both SKUs), so 60% of DRAM reads 78% (device copy: 100%; bf16 GEMM: 25%).
     pub util_mem_busy_pct: f64,
     /// Memory-controller utilisation (%) under which nothing reaches device memory (tiny
     /// kernels and a spinning kernel: 0%; pinned host→device copies: 2%).
@@ -111,6 +114,13 @@ pub struct Thresholds {
     /// Without GPM: power load (0 at a held context, 1 at the GPU's peak) at which a GPU with a
     /// kernel always resident is doing real work (FP32 FMA chain: 0.51; bf16 GEMM: 0.98).
     pub busy_power_load: f64,
+    /// Without GPM: power load from which a kernel always resident is more likely a unit at
+    /// its peak than latency-bound work. Power cannot tell the two apart (a register-only
+    /// FP32 FMA chain draws 0.51; a softmax that leaves every unit under the line draws 0.99),
+    /// so both sides stay `low` and name the other; the line only sets which is likelier. Every
+    /// GEMM recorded (bf16, fp8, fp32, fp64, on an H100 and H200s) drew 0.93–1.0; the
+    /// latency-bound jobs of h100-busy and h100-everyday drew 0.38–0.79.
+    pub compute_power_load: f64,
     /// Without GPM: power load under which a quiet GPU draws nothing beyond its context
     /// (held idle: 0.00; the starved trainer between readings: 0.04).
     pub quiet_power_load: f64,
@@ -172,7 +182,7 @@ impl Default for Thresholds {
             latency_pipe_quiet_pct: 5.0,
             roofline_sm_pct: 30.0,
             roofline_floor_pct: 5.0,
-            util_mem_busy_pct: 60.0,
+            util_mem_busy_pct: 78.0,
             util_mem_quiet_pct: 1.0,
             transfer_pcie_mib_s: 1024.0,
             transfer_sm_max_pct: 10.0,
@@ -189,6 +199,7 @@ impl Default for Thresholds {
             long_spin_s: 30.0,
             straggler_gap_pct: 20.0,
             busy_power_load: 0.4,
+            compute_power_load: 0.85,
             quiet_power_load: 0.025,
             idle_power_load: 0.1,
             all_sm_power_load: 0.015,
