@@ -856,3 +856,60 @@ fn headroom_is_within_10_points_of_nsight_compute_where_a_unit_binds() {
     }
     assert_eq!(checked, 4, "jobs ncu found at or above 60%");
 }
+
+/// Issue #46's first screen: h100-everyday's random scatter alone (`index_add_`, 40M edges; ncu
+/// compute 33%, DRAM 29%: "latency issues") says it is latency-bound, how far from the GPU's
+/// speed it ran, and the ncu command that confirms it on one step; never "healthy".
+#[test]
+fn the_scatter_jobs_first_screen_says_busy_not_fast_and_how_to_confirm_it() {
+    let dir = fixture("h100-everyday");
+    let (t0, t1) = phase("h100-everyday", "graph_scatter_add_fp32");
+    let text = std::fs::read_to_string(dir.join("samples.csv")).expect("fixture");
+    let mut lines = text.lines();
+    let header = lines.next().expect("header");
+    let mut cut = vec![header.to_string()];
+    cut.extend(
+        lines
+            .filter(|l| {
+                l.split(',')
+                    .next()
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .is_some_and(|t| t >= t0 - 1.0 && t <= t1 + 1.0)
+            })
+            .map(str::to_string),
+    );
+    let out_dir = std::env::temp_dir().join(format!("gpuslack-scatter-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).expect("temp dir");
+    let trace = out_dir.join("samples.csv");
+    std::fs::write(&trace, cut.join("\n") + "\n").expect("cut trace");
+    std::fs::copy(
+        dir.join("samples.facts.json"),
+        out_dir.join("samples.facts.json"),
+    )
+    .expect("facts");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["diagnose", "--trace"])
+        .arg(&trace)
+        .output()
+        .expect("gpuslack runs");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    let first: String = screen.lines().take(24).collect::<Vec<_>>().join("\n");
+    assert!(first.contains("Largest cause: busy, not fast"), "{first}");
+    // How far from the GPU's speed: the unit nearest its peak (DRAM, 29% by GPM and ncu).
+    let at = first
+        .split("Busy, not fast: the unit nearest its peak ran at ")
+        .nth(1)
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no share of the peak: {first}"));
+    assert!((25.0..35.0).contains(&at), "{at}% in: {first}");
+    let flat = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(gpuslack_receiver::diagnosis::NCU_COMMAND),
+        "{first}"
+    );
+    assert!(!first.to_lowercase().contains("healthy"), "{first}");
+    assert!(!first.contains("computing at full speed"), "{first}");
+}

@@ -7,7 +7,7 @@ use crate::device::PowerProfile;
 /// [`NCU_COMMAND`]'s text, for the remedies that quote it.
 macro_rules! ncu_command {
     () => {
-        "ncu --profile-from-start off --clock-control none --section SpeedOfLight -c 150 --csv python3 train.py"
+        "ncu --profile-from-start off --clock-control none --section SpeedOfLight -c 150 --csv <the job's command>"
     };
 }
 
