@@ -7,10 +7,10 @@
 // (Cargo.toml's [workspace.lints]) is waived for this module until they are.
 #![allow(missing_docs)]
 
+mod diagnose;
 mod first_screen;
 mod health;
 mod html;
-mod human;
 mod jsonl;
 mod ranking;
 mod table;
@@ -22,7 +22,7 @@ mod words;
 pub use first_screen::{SCREEN_COLUMNS, SCREEN_LINES};
 pub use health::{Finding, Health};
 pub use html::HtmlPage;
-pub use human::{
+pub use diagnose::{
     duration, energy, gpu_hours, is_slack, pod_label, process_label, BottomLine, HumanReport,
     Prices, Remedy, RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
 };
