@@ -25,8 +25,7 @@ use super::html::HtmlPage;
 use super::ranking::{self, PeerFacts, Settle, Severity, Standing};
 use super::time::{utc_date, utc_hms};
 use super::timeline::{Band, Point, Timeline};
-pub use super::units::duration;
-use super::units::wrap;
+use super::units::{duration, energy, fmt_opt, gpu_hours, pct, rate, wrap};
 use super::words;
 
 /// The version of `diagnose --format json`'s document (docs/OUTPUT.md). Fields are only ever
@@ -628,19 +627,6 @@ impl BottomLine {
 pub struct HumanReport {
     gpus: BTreeMap<u32, GpuReport>,
     remedies: BTreeMap<&'static str, RemedyUse>,
-}
-
-fn fmt_opt(v: Option<f64>, unit: &str, decimals: usize) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{v:.decimals$}{unit}"))
-}
-
-/// The evidence's own formats, with "n/a" for what was not sampled.
-fn pct(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| diagnosis::pct(v).to_string())
-}
-
-fn rate(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), diagnosis::rate)
 }
 
 const LABEL: usize = 15;
@@ -1664,32 +1650,6 @@ impl HumanReport {
 }
 
 /// Energy for people, in kWh (what calibration, Grafana and a power bill use); in J only for
-/// what a short window uses (under 0.0001 kWh).
-pub fn energy(joules: f64) -> String {
-    let kwh = joules / 3.6e6;
-    if joules < 360.0 {
-        format!("{joules:.0} J")
-    } else if kwh >= 10.0 {
-        format!("{kwh:.1} kWh")
-    } else if kwh >= 1.0 {
-        format!("{kwh:.2} kWh")
-    } else if kwh >= 0.01 {
-        format!("{kwh:.3} kWh")
-    } else {
-        format!("{kwh:.4} kWh")
-    }
-}
-
-/// GPU-hours with the digits that matter.
-pub fn gpu_hours(hours: f64) -> String {
-    if hours >= 10.0 {
-        format!("{hours:.1}")
-    } else if hours >= 0.1 {
-        format!("{hours:.2}")
-    } else {
-        format!("{hours:.3}")
-    }
-}
 
 /// Every kept phase of a GPU as a block of figures: `--detail`.
 fn render_detail(
@@ -1972,24 +1932,6 @@ fn render_phase(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wraps_at_width_with_indent() {
-        assert_eq!(wrap("aaa bbb ccc", 9, 2), "aaa bbb\n  ccc");
-    }
-
-    #[test]
-    fn time_and_energy_read_like_people_write_them() {
-        assert_eq!(duration(45.0), "45 s");
-        assert_eq!(duration(200.0), "3 min 20 s");
-        assert_eq!(duration(7500.0), "2 h 05 min");
-        assert_eq!(energy(300.0), "300 J");
-        assert_eq!(energy(50_000.0), "0.014 kWh");
-        assert_eq!(energy(5_000.0), "0.0014 kWh");
-        assert_eq!(energy(8.28e6), "2.30 kWh");
-        assert_eq!(energy(3.6e7), "10.0 kWh");
-        assert_eq!(gpu_hours(0.0123), "0.012");
-    }
 
     #[test]
     fn a_price_makes_a_cost_and_none_makes_none() {
