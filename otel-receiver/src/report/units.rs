@@ -34,6 +34,7 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> String {
     out
 }
 
+/// Energy for people, in kWh (what calibration, Grafana and a power bill use); in J only for
 /// what a short window uses (under 0.0001 kWh).
 pub fn energy(joules: f64) -> String {
     let kwh = joules / 3.6e6;
