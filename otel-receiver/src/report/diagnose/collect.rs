@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Serialize;
+
 use crate::attribution::{GpuProcess, PodContainer};
 use crate::diagnosis::{Advice, Class, Spent, WindowReport};
 use crate::text;
@@ -94,7 +96,16 @@ pub(super) struct ClassTotals {
 }
 
 /// Seconds an owner was seen, the verdicts it was seen in, its identity as recorded.
-pub(super) type Owned = (f64, BTreeSet<Class>, serde_json::Value);
+pub(super) type Owned = (f64, BTreeSet<Class>, Identity);
+
+/// Who an owner is, as recorded: the JSON's `process` or `pod` object beside its label.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Identity {
+    /// Boxed: a process is five times a pod's size.
+    Process(Box<GpuProcess>),
+    Pod(PodContainer),
+}
 
 /// Who held a GPU, and in which verdicts.
 #[derive(Debug, Clone, Default)]
@@ -106,13 +117,7 @@ pub(super) struct Owners {
 }
 
 impl Owners {
-    pub(super) fn add(
-        &mut self,
-        label: String,
-        seconds: f64,
-        class: Class,
-        identity: serde_json::Value,
-    ) {
+    pub(super) fn add(&mut self, label: String, seconds: f64, class: Class, identity: Identity) {
         if let Some(e) = self.seen.get_mut(&label) {
             e.0 += seconds;
             e.1.insert(class);
@@ -127,12 +132,15 @@ impl Owners {
     pub(super) fn add_window(&mut self, w: &WindowReport) {
         let seconds = w.stats.duration_s();
         for p in w.stats.processes.iter().flat_map(|p| p.iter()) {
-            let identity = serde_json::json!({ "process": p });
-            self.add(process_label(p), seconds, w.class, identity);
+            self.add(
+                process_label(p),
+                seconds,
+                w.class,
+                Identity::Process(Box::new(p.clone())),
+            );
         }
         for p in w.stats.pods.iter().flat_map(|p| p.iter()) {
-            let identity = serde_json::json!({ "pod": p });
-            self.add(pod_label(p), seconds, w.class, identity);
+            self.add(pod_label(p), seconds, w.class, Identity::Pod(p.clone()));
         }
     }
 
