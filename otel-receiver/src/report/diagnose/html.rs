@@ -81,13 +81,13 @@ impl HumanReport {
             }
         };
         page.paragraph("note", &origin);
-        let remedies = self.remedies();
-        let screen = self.screen(source, prices, &remedies, &facts);
+        let summary = self.summary(prices);
+        let screen = self.screen(source, &summary, prices, &facts);
         // A hang first, as on the terminal: the job made no progress at all.
         if let Some(incident) = &screen.incident {
             page.paragraph("incident", &incident.line());
         }
-        page.paragraph("bottom", &self.bottom_line(prices).text(prices));
+        page.paragraph("bottom", &summary.bottom.text(prices));
         for line in screen.straggler_lines() {
             page.paragraph("note", &line);
         }
@@ -178,7 +178,7 @@ impl HumanReport {
                         rep.evidence
                             .first()
                             .map_or(String::new(), |e| e.text.clone()),
-                        format!("[{}]", self.remedy_id(&remedies, rep.remedy())),
+                        format!("[{}]", summary.remedy_id(rep.remedy())),
                     ]
                 })
                 .collect();
@@ -203,7 +203,8 @@ impl HumanReport {
             );
         }
         page.heading("Remedies");
-        let rows: Vec<Vec<String>> = remedies
+        let rows: Vec<Vec<String>> = summary
+            .remedies
             .iter()
             .map(|r| {
                 vec![

@@ -13,7 +13,7 @@ use crate::report::words;
 use crate::spec::DeviceSpec;
 
 use super::collect::{GpuReport, Identity};
-use super::summary::{is_slack, BottomLine, Remedy};
+use super::summary::{is_slack, BottomLine, Remedy, Summary};
 use super::{HumanReport, Prices, SourceLabel};
 
 /// The version of `diagnose --format json`'s document (docs/OUTPUT.md). Fields are only ever
@@ -191,8 +191,7 @@ impl HumanReport {
         prices: &Prices,
         facts: impl Fn(u32) -> DeviceFacts,
     ) -> Document {
-        let remedies = self.remedies();
-        let bottom = self.bottom_line(prices);
+        let summary = self.summary(prices);
         Document(Doc {
             schema: REPORT_SCHEMA,
             source: Source {
@@ -200,17 +199,17 @@ impl HumanReport {
                 name: source.name().to_string(),
                 reason: source.reason(),
             },
-            bottom_line: bottom_line(&bottom, prices),
-            remedies: remedies.iter().map(remedy).collect(),
+            bottom_line: bottom_line(&summary.bottom, prices),
+            remedies: summary.remedies.iter().map(remedy).collect(),
             gpus: self
                 .gpus
                 .iter()
-                .map(|(gpu, r)| self.gpu(*gpu, r, facts(*gpu), &remedies))
+                .map(|(gpu, r)| self.gpu(*gpu, r, facts(*gpu), &summary))
                 .collect(),
         })
     }
 
-    fn gpu(&self, gpu: u32, r: &GpuReport, f: DeviceFacts, remedies: &[Remedy]) -> GpuJson {
+    fn gpu(&self, gpu: u32, r: &GpuReport, f: DeviceFacts, summary: &Summary) -> GpuJson {
         let total = r.seconds();
         let time_by_verdict = r
             .by_class
@@ -261,7 +260,7 @@ impl HumanReport {
                         text: h.text(),
                     }),
                     remedy: rep.remedy(),
-                    remedy_id: self.remedy_id(remedies, rep.remedy()),
+                    remedy_id: summary.remedy_id(rep.remedy()),
                     owners: p
                         .owners
                         .ranked()

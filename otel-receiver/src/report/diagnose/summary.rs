@@ -132,6 +132,24 @@ impl BottomLine {
     }
 }
 
+/// What every form of the report shows before its details, computed once per rendering: the
+/// remedies numbered in the order that pays, and the bottom line whose first fix is one of them.
+#[derive(Debug, Clone)]
+pub(super) struct Summary {
+    pub(super) remedies: Vec<Remedy>,
+    pub(super) bottom: BottomLine,
+}
+
+impl Summary {
+    /// The number of the remedy with this text (`[1]` in the text, `remedy_id` in the JSON).
+    pub(super) fn remedy_id(&self, text: &str) -> usize {
+        self.remedies
+            .iter()
+            .find(|r| r.text == text)
+            .map_or(0, |r| r.id)
+    }
+}
+
 impl HumanReport {
     /// Every remedy, numbered: the fixes for slack first, in the order that pays
     /// (`report/ranking.rs`: a hang, then a profiler's windows, then the time a change can win back,
@@ -204,12 +222,20 @@ impl HumanReport {
         all
     }
 
-    pub(super) fn remedy_id(&self, remedies: &[Remedy], text: &str) -> usize {
-        remedies.iter().find(|r| r.text == text).map_or(0, |r| r.id)
+    /// What every form shows before its details, computed once per rendering.
+    pub(super) fn summary(&self, prices: &Prices) -> Summary {
+        let remedies = self.remedies();
+        let bottom = self.bottom_line_of(&remedies, prices);
+        Summary { remedies, bottom }
     }
 
     /// The opening paragraph's numbers.
     pub fn bottom_line(&self, prices: &Prices) -> BottomLine {
+        self.bottom_line_of(&self.remedies(), prices)
+    }
+
+    /// The opening paragraph's numbers, its first fix the first of `remedies` that is a fix.
+    fn bottom_line_of(&self, remedies: &[Remedy], prices: &Prices) -> BottomLine {
         let mut by_class: BTreeMap<Class, f64> = BTreeMap::new();
         let (mut seconds, mut slack_s, mut energy_j, mut slack_j) = (0.0, 0.0, 0.0, 0.0);
         for g in self.gpus.values() {
@@ -223,7 +249,7 @@ impl HumanReport {
                 }
             }
         }
-        let first_fix = self.remedies().into_iter().find(|r| r.is_fix);
+        let first_fix = remedies.iter().find(|r| r.is_fix).cloned();
         // On a tie the first fix's class is the top cause: the paragraph names one story.
         let fix_class = first_fix.as_ref().map(|r| r.class);
         let top_cause = by_class
@@ -279,11 +305,11 @@ impl HumanReport {
     pub(super) fn screen(
         &self,
         source: &SourceLabel,
+        summary: &Summary,
         prices: &Prices,
-        remedies: &[Remedy],
         facts: &impl Fn(u32) -> DeviceFacts,
     ) -> Screen {
-        let bottom = self.bottom_line(prices);
+        let (remedies, bottom) = (&summary.remedies, &summary.bottom);
         let confidence = |class: Class, gpus: &BTreeSet<u32>| {
             self.gpus
                 .iter()

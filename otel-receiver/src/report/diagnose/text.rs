@@ -15,7 +15,7 @@ use crate::report::words;
 use crate::sample::Metric;
 
 use super::collect::{ClassTotals, GpuReport, Phase};
-use super::summary::Remedy;
+use super::summary::Summary;
 use super::{HumanReport, RenderOptions, SourceLabel};
 
 /// The width of a row's label.
@@ -61,8 +61,8 @@ impl HumanReport {
                 1 + wrap(name, 100, 9).lines().count() + wrap(reason, 100, 2).lines().count()
             }
         };
-        let remedies = self.remedies();
-        let screen = self.screen(source, &options.prices, &remedies, &facts);
+        let summary = self.summary(&options.prices);
+        let screen = self.screen(source, &summary, &options.prices, &facts);
         for line in screen.lines(header_lines) {
             writeln!(out, "{line}")?;
         }
@@ -78,25 +78,15 @@ impl HumanReport {
         };
         for (gpu, report) in &self.gpus {
             let f = facts(*gpu);
-            self.render_gpu(
-                out,
-                *gpu,
-                report,
-                &f,
-                options,
-                &remedies,
-                timelines.get(gpu),
-            )?;
+            self.render_gpu(out, *gpu, report, &f, options, &summary, timelines.get(gpu))?;
             if options.detail {
-                render_detail(out, report, &f, options, &|text| {
-                    self.remedy_id(&remedies, text)
-                })?;
+                render_detail(out, report, &f, options, &summary)?;
             }
         }
         writeln!(out)?;
         writeln!(out, "Remedies:")?;
         let ids = options.verbose || options.detail;
-        for r in &remedies {
+        for r in &summary.remedies {
             let text = if ids {
                 format!("[{}] {} — {}", r.id, r.class, r.text)
             } else {
@@ -121,7 +111,7 @@ impl HumanReport {
         report: &GpuReport,
         facts: &DeviceFacts,
         options: &RenderOptions,
-        remedies: &[Remedy],
+        summary: &Summary,
         strip: Option<&Timeline>,
     ) -> io::Result<()> {
         writeln!(out)?;
@@ -208,7 +198,7 @@ impl HumanReport {
                 .iter()
                 .filter(|p| p.class == **class)
                 .max_by(|a, b| a.count.cmp(&b.count))
-                .map(|p| self.remedy_id(remedies, p.representative().remedy()))
+                .map(|p| summary.remedy_id(p.representative().remedy()))
                 .map_or(String::new(), |id| format!("[{id}]"));
             writeln!(
                 out,
@@ -284,7 +274,7 @@ fn render_detail(
     report: &GpuReport,
     facts: &DeviceFacts,
     options: &RenderOptions,
-    remedy_id: &dyn Fn(&str) -> usize,
+    summary: &Summary,
 ) -> io::Result<()> {
     let mut timeline: Vec<String> = report
         .phases
@@ -311,7 +301,7 @@ fn render_detail(
         phases.iter().collect()
     };
     for phase in detailed {
-        render_phase(out, phase, facts, options, remedy_id)?;
+        render_phase(out, phase, facts, options, summary)?;
     }
     Ok(())
 }
@@ -334,7 +324,7 @@ fn render_phase(
     phase: &Phase,
     facts: &DeviceFacts,
     options: &RenderOptions,
-    remedy_id: &dyn Fn(&str) -> usize,
+    summary: &Summary,
 ) -> io::Result<()> {
     let stat = |m: Metric| move |w: &WindowReport| w.stats.mean(m);
     let power = phase.mean(|w| w.signals.power_w);
@@ -543,7 +533,7 @@ fn render_phase(
         out,
         "      {:<LABEL$}[{}] below",
         "remedy",
-        remedy_id(rep.remedy())
+        summary.remedy_id(rep.remedy())
     )?;
     if !rep.missing.is_empty() {
         writeln!(
