@@ -20,8 +20,8 @@ mod units;
 mod words;
 
 pub use diagnose::{
-    is_slack, pod_label, process_label, BottomLine, HumanReport, Prices, Remedy, RenderOptions,
-    SourceLabel, Spent, REPORT_SCHEMA,
+    is_slack, pod_label, process_label, BottomLine, DiagnoseDocument, HumanReport, Prices, Remedy,
+    RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
 };
 pub use first_screen::{SCREEN_COLUMNS, SCREEN_LINES};
 pub use health::{Finding, Health};

@@ -25,9 +25,9 @@ pub const REPORT_SCHEMA: &str = "gpuslack.diagnose.v1";
 /// finding, a spec) included, as they have been since the first v1 document: a script that
 /// diffs two documents sees only what changed.
 #[derive(Debug, Clone)]
-pub struct Document(Doc);
+pub struct DiagnoseDocument(Doc);
 
-impl Serialize for Document {
+impl Serialize for DiagnoseDocument {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Through `serde_json::Value`, whose objects keep their keys sorted.
         serde_json::to_value(&self.0)
@@ -190,9 +190,9 @@ impl HumanReport {
         source: &SourceLabel,
         prices: &Prices,
         facts: impl Fn(u32) -> DeviceFacts,
-    ) -> Document {
+    ) -> DiagnoseDocument {
         let summary = self.summary(prices);
-        Document(Doc {
+        DiagnoseDocument(Doc {
             schema: REPORT_SCHEMA,
             source: Source {
                 kind: source.kind(),
@@ -333,5 +333,48 @@ fn remedy(r: &Remedy) -> RemedyJson {
         change: words::change(r.advice, r.class),
         won_back_seconds: r.won_s,
         severity: r.severity.as_str(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::PodContainer;
+
+    #[test]
+    fn the_document_writes_its_keys_sorted_as_json_did() {
+        let source = SourceLabel::Trace {
+            name: "t.csv".into(),
+            note: "recorded".into(),
+        };
+        let doc =
+            HumanReport::default().json(&source, &Prices::default(), |_| DeviceFacts::default());
+        let text = serde_json::to_string(&doc).expect("serialisable");
+        assert_eq!(
+            text,
+            r#"{"bottom_line":{"first_fix":null,"seconds":0.0,"slack_cost":null,"slack_energy_share":0.0,"slack_gpu_hours":0.0,"slack_kwh":0.0,"slack_seconds":0.0,"slack_share":0.0,"text":"Bottom line: no samples, nothing to diagnose.","top_cause":null},"gpus":[],"remedies":[],"schema":"gpuslack.diagnose.v1","source":{"kind":"trace","name":"t.csv","reason":"recorded"}}"#
+        );
+    }
+
+    #[test]
+    fn an_owner_carries_its_pod_or_process_beside_its_label() {
+        let pod = PodContainer {
+            pod: "trainer-0".into(),
+            namespace: "ml".into(),
+            container: "main".into(),
+        };
+        let owner = OwnerJson {
+            owner: "pod ml/trainer-0, container main".into(),
+            seconds: 4.0,
+            classes: vec!["launch_bound"],
+            identity: Identity::Pod(pod),
+        };
+        let text = serde_json::to_value(&owner)
+            .expect("serialisable")
+            .to_string();
+        assert_eq!(
+            text,
+            r#"{"classes":["launch_bound"],"owner":"pod ml/trainer-0, container main","pod":{"container":"main","namespace":"ml","pod":"trainer-0"},"seconds":4.0}"#
+        );
     }
 }

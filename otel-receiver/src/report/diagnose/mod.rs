@@ -23,7 +23,7 @@ mod text;
 pub use crate::diagnosis::Spent;
 pub use collect::{pod_label, process_label};
 use collect::{GpuReport, RemedyUse};
-pub use json::REPORT_SCHEMA;
+pub use json::{DiagnoseDocument, REPORT_SCHEMA};
 pub use summary::{is_slack, BottomLine, Remedy};
 
 /// Where the numbers came from; a recording is always labelled as one, and the bundled one as
