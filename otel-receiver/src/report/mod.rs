@@ -7,10 +7,10 @@
 // (Cargo.toml's [workspace.lints]) is waived for this module until they are.
 #![allow(missing_docs)]
 
+mod diagnose;
 mod first_screen;
 mod health;
 mod html;
-mod human;
 mod jsonl;
 mod ranking;
 mod table;
@@ -19,16 +19,17 @@ mod timeline;
 mod units;
 mod words;
 
+pub use diagnose::{
+    is_slack, pod_label, process_label, BottomLine, DiagnoseDocument, HumanReport, Prices, Remedy,
+    RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
+};
 pub use first_screen::{SCREEN_COLUMNS, SCREEN_LINES};
 pub use health::{Finding, Health};
 pub use html::HtmlPage;
-pub use human::{
-    duration, energy, gpu_hours, is_slack, pod_label, process_label, BottomLine, HumanReport,
-    Prices, Remedy, RenderOptions, SourceLabel, Spent, REPORT_SCHEMA,
-};
 pub use jsonl::{WindowRecord, JSONL_SCHEMA};
 pub use ranking::Severity;
 pub use table::TableWriter;
 pub use time::{utc_date, utc_hms, utc_stamp};
 pub use timeline::{class_colour, escape, Band, Point, Timeline};
+pub use units::{duration, energy, gpu_hours};
 pub use words::{change, label};
