@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{
     as_slurm_job, free_port, gpuslack_json, node_agent, prometheus_query, query_scalar, repo,
-    run_prometheus, scrape_config, start_victoria_metrics, temp_dir, vmalert,
+    run_prometheus, scrape_config, start_victoria_metrics, temp_dir, tool, vmalert,
     wait_for_final_counters,
 };
 use serde_json::Value;
@@ -147,6 +147,61 @@ fn rfc3339(unix_s: u64) -> String {
         rest / 60 % 60,
         rest % 60
     )
+}
+
+/// What a site moving to VictoriaMetrics loads: the three rule files of deploy/prometheus/ parse
+/// in vmalert (its MetricsQL check of every expression and template), and
+/// deploy/prometheus/prometheus.yml scrapes there once unknown fields are let through
+/// (`rule_files` is Prometheus' own; VictoriaMetrics refuses it by default).
+#[test]
+fn the_rule_files_and_the_scrape_config_load_in_victoria_metrics() {
+    let dir = temp_dir("victoria-config");
+    let rules = [
+        "gpuslack-rules.yml",
+        "gpuslack-jobs.yml",
+        "gpuslack-fleet-rules.yml",
+    ];
+    let mut check = Command::new(vmalert());
+    for file in rules {
+        check.arg(format!(
+            "-rule={}",
+            repo("deploy/prometheus").join(file).display()
+        ));
+    }
+    let out = check
+        .args(["-dryRun", "-loggerLevel=ERROR"])
+        .output()
+        .expect("vmalert runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scrape = |strict: bool| {
+        Command::new(tool("GPUSLACK_VICTORIA_METRICS"))
+            .arg(format!(
+                "-promscrape.config={}",
+                repo("deploy/prometheus/prometheus.yml").display()
+            ))
+            .arg(format!("-promscrape.config.strictParse={strict}"))
+            .arg(format!("-storageDataPath={}", dir.join("data").display()))
+            .args(["-promscrape.config.dryRun", "-loggerLevel=ERROR"])
+            .output()
+            .expect("victoria-metrics runs")
+    };
+    let strict = scrape(true);
+    assert!(!strict.status.success());
+    assert!(
+        String::from_utf8_lossy(&strict.stderr).contains("field rule_files not found"),
+        "{}",
+        String::from_utf8_lossy(&strict.stderr)
+    );
+    let lenient = scrape(false);
+    assert!(
+        lenient.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lenient.stderr)
+    );
 }
 
 #[test]
