@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh Debian machine with Rust: installs what the export and deployment
 # tests talk to (the Rotel OpenTelemetry collector, grpcio with its protoc, PyYAML, jsonschema and
-# prometheus_client, the strict exposition parser, in a Python 3.11 venv; Prometheus with promtool, systemd-analyze and headless Chromium from
+# prometheus_client, the strict exposition parser, in a Python 3.11 venv; Prometheus with promtool,
+# VictoriaMetrics with vmalert, systemd-analyze and headless Chromium from
 # Debian) and NVRTC (NVIDIA's wheels, CUDA 13's and 12.4's, so that the benchmark kernels are
 # compiled for every architecture from sm_70 to sm_120 without a GPU), builds what we ship
 # (scripts/dist/build.sh, with qemu for the aarch64 build's tests), then runs every test of the
@@ -38,6 +39,15 @@ export GPUSLACK_ROTEL
 GPUSLACK_ROTEL=$("$GPUSLACK_PYTHON" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')
 export GPUSLACK_PROMETHEUS
 GPUSLACK_PROMETHEUS=$(command -v prometheus)
+# VictoriaMetrics, the second long-horizon store `gpuslack fleet` is tested against
+# (tests/fleet_victoria.rs), with vmalert from the same package for the recording rules.
+if ! command -v victoria-metrics >/dev/null || ! command -v vmalert >/dev/null; then
+  "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends \
+    victoria-metrics >/dev/null
+fi
+export GPUSLACK_VICTORIA_METRICS
+GPUSLACK_VICTORIA_METRICS=$(command -v victoria-metrics)
 export GPUSLACK_SYSTEMD_ANALYZE
 GPUSLACK_SYSTEMD_ANALYZE=$(command -v systemd-analyze)
 # The image built here from Debian packages (tests/image.rs, deploy/container/build-debian.sh):

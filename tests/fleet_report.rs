@@ -12,116 +12,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{free_port, prometheus_query, repo, temp_dir, wait_for_port, Server};
+use common::{
+    as_slurm_job, free_port, gpuslack_json, node_agent as agent, repo, scrape_config, temp_dir,
+    wait_for_final_counters, Server,
+};
 use serde_json::Value;
-
-/// `fixture` with a `processes` column naming Slurm job `job` on every sample: the recording
-/// posing as one node of that job.
-fn as_slurm_job(fixture: &str, job: &str, dir: &Path, name: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo("tests/fixtures").join(fixture).join("samples.csv"))
-        .expect("fixture");
-    let mut lines = text.lines();
-    let header = lines.next().expect("header");
-    assert!(
-        !header.contains("processes"),
-        "{fixture} names its own owners"
-    );
-    let gpu_col = header
-        .split(',')
-        .position(|c| c == "gpu")
-        .expect("gpu column");
-    let mut out = format!("{header},processes\n");
-    for line in lines {
-        let gpu = line.split(',').nth(gpu_col).unwrap_or("0");
-        out.push_str(&format!(
-            "{line},\"[{{\"\"pid\"\":{},\"\"slurm_job\"\":\"\"{job}\"\"}}]\"\n",
-            1000 + gpu.parse::<u32>().unwrap_or(0)
-        ));
-    }
-    let path = dir.join(name);
-    std::fs::write(&path, out).expect("trace");
-    path
-}
-
-/// An agent replaying `trace` at full speed as host `host`, serving /metrics on `port`.
-fn agent(trace: &Path, host: &str, port: u16) -> Server {
-    let child = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(["run", "--replay"])
-        .arg(trace)
-        .args(["--speed", "0", "--linger-s", "120"])
-        .args(["--prometheus", &format!("127.0.0.1:{port}")])
-        .env("OTEL_RESOURCE_ATTRIBUTES", format!("host.name={host}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("agent starts");
-    let server = Server(child);
-    wait_for_port(port, "an agent's /metrics");
-    server
-}
-
-/// A Prometheus scraping every target each second; its API's port.
-fn prometheus(dir: &Path, targets: &[u16]) -> (Server, u16) {
-    let list: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
-    common::start_prometheus_with(
-        dir,
-        &format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: [{}]\n",
-            list.join(", ")
-        ),
-    )
-}
-
-fn scalar(port: u16, query: &str) -> Option<f64> {
-    let answer = prometheus_query(port, query);
-    answer["data"]["result"][0]["value"][1]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-}
-
-/// Waits until every target is up and the GPU-seconds summed over all of them have stood still
-/// for 3 scrapes: the replays are done and Prometheus holds their final counters.
-fn wait_for_final_counters(port: u16, targets: usize) {
-    let started = Instant::now();
-    let mut last = (None, 0);
-    loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the counters never settled"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-        let up = scalar(port, "count(up == 1)").unwrap_or(0.0);
-        let sum = scalar(port, "sum(gpuslack_diagnosis_time_seconds_total)");
-        if up as usize != targets || sum.is_none() {
-            continue;
-        }
-        if last.0 == sum {
-            last.1 += 1;
-            if last.1 >= 3 {
-                return;
-            }
-        } else {
-            last = (sum, 0);
-        }
-    }
-}
-
-fn gpuslack_json(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
-        .args(args)
-        .output()
-        .expect("gpuslack runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
 
 /// `diagnose --trace` of each trace: seconds per verdict, per GPU index.
 fn diagnose(trace: &Path) -> BTreeMap<String, BTreeMap<String, f64>> {
@@ -186,7 +85,7 @@ fn fleet_and_job_reports_match_diagnose_of_the_same_traces_to_the_gpu_second() {
         agent(&b, "node-b", ports[1]),
         agent(&c, "node-c", ports[2]),
     ];
-    let (_prometheus, port) = prometheus(&dir, &ports);
+    let (_prometheus, port) = common::start_prometheus_with(&dir, &scrape_config(&ports));
     wait_for_final_counters(port, 3);
     let url = format!("http://127.0.0.1:{port}");
 

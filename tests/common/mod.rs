@@ -66,7 +66,6 @@ pub fn serve_replay(trace: &str, port: u16, linger_s: u32, extra: &[&str]) -> Se
     server
 }
 
-/// A path inside the repository.
 /// Runs gpuslack with `args`, in this process's environment, and waits for it.
 pub fn command(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpuslack"))
@@ -95,6 +94,7 @@ pub fn fixture_samples(name: &str) -> String {
     fixture_dir(name).join("samples.csv").display().to_string()
 }
 
+/// A path inside the repository.
 pub fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
@@ -335,4 +335,145 @@ pub fn start_podresources(dir: &Path, pods: &Value) -> (Server, PathBuf, PathBuf
         std::thread::sleep(Duration::from_millis(50));
     }
     (server, socket, calls)
+}
+
+/// `fixture` with a `processes` column naming Slurm job `job` on every sample: the recording
+/// posing as one node of that job.
+pub fn as_slurm_job(fixture: &str, job: &str, dir: &Path, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo("tests/fixtures").join(fixture).join("samples.csv"))
+        .expect("fixture");
+    let mut lines = text.lines();
+    let header = lines.next().expect("header");
+    assert!(
+        !header.contains("processes"),
+        "{fixture} names its own owners"
+    );
+    let gpu_col = header
+        .split(',')
+        .position(|c| c == "gpu")
+        .expect("gpu column");
+    let mut out = format!("{header},processes\n");
+    for line in lines {
+        let gpu = line.split(',').nth(gpu_col).unwrap_or("0");
+        out.push_str(&format!(
+            "{line},\"[{{\"\"pid\"\":{},\"\"slurm_job\"\":\"\"{job}\"\"}}]\"\n",
+            1000 + gpu.parse::<u32>().unwrap_or(0)
+        ));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, out).expect("trace");
+    path
+}
+
+/// An agent replaying `trace` at full speed as host `host` (`host.name`, the default metric
+/// set), serving /metrics on `port`: one node of a simulated fleet.
+pub fn node_agent(trace: &Path, host: &str, port: u16) -> Server {
+    let child = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(["run", "--replay"])
+        .arg(trace)
+        .args(["--speed", "0", "--linger-s", "120"])
+        .args(["--prometheus", &format!("127.0.0.1:{port}")])
+        .env("OTEL_RESOURCE_ATTRIBUTES", format!("host.name={host}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent starts");
+    let server = Server(child);
+    wait_for_port(port, "an agent's /metrics");
+    server
+}
+
+/// A scrape configuration for Prometheus and VictoriaMetrics alike: every target each second,
+/// under the job name the rules select (`gpuslack`).
+pub fn scrape_config(targets: &[u16]) -> String {
+    let list: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
+    format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslack\n    static_configs:\n      - targets: [{}]\n",
+        list.join(", ")
+    )
+}
+
+/// The first value of an instant query's answer, if any.
+pub fn query_scalar(port: u16, query: &str) -> Option<f64> {
+    let answer = prometheus_query(port, query);
+    answer["data"]["result"][0]["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+}
+
+/// Waits until every target is up and the GPU-seconds summed over all of them have stood still
+/// for 3 scrapes: the replays are done and the store behind `port` holds their final counters.
+pub fn wait_for_final_counters(port: u16, targets: usize) {
+    let started = Instant::now();
+    let mut last = (None, 0);
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the counters never settled"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        let up = query_scalar(port, "count(up == 1)").unwrap_or(0.0);
+        let sum = query_scalar(port, "sum(gpuslack_diagnosis_time_seconds_total)");
+        if up as usize != targets || sum.is_none() {
+            continue;
+        }
+        if last.0 == sum {
+            last.1 += 1;
+            if last.1 >= 3 {
+                return;
+            }
+        } else {
+            last = (sum, 0);
+        }
+    }
+}
+
+/// `gpuslack ARGS` that must succeed, its stdout parsed as JSON.
+pub fn gpuslack_json(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuslack"))
+        .args(args)
+        .output()
+        .expect("gpuslack runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// VictoriaMetrics (Debian's `victoria-metrics`, GPUSLACK_VICTORIA_METRICS) scraping as
+/// `config` (a Prometheus scrape configuration) says, its data in `dir/victoria-metrics`; the
+/// server and the port of its Prometheus-compatible query API. Points are visible to queries
+/// 1 s after they arrive rather than its default 30 s (`-search.latencyOffset`, docs/DEPLOY.md),
+/// so that a test need not wait half a minute.
+pub fn start_victoria_metrics(dir: &Path, config: &str) -> (Server, u16) {
+    let file = dir.join("victoria-metrics-scrape.yml");
+    std::fs::write(&file, config).expect("config");
+    let port = free_port();
+    let server = Server(
+        Command::new(tool("GPUSLACK_VICTORIA_METRICS"))
+            .arg(format!(
+                "-storageDataPath={}",
+                dir.join("victoria-metrics").display()
+            ))
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            .arg(format!("-promscrape.config={}", file.display()))
+            .arg("-search.latencyOffset=1s")
+            .arg("-loggerLevel=ERROR")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("victoria-metrics starts"),
+    );
+    wait_for_port(port, "victoria-metrics");
+    (server, port)
+}
+
+/// Debian's vmalert, which evaluates rules for VictoriaMetrics (in the same package).
+pub fn vmalert() -> String {
+    Path::new(&tool("GPUSLACK_VICTORIA_METRICS"))
+        .with_file_name("vmalert")
+        .display()
+        .to_string()
 }
