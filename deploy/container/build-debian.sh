@@ -73,6 +73,18 @@ if [ "$smoke" = yes ]; then
         fi
         sleep 0.2
     done
-    curl -sf "http://127.0.0.1:$port/metrics" | grep -E '^(DCGM_FI_DEV_POWER_USAGE|gpuslack_diagnosis_ratio)'
+    # Ready means the first window is out, not the last: the replay runs on while it lingers.
+    # The scrape is taken once two in a row, a second apart, read the same (the replay done).
+    previous=""
+    for _ in $(seq 1 9); do
+        current=$(curl -sf "http://127.0.0.1:$port/metrics" \
+            | grep -E '^(DCGM_FI_DEV_POWER_USAGE|gpuslack_diagnosis_ratio)' || true)
+        if [ -n "$current" ] && [ "$current" = "$previous" ]; then
+            break
+        fi
+        previous=$current
+        sleep 1
+    done
+    echo "$current"
     wait "$agent"
 fi
