@@ -21,7 +21,7 @@ use opentelemetry_http::{HttpClient, HttpError};
 
 use prost::Message as _;
 
-use super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
+use super::super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
 use crate::causes::causes;
 use crate::text::redact_url;
 
