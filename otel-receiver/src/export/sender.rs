@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::delivery::{reason, Delivery};
+use super::delivery::{reason, Delivery, Reason};
 use super::queue::{Batch, Payload, SendQueue};
 
 /// What became of one attempt.
@@ -27,11 +27,11 @@ use super::queue::{Batch, Payload, SendQueue};
 pub enum Outcome {
     Delivered,
     /// Worth another try later, filed under this reason.
-    Retry(&'static str),
+    Retry(Reason),
     /// The intake refused the request's size: halve it.
     TooLarge,
     /// Refused for good, filed under this reason: the batch is dropped.
-    Refused(&'static str),
+    Refused(Reason),
 }
 
 /// How one batch of a signal's requests `R` travels: the request comes encoded, as the queue

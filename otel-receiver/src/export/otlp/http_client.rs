@@ -21,7 +21,7 @@ use opentelemetry_http::{HttpClient, HttpError};
 
 use prost::Message as _;
 
-use super::super::delivery::{reason, reason_in_text, Delivery, RejectionLog, Signal};
+use super::super::delivery::{reason, reason_in_text, Delivery, Reason, RejectionLog, Signal};
 use crate::causes::causes;
 use crate::text::redact_url;
 
@@ -73,7 +73,7 @@ impl OtlpHttpClient {
     }
 
     /// Logs a failure with its cause, once a minute per reason.
-    fn log_failure(&self, reason: &'static str, detail: &str) {
+    fn log_failure(&self, reason: Reason, detail: &str) {
         self.log.log_failure(&self.shown, reason, detail);
     }
 }
@@ -110,7 +110,7 @@ fn location(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "nowhere".into())
 }
 
-fn classify(e: &HttpError) -> &'static str {
+fn classify(e: &HttpError) -> Reason {
     if crate::causes::protocol_fault(e.as_ref()).is_some() {
         return reason::PROTOCOL;
     }
@@ -140,7 +140,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     when.duration_since(SystemTime::now()).ok()
 }
 
-fn status_reason(status: u16) -> &'static str {
+fn status_reason(status: u16) -> Reason {
     match status {
         300..=399 => reason::REDIRECTED,
         401 | 403 => reason::AUTH,
