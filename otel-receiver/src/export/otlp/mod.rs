@@ -5,17 +5,16 @@
 //! their own that a second sender delivers the same way: an outage delays both signals and
 //! loses neither. gRPC goes through tonic and needs the tokio runtime the caller has entered;
 //! HTTP/protobuf through a blocking reqwest client of our own
-//! ([`OtlpHttpClient`](http_client::OtlpHttpClient)), which carries the custom CA and the
+//! ([`OtlpHttpClient`](transport::OtlpHttpClient)), which carries the custom CA and the
 //! headers. What is delivered and dropped is counted in [`Delivery`].
 //!
 //! One module per part, as Rotel's exporters have it: [`resource`](mod@resource) (what every
 //! point and record carries), [`metrics`] (the instruments and the exporter that queues each
 //! collection), [`logs`] (the diagnosis-change records), [`transport`] (the HTTP and gRPC
 //! clients and what their answers mean), [`payload`] (each signal's request as the queue's
-//! `Payload`, and its halving), [`http_client`] (our reqwest client); the retry loop is
-//! `../sender.rs`, the bounded queue `../queue.rs`.
+//! `Payload`, and its halving); the retry loop is `../sender.rs`, the bounded queue
+//! `../queue.rs`.
 
-pub mod http_client;
 pub mod logs;
 pub mod metrics;
 pub mod payload;
