@@ -21,18 +21,18 @@ const MESSAGES_LOGGED: usize = 32;
 /// and a collector's partial-success message once per distinct message.
 #[derive(Debug, Default)]
 pub struct RejectionLog {
-    failures: Mutex<HashMap<&'static str, Instant>>,
+    failures: Mutex<HashMap<Reason, Instant>>,
     messages: Mutex<HashSet<String>>,
 }
 
 impl RejectionLog {
     /// Logs a failure with its cause, once a minute per reason.
-    pub fn log_failure(&self, endpoint: &str, reason: &'static str, cause: &str) {
+    pub fn log_failure(&self, endpoint: &str, reason: Reason, cause: &str) {
         let due = match self.failures.lock() {
             Ok(mut logged) => {
                 let now = Instant::now();
                 let due = logged
-                    .get(reason)
+                    .get(&reason)
                     .is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(60));
                 if due {
                     logged.insert(reason, now);
@@ -44,6 +44,7 @@ impl RejectionLog {
         if due {
             let cause = crate::text::message(cause);
             let cause = cause.as_ref();
+            let reason = reason.as_str();
             tracing::warn!(endpoint, reason, cause, "OTLP export failed");
         }
     }
@@ -86,46 +87,127 @@ impl Signal {
     }
 }
 
-/// Why an export failed, as far as an operator can act on it.
-pub mod reason {
+/// Why an export failed, or why its items were dropped, as far as an operator can act on it:
+/// the `reason` of `gpuslack.agent.exports`, of the exit summary and of the export warnings.
+/// An enum, so that a match names every reason and the docs are checked against [`Reason::ALL`]
+/// (docs/EXPORT.md's table and its paragraph on failed exports, in this order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
     /// The collector could not be reached (refused, no route, name not resolved).
-    pub const CONNECT: &str = "connect";
+    Connect,
     /// The TLS handshake failed (unknown issuer, wrong name, expired certificate).
-    pub const TLS: &str = "tls";
+    Tls,
     /// No answer within the export timeout.
-    pub const TIMEOUT: &str = "timeout";
+    Timeout,
     /// The collector refused the credentials (HTTP 401/403, gRPC Unauthenticated).
-    pub const AUTH: &str = "auth";
+    Auth,
     /// The collector asked to slow down (HTTP 429 or 503 with Retry-After, gRPC
     /// ResourceExhausted), or the agent held back because it was asked to.
-    pub const THROTTLED: &str = "throttled";
+    Throttled,
     /// The collector is unavailable (HTTP 502/503/504, gRPC Unavailable).
-    pub const UNAVAILABLE: &str = "unavailable";
+    Unavailable,
     /// The collector rejected the data (another 4xx, gRPC InvalidArgument).
-    pub const REJECTED: &str = "rejected";
+    Rejected,
     /// The collector answered with a redirect (HTTP 3xx). Redirects are not followed: the
     /// POST would become a body-less GET, and the API key would travel to another host.
-    pub const REDIRECTED: &str = "redirected";
-    /// The intake refused the request's size (HTTP 413, gRPC `ResourceExhausted` on the
-    /// message size): the batch is halved and sent again.
-    pub const TOO_LARGE: &str = "too_large";
+    Redirected,
     /// The collector answered, but not in HTTP the client can read: a malformed status line
     /// or header, a header block past the client's limit, a body over 4 MiB.
-    pub const PROTOCOL: &str = "protocol";
+    Protocol,
     /// The connection broke during the request, or another transport failure.
-    pub const NETWORK: &str = "network";
+    Network,
+    /// The intake refused the request's size (HTTP 413, gRPC `ResourceExhausted` on the
+    /// message size): the batch is halved and sent again.
+    TooLarge,
     /// The agent stopped while the request was in flight (a collector that hung past
     /// `--shutdown-timeout-s`): the attempt is counted, its items dropped.
-    pub const SHUTDOWN: &str = "shutdown";
+    Shutdown,
     /// Anything else.
-    pub const OTHER: &str = "other";
+    Other,
+}
+
+impl Reason {
+    /// Every reason, in the order docs/EXPORT.md lists them.
+    pub const ALL: [Reason; 13] = [
+        Reason::Connect,
+        Reason::Tls,
+        Reason::Timeout,
+        Reason::Auth,
+        Reason::Throttled,
+        Reason::Unavailable,
+        Reason::Rejected,
+        Reason::Redirected,
+        Reason::Protocol,
+        Reason::Network,
+        Reason::TooLarge,
+        Reason::Shutdown,
+        Reason::Other,
+    ];
+
+    /// The reason as exported, logged and summed up at exit.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Connect => "connect",
+            Reason::Tls => "tls",
+            Reason::Timeout => "timeout",
+            Reason::Auth => "auth",
+            Reason::Throttled => "throttled",
+            Reason::Unavailable => "unavailable",
+            Reason::Rejected => "rejected",
+            Reason::Redirected => "redirected",
+            Reason::Protocol => "protocol",
+            Reason::Network => "network",
+            Reason::TooLarge => "too_large",
+            Reason::Shutdown => "shutdown",
+            Reason::Other => "other",
+        }
+    }
+}
+
+/// Ordered by name, as the counts keyed by reason were (the exit summary and the exported
+/// series list them in this order).
+impl Ord for Reason {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The reasons under the names they had as strings, for matching (`reason::AUTH`).
+pub mod reason {
+    use super::Reason;
+
+    pub const CONNECT: Reason = Reason::Connect;
+    pub const TLS: Reason = Reason::Tls;
+    pub const TIMEOUT: Reason = Reason::Timeout;
+    pub const AUTH: Reason = Reason::Auth;
+    pub const THROTTLED: Reason = Reason::Throttled;
+    pub const UNAVAILABLE: Reason = Reason::Unavailable;
+    pub const REJECTED: Reason = Reason::Rejected;
+    pub const REDIRECTED: Reason = Reason::Redirected;
+    pub const TOO_LARGE: Reason = Reason::TooLarge;
+    pub const PROTOCOL: Reason = Reason::Protocol;
+    pub const NETWORK: Reason = Reason::Network;
+    pub const SHUTDOWN: Reason = Reason::Shutdown;
+    pub const OTHER: Reason = Reason::Other;
 }
 
 /// What an error's text says of its cause, whatever the transport wrote it: TLS (a certificate
 /// refused, or a TLS client that met a plaintext server: rustls reads its answer as a "corrupt
 /// message of type InvalidContentType"), or a timeout (tonic's "Timeout expired", which it files
 /// under the gRPC code `Cancelled`). `None` when the text says neither.
-pub fn reason_in_text(text: &str) -> Option<&'static str> {
+pub fn reason_in_text(text: &str) -> Option<Reason> {
     let lower = text.to_ascii_lowercase();
     let tls = [
         "certificate",
@@ -164,7 +246,7 @@ pub struct Counts {
     pub exports_attempted: BTreeMap<Signal, u64>,
     pub exports_succeeded: BTreeMap<Signal, u64>,
     /// Failed exports by signal and reason.
-    pub exports_failed: BTreeMap<(Signal, &'static str), u64>,
+    pub exports_failed: BTreeMap<(Signal, Reason), u64>,
     pub points_delivered: u64,
     /// Points not delivered: those of failed exports, and those the collector rejected.
     pub points_dropped: u64,
@@ -182,7 +264,7 @@ pub struct Counts {
     /// Of the points (metrics) and records (logs) dropped, those given up for a reason of
     /// their own rather than with a failed or overflowing queue: `too_large` (refused at the
     /// smallest size sent, or a record larger than the request limit).
-    pub dropped_by_reason: BTreeMap<(Signal, &'static str), u64>,
+    pub dropped_by_reason: BTreeMap<(Signal, Reason), u64>,
     pub scrapes_served: u64,
     /// What each signal's sending queue holds now, against its bound.
     pub queues: BTreeMap<Signal, QueueHeld>,
@@ -245,9 +327,9 @@ impl Counts {
 
     /// One line for the end of a run.
     pub fn summary(&self) -> String {
-        let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut reasons: BTreeMap<Reason, u64> = BTreeMap::new();
         for ((_, r), n) in &self.exports_failed {
-            *reasons.entry(r).or_default() += n;
+            *reasons.entry(*r).or_default() += n;
         }
         let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{r}×{n}")).collect();
         let failed = if reasons.is_empty() {
@@ -306,7 +388,7 @@ impl Counts {
 
 #[derive(Debug, Default)]
 struct Noted {
-    failure: Option<&'static str>,
+    failure: Option<Reason>,
     rejected: u64,
     /// The transport answered for the collector without sending (it had asked to be left
     /// alone): no attempt the collector saw.
@@ -329,7 +411,7 @@ struct Inner {
     /// `/healthz` can count intervals rather than guess from a clock.
     metrics_failed_in_a_row: u64,
     /// The reason of the last failed metrics export, for `/healthz` to say why.
-    last_metrics_failure: Option<&'static str>,
+    last_metrics_failure: Option<Reason>,
     /// Attempts under way, per signal: those still in flight at exit are counted then.
     in_flight: BTreeMap<Signal, u64>,
     /// Closed at exit: an attempt that ends after that is not counted twice.
@@ -389,7 +471,7 @@ impl Delivery {
     }
 
     /// The transport saw this failure (the sender files the attempt under it).
-    pub fn note_failure(&self, signal: Signal, reason: &'static str) {
+    pub fn note_failure(&self, signal: Signal, reason: Reason) {
         self.with(|i| i.noted.entry(signal).or_default().failure = Some(reason));
     }
 
@@ -504,7 +586,7 @@ impl Delivery {
     /// One attempt to send a queued batch of `signal` failed; the batch stays queued (or is
     /// dropped next). Only the metrics' attempts count towards `/healthz`'s failures in a row:
     /// they are tried at least once an interval, the logs only when a verdict changes.
-    pub fn attempt_failed(&self, signal: Signal, fallback: &'static str) {
+    pub fn attempt_failed(&self, signal: Signal, fallback: Reason) {
         self.with(|i| {
             if !Self::attempt_ended(i, signal) {
                 return;
@@ -548,7 +630,7 @@ impl Delivery {
 
     /// `items` of `signal` (with the `windows` they carry) are given up for `reason`: counted
     /// dropped as [`batch_dropped`](Delivery::batch_dropped) does, and under that reason.
-    pub fn dropped_for(&self, signal: Signal, items: u64, windows: u64, reason: &'static str) {
+    pub fn dropped_for(&self, signal: Signal, items: u64, windows: u64, reason: Reason) {
         self.batch_dropped(signal, items, windows);
         self.with(|i| {
             *i.counts
@@ -600,7 +682,7 @@ impl Delivery {
     /// once one succeeds), and the reason of the latest of them. The sender tries at least once
     /// an interval and backs off from there, so N of them span at least N intervals; log exports
     /// do not count (they run only when a verdict changes).
-    pub fn metrics_failing(&self) -> (u64, Option<&'static str>) {
+    pub fn metrics_failing(&self) -> (u64, Option<Reason>) {
         self.with(|i| {
             let reason = if i.metrics_failed_in_a_row > 0 {
                 i.last_metrics_failure
@@ -615,6 +697,48 @@ impl Delivery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/EXPORT.md names the reasons twice: in the table row of `gpuslack.agent.exports` and
+    /// in the paragraph on failed exports. Both must list exactly [`Reason::ALL`], in order.
+    #[test]
+    fn the_docs_list_every_drop_reason_and_no_other() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/EXPORT.md");
+        let docs = std::fs::read_to_string(path).expect("docs/EXPORT.md");
+        let wanted: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with("| `gpuslack.agent.exports` |"))
+            .expect("the table row of gpuslack.agent.exports");
+        let listed = row
+            .split("`reason` of a failure: ")
+            .nth(1)
+            .and_then(|rest| rest.split(" |").next())
+            .expect("the row's reasons");
+        assert_eq!(listed.split(", ").collect::<Vec<_>>(), wanted, "{row}");
+        let start = docs
+            .find("A failed export is filed under its reason: ")
+            .expect("the paragraph on failed exports");
+        let paragraph = &docs[start..];
+        let paragraph = &paragraph[..paragraph.find("\n\n").unwrap_or(paragraph.len())];
+        let mut at = 0;
+        for reason in &wanted {
+            let quoted = format!("`{reason}`");
+            let found = paragraph[at..].find(&quoted).map(|i| at + i);
+            assert!(
+                found.is_some(),
+                "{quoted} is not in the paragraph, after the reason before it"
+            );
+            at = found.unwrap_or(at) + quoted.len();
+        }
+        // And the enum's names are the strings that were exported before it was one.
+        assert_eq!(reason::TOO_LARGE.to_string(), "too_large");
+        let mut sorted = Reason::ALL;
+        sorted.sort();
+        let names: Vec<&str> = sorted.iter().map(|r| r.as_str()).collect();
+        let mut by_name = wanted.clone();
+        by_name.sort_unstable();
+        assert_eq!(names, by_name, "reasons order by name, as the strings did");
+    }
 
     #[test]
     fn a_collectors_message_is_kept_escaped_and_capped() {

@@ -12,7 +12,6 @@ mod connections;
 pub mod dcgm;
 pub mod delivery;
 pub mod endpoint;
-pub mod http_client;
 pub mod otlp;
 pub mod point;
 pub mod points;
@@ -22,7 +21,6 @@ pub mod queue;
 pub mod secret;
 pub mod selection;
 pub mod sender;
-pub mod split;
 pub mod state;
 
 pub use state::{ClassChange, ExportState, GpuView};

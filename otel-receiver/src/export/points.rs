@@ -158,7 +158,7 @@ pub fn agent_points(c: &Counts) -> Vec<Point> {
             vec![
                 ("signal", signal.as_str().into()),
                 ("outcome", "failed".into()),
-                ("reason", (*reason).into()),
+                ("reason", reason.as_str().into()),
             ],
         );
     }

@@ -305,7 +305,7 @@ pub struct HealthInput {
     pub uptime: Duration,
     /// Metrics exports failed in a row, and the latest one's reason.
     pub exports_failed_in_a_row: u64,
-    pub last_failure: Option<&'static str>,
+    pub last_failure: Option<super::delivery::Reason>,
     pub counts: super::delivery::Counts,
     /// Why the source is not open yet, while the agent waits for it (no NVML yet).
     pub waiting_for_source: Option<String>,
@@ -391,7 +391,7 @@ pub fn health(input: &HealthInput, limits: &Limits) -> (StatusCode, String) {
         "last_window_age_s": input.last_window_age.map(rounded_s),
         "exports_failed_in_a_row": input.exports_failed_in_a_row,
         "unhealthy_after_failed_exports": limits.unhealthy_after_failed_exports,
-        "last_export_failure": input.last_failure,
+        "last_export_failure": input.last_failure.map(super::delivery::Reason::as_str),
         "windows_produced": c.windows_produced,
         "windows_delivered": c.windows_delivered,
         "windows_dropped": c.windows_dropped,

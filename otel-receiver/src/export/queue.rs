@@ -15,7 +15,7 @@
 //!
 //! The queue, the sender and its retries are written once over [`Payload`], the request type
 //! of a signal: the metrics' `ExportMetricsServiceRequest`, the logs' `ExportLogsServiceRequest`
-//! (both implemented in `split.rs`, beside their halving).
+//! (both implemented in `otlp/payload.rs`, beside their halving).
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;

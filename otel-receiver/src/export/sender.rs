@@ -12,26 +12,14 @@
 //! exporters do. At shutdown it sends what it can until the deadline; the rest is counted
 //! dropped. Every attempt is counted in [`Delivery`].
 //!
-//! Over HTTP it sends through [`OtlpHttpClient`] (headers, no redirects, partial success,
-//! `Retry-After`) to the signal's path; over gRPC through tonic's `MetricsService` or
-//! `LogsService` client ([`GrpcExport`]), with the same headers as metadata and the collector's
-//! partial success read from the answer. A `Retry-After` holds both signals' senders: it is
-//! the collector's, not one request's.
+//! How a batch travels (HTTP, gRPC) and what an answer means is `otlp/transport.rs`; this loop
+//! knows only the [`Outcome`] of each attempt.
 
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use opentelemetry_http::HttpClient as _;
-use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-
-use super::delivery::{reason, reason_in_text, Delivery, RejectionLog};
-use super::http_client::OtlpHttpClient;
+use super::delivery::{reason, Delivery, Reason};
 use super::queue::{Batch, Payload, SendQueue};
 
 /// What became of one attempt.
@@ -39,11 +27,11 @@ use super::queue::{Batch, Payload, SendQueue};
 pub enum Outcome {
     Delivered,
     /// Worth another try later, filed under this reason.
-    Retry(&'static str),
+    Retry(Reason),
     /// The intake refused the request's size: halve it.
     TooLarge,
     /// Refused for good, filed under this reason: the batch is dropped.
-    Refused(&'static str),
+    Refused(Reason),
 }
 
 /// How one batch of a signal's requests `R` travels: the request comes encoded, as the queue
@@ -290,7 +278,7 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
             Some(l) => match batch.request() {
                 Ok(request) => {
                     let mut windows = batch.windows;
-                    let mut parts: Vec<Batch<R>> = super::split::to_fit(request, l)
+                    let mut parts: Vec<Batch<R>> = to_fit(request, l)
                         .into_iter()
                         .map(|p| Batch::new(p, std::mem::take(&mut windows)))
                         .collect();
@@ -376,280 +364,33 @@ impl<R: Payload, T: Transport<R>> Sender<R, T> {
     }
 }
 
-/// OTLP/HTTP: the protobuf, gzipped unless turned off, POSTed through our client to the
-/// signal's URL.
-pub struct HttpTransport {
-    pub client: OtlpHttpClient,
-    pub url: String,
-    pub gzip: bool,
-}
-
-/// Runs a future that does its work when polled (our HTTP client's: reqwest's blocking client
-/// behind an async signature) outside any tokio runtime: the blocking client must not be used
-/// or dropped inside one, where it panics.
-fn poll_to_end<F: std::future::Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut context) {
-            return out;
+/// The request cut into parts of at most `max_bytes` each (protobuf, before compression), as
+/// few as halving gives; a single point or record larger than that is a part of its own.
+pub fn to_fit<R: Payload>(request: R, max_bytes: usize) -> Vec<R> {
+    let mut out = Vec::new();
+    let mut todo = vec![request];
+    while let Some(r) = todo.pop() {
+        if r.encoded_len() <= max_bytes {
+            out.push(r);
+            continue;
         }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = flate2::write::GzEncoder::new(
-        Vec::with_capacity(bytes.len() / 4),
-        flate2::Compression::default(),
-    );
-    encoder.write_all(bytes)?;
-    encoder.finish()
-}
-
-/// The outcome an HTTP status stands for.
-pub fn http_outcome(status: u16) -> Outcome {
-    match status {
-        200..=299 => Outcome::Delivered,
-        413 => Outcome::TooLarge,
-        300..=399 => Outcome::Refused(reason::REDIRECTED),
-        401 | 403 => Outcome::Refused(reason::AUTH),
-        408 => Outcome::Retry(reason::TIMEOUT),
-        429 => Outcome::Retry(reason::THROTTLED),
-        502..=504 => Outcome::Retry(reason::UNAVAILABLE),
-        400..=499 => Outcome::Refused(reason::REJECTED),
-        _ => Outcome::Retry(reason::OTHER),
-    }
-}
-
-impl<R: Payload> Transport<R> for HttpTransport {
-    fn send(&mut self, encoded: &[u8]) -> Outcome {
-        let (body, encoding) = if self.gzip {
-            match gzip(encoded) {
-                Ok(zipped) => (zipped, Some("gzip")),
-                Err(_) => (encoded.to_vec(), None),
+        match r.halve() {
+            // Right first on the stack, so that parts come out in order.
+            Some((left, right)) => {
+                todo.push(right);
+                todo.push(left);
             }
-        } else {
-            (encoded.to_vec(), None)
-        };
-        let mut builder = http::Request::builder()
-            .method(http::Method::POST)
-            .uri(&self.url)
-            .header(http::header::CONTENT_TYPE, "application/x-protobuf");
-        if let Some(encoding) = encoding {
-            builder = builder.header(http::header::CONTENT_ENCODING, encoding);
-        }
-        let Ok(http_request) = builder.body(Bytes::from(body)) else {
-            return Outcome::Refused(reason::OTHER);
-        };
-        // The client notes the failure's reason, the Retry-After and the partial success.
-        match poll_to_end(self.client.send_bytes(http_request)) {
-            Ok(response) => http_outcome(response.status().as_u16()),
-            Err(_) => Outcome::Retry(reason::NETWORK),
+            None => out.push(r),
         }
     }
-}
-
-/// How a signal's request goes over gRPC: its service's generated client, and where the
-/// answer's partial success says how many items the collector rejected.
-pub trait GrpcExport: Payload {
-    /// Sends `request` over `channel` (gzipped if `gzip`); the partial success's rejected
-    /// items and message.
-    fn export(
-        channel: tonic::transport::Channel,
-        gzip: bool,
-        request: tonic::Request<Self>,
-    ) -> impl std::future::Future<Output = Result<(i64, String), tonic::Status>>;
-}
-
-impl GrpcExport for ExportMetricsServiceRequest {
-    async fn export(
-        channel: tonic::transport::Channel,
-        gzip: bool,
-        request: tonic::Request<Self>,
-    ) -> Result<(i64, String), tonic::Status> {
-        let mut client = MetricsServiceClient::new(channel);
-        if gzip {
-            client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
-        }
-        let answer = client.export(request).await?.into_inner();
-        Ok(answer
-            .partial_success
-            .map(|p| (p.rejected_data_points, p.error_message))
-            .unwrap_or_default())
-    }
-}
-
-impl GrpcExport for ExportLogsServiceRequest {
-    async fn export(
-        channel: tonic::transport::Channel,
-        gzip: bool,
-        request: tonic::Request<Self>,
-    ) -> Result<(i64, String), tonic::Status> {
-        let mut client = LogsServiceClient::new(channel);
-        if gzip {
-            client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
-        }
-        let answer = client.export(request).await?.into_inner();
-        Ok(answer
-            .partial_success
-            .map(|p| (p.rejected_log_records, p.error_message))
-            .unwrap_or_default())
-    }
-}
-
-/// OTLP/gRPC through tonic's generated clients, over a channel that connects when first used.
-pub struct GrpcTransport {
-    pub channel: tonic::transport::Channel,
-    pub gzip: bool,
-    pub metadata: tonic::metadata::MetadataMap,
-    pub timeout: Duration,
-    pub delivery: Arc<Delivery>,
-    pub rejections: RejectionLog,
-    pub shown: String,
-    pub runtime: tokio::runtime::Handle,
-}
-
-/// `google.rpc.Status`, as a gRPC server puts it in `grpc-status-details-bin` (tonic hands it
-/// over as [`tonic::Status::details`]): only the details are read.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(message, repeated, tag = "3")]
-    details: Vec<RpcAny>,
-}
-
-/// `google.protobuf.Any`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcAny {
-    #[prost(string, tag = "1")]
-    type_url: String,
-    #[prost(bytes = "vec", tag = "2")]
-    value: Vec<u8>,
-}
-
-/// `google.rpc.RetryInfo`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RetryInfo {
-    #[prost(message, optional, tag = "1")]
-    retry_delay: Option<RpcDuration>,
-}
-
-/// `google.protobuf.Duration`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcDuration {
-    #[prost(int64, tag = "1")]
-    seconds: i64,
-    #[prost(int32, tag = "2")]
-    nanos: i32,
-}
-
-/// The delay a gRPC status's `RetryInfo` asks for, if it carries one: the gRPC twin of HTTP's
-/// `Retry-After`, which the OTLP specification tells a client to honour on `UNAVAILABLE` and
-/// `RESOURCE_EXHAUSTED`. Without it a collector asking for 5 s was retried every 1.5 s. The
-/// four messages are declared here with prost's derive (as the kubelet's are) rather than
-/// through tonic-types, which would bring prost-types for these few fields.
-pub fn retry_delay(status: &tonic::Status) -> Option<Duration> {
-    use prost::Message as _;
-    let details = RpcStatus::decode(status.details()).ok()?;
-    details
-        .details
-        .iter()
-        .filter(|any| any.type_url.ends_with("/google.rpc.RetryInfo"))
-        .filter_map(|any| RetryInfo::decode(&any.value[..]).ok()?.retry_delay)
-        .find_map(|d| {
-            let seconds = u64::try_from(d.seconds).ok()?;
-            let nanos = u32::try_from(d.nanos).ok()?;
-            Some(Duration::from_secs(seconds) + Duration::from_nanos(u64::from(nanos)))
-        })
-        .filter(|d| !d.is_zero())
-}
-
-/// The outcome a gRPC status stands for, with the reason it is filed under.
-pub fn grpc_outcome(status: &tonic::Status) -> Outcome {
-    use tonic::Code;
-    let text = format!("{}: {}", status.message(), crate::causes::causes(status));
-    let lower = text.to_ascii_lowercase();
-    if status.code() == Code::ResourceExhausted
-        && (lower.contains("larger than max") || lower.contains("message length too large"))
-    {
-        return Outcome::TooLarge;
-    }
-    if let Some(why) = reason_in_text(&text) {
-        return Outcome::Retry(why);
-    }
-    match status.code() {
-        Code::Ok => Outcome::Delivered,
-        Code::DeadlineExceeded => Outcome::Retry(reason::TIMEOUT),
-        Code::ResourceExhausted => Outcome::Retry(reason::THROTTLED),
-        Code::Unavailable if lower.contains("refused") || lower.contains("dns") => {
-            Outcome::Retry(reason::CONNECT)
-        }
-        Code::Unavailable => Outcome::Retry(reason::UNAVAILABLE),
-        Code::Unauthenticated | Code::PermissionDenied => Outcome::Refused(reason::AUTH),
-        Code::InvalidArgument
-        | Code::FailedPrecondition
-        | Code::OutOfRange
-        | Code::Unimplemented
-        | Code::NotFound
-        | Code::AlreadyExists => Outcome::Refused(reason::REJECTED),
-        Code::Cancelled | Code::Aborted | Code::Unknown | Code::Internal | Code::DataLoss => {
-            Outcome::Retry(reason::NETWORK)
-        }
-    }
-}
-
-impl<R: GrpcExport> Transport<R> for GrpcTransport {
-    fn send(&mut self, encoded: &[u8]) -> Outcome {
-        // tonic's generated client takes the message: decoded for the call, one batch at a time.
-        let Ok(request) = R::decode(encoded) else {
-            return Outcome::Refused(reason::OTHER);
-        };
-        let mut call = tonic::Request::new(request);
-        *call.metadata_mut() = self.metadata.clone();
-        call.set_timeout(self.timeout);
-        let channel = self.channel.clone();
-        let gzip = self.gzip;
-        let limit = self.timeout + Duration::from_millis(500);
-        let answer = self.runtime.block_on(async move {
-            tokio::time::timeout(limit, R::export(channel, gzip, call)).await
-        });
-        match answer {
-            Err(_elapsed) => Outcome::Retry(reason::TIMEOUT),
-            Ok(Ok((rejected, message))) => {
-                let rejected = u64::try_from(rejected).unwrap_or(0);
-                if rejected > 0 {
-                    self.delivery.note_rejected(R::SIGNAL, rejected);
-                }
-                if rejected > 0 || !message.is_empty() {
-                    self.rejections
-                        .log(&self.shown, R::SIGNAL, rejected, &message);
-                }
-                Outcome::Delivered
-            }
-            Ok(Err(status)) => {
-                let outcome = grpc_outcome(&status);
-                // The collector said when to come back: both senders wait until then, as for
-                // an HTTP Retry-After (the hold is capped at 10 minutes).
-                if let (Outcome::Retry(_), Some(delay)) = (outcome, retry_delay(&status)) {
-                    self.delivery.hold_for(delay);
-                }
-                if let Outcome::Retry(why) | Outcome::Refused(why) = outcome {
-                    self.rejections.log_failure(
-                        &self.shown,
-                        why,
-                        &format!("{:?}: {}", status.code(), status.message()),
-                    );
-                }
-                outcome
-            }
-        }
-    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::delivery::Signal;
     use super::*;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
     use prost::Message as _;
 
     #[test]
@@ -690,7 +431,7 @@ mod tests {
         fn send(&mut self, encoded: &[u8]) -> Outcome {
             let request = ExportMetricsServiceRequest::decode(encoded).expect("our encoding");
             if let Ok(mut sent) = self.sent.lock() {
-                sent.push(super::super::split::points(&request));
+                sent.push(crate::export::otlp::payload::points(&request));
             }
             if self.answers.is_empty() {
                 Outcome::Delivered
@@ -855,7 +596,7 @@ mod tests {
     impl Transport<ExportMetricsServiceRequest> for Refusing {
         fn send(&mut self, encoded: &[u8]) -> Outcome {
             let points = ExportMetricsServiceRequest::decode(encoded)
-                .map(|r| super::super::split::points(&r))
+                .map(|r| crate::export::otlp::payload::points(&r))
                 .unwrap_or(0);
             if let Ok(mut seen) = self.0.lock() {
                 seen.push((Instant::now(), points));
@@ -924,91 +665,10 @@ mod tests {
     }
 
     #[test]
-    fn retry_info_in_a_status_s_details_is_the_delay_to_wait() {
-        let retry = |seconds: i64, nanos: i32| RpcStatus {
-            details: vec![
-                RpcAny {
-                    type_url: "type.googleapis.com/google.rpc.ErrorInfo".into(),
-                    value: vec![1, 2, 3],
-                },
-                RpcAny {
-                    type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
-                    value: RetryInfo {
-                        retry_delay: Some(RpcDuration { seconds, nanos }),
-                    }
-                    .encode_to_vec(),
-                },
-            ],
-        };
-        let status = |details: RpcStatus| {
-            tonic::Status::with_details(
-                tonic::Code::ResourceExhausted,
-                "slow down",
-                details.encode_to_vec().into(),
-            )
-        };
-        assert_eq!(
-            retry_delay(&status(retry(5, 0))),
-            Some(Duration::from_secs(5))
-        );
-        assert_eq!(
-            retry_delay(&status(retry(0, 250_000_000))),
-            Some(Duration::from_millis(250))
-        );
-        // None, zero, negative or garbage: no delay of the collector's.
-        assert_eq!(
-            retry_delay(&tonic::Status::resource_exhausted("slow down")),
-            None
-        );
-        assert_eq!(retry_delay(&status(retry(0, 0))), None);
-        assert_eq!(retry_delay(&status(retry(-1, 0))), None);
-        let garbage = tonic::Status::with_details(
-            tonic::Code::ResourceExhausted,
-            "x",
-            vec![0xff, 0xff, 0xff].into(),
-        );
-        assert_eq!(retry_delay(&garbage), None);
-    }
-
-    #[test]
-    fn statuses_map_to_outcomes() {
-        assert_eq!(http_outcome(200), Outcome::Delivered);
-        assert_eq!(http_outcome(413), Outcome::TooLarge);
-        assert_eq!(http_outcome(429), Outcome::Retry(reason::THROTTLED));
-        assert_eq!(http_outcome(503), Outcome::Retry(reason::UNAVAILABLE));
-        assert_eq!(http_outcome(307), Outcome::Refused(reason::REDIRECTED));
-        assert_eq!(http_outcome(401), Outcome::Refused(reason::AUTH));
-        assert_eq!(http_outcome(400), Outcome::Refused(reason::REJECTED));
-        assert_eq!(http_outcome(500), Outcome::Retry(reason::OTHER));
-        let big = tonic::Status::resource_exhausted(
-            "grpc: received message after decompression larger than max (4194305 vs. 4194304)",
-        );
-        assert_eq!(grpc_outcome(&big), Outcome::TooLarge);
-        assert_eq!(
-            grpc_outcome(&tonic::Status::resource_exhausted("slow down")),
-            Outcome::Retry(reason::THROTTLED)
-        );
-        assert_eq!(
-            grpc_outcome(&tonic::Status::unauthenticated("no key")),
-            Outcome::Refused(reason::AUTH)
-        );
-        assert_eq!(
-            grpc_outcome(&tonic::Status::cancelled("Timeout expired")),
-            Outcome::Retry(reason::TIMEOUT)
-        );
-        assert_eq!(
-            grpc_outcome(&tonic::Status::unavailable(
-                "tcp connect error: Connection refused"
-            )),
-            Outcome::Retry(reason::CONNECT)
-        );
-    }
-
-    #[test]
     fn gzip_round_trips() {
         use std::io::Read as _;
         let data = request(50).encode_to_vec();
-        let zipped = gzip(&data).expect("gzip");
+        let zipped = crate::export::otlp::transport::gzip(&data).expect("gzip");
         let mut back = Vec::new();
         flate2::read::GzDecoder::new(&zipped[..])
             .read_to_end(&mut back)

@@ -12,8 +12,8 @@ use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::metrics::v1::Metric;
 use prost::Message as _;
 
-use super::delivery::Signal;
-use super::queue::Payload;
+use super::super::delivery::Signal;
+use super::super::queue::Payload;
 
 impl Payload for ExportMetricsServiceRequest {
     const SIGNAL: Signal = Signal::Metrics;
@@ -247,31 +247,10 @@ pub fn halve(
     Some((left, right))
 }
 
-/// The request cut into parts of at most `max_bytes` each (protobuf, before compression), as
-/// few as halving gives; a single point or record larger than that is a part of its own.
-pub fn to_fit<R: Payload>(request: R, max_bytes: usize) -> Vec<R> {
-    let mut out = Vec::new();
-    let mut todo = vec![request];
-    while let Some(r) = todo.pop() {
-        if r.encoded_len() <= max_bytes {
-            out.push(r);
-            continue;
-        }
-        match r.halve() {
-            // Right first on the stack, so that parts come out in order.
-            Some((left, right)) => {
-                todo.push(right);
-                todo.push(left);
-            }
-            None => out.push(r),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::sender::to_fit;
     use opentelemetry_proto::tonic::common::v1::{
         any_value, AnyValue, InstrumentationScope, KeyValue,
     };
