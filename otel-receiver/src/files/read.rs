@@ -171,8 +171,8 @@ fn kind_of(meta: &std::fs::Metadata) -> Option<&'static str> {
     }
 }
 
-/// `path` opened for reading without waiting, checked to be a regular file.
-fn open_regular(path: &Path, what: Input) -> Result<File, ReadError> {
+/// `path` opened for reading without waiting, checked to be a regular file, and its metadata.
+fn open_file(path: &Path, what: Input) -> Result<(File, std::fs::Metadata), ReadError> {
     use std::os::unix::fs::OpenOptionsExt;
     let shown = || path.display().to_string();
     let file = OpenOptions::new()
@@ -195,9 +195,15 @@ fn open_regular(path: &Path, what: Input) -> Result<File, ReadError> {
             what,
         });
     }
+    Ok((file, meta))
+}
+
+/// [`open_file`], refused where the file's size is already past `what`'s cap.
+fn open_regular(path: &Path, what: Input) -> Result<File, ReadError> {
+    let (file, meta) = open_file(path, what)?;
     if meta.len() > what.cap_bytes() {
         return Err(ReadError::TooLarge {
-            path: shown(),
+            path: path.display().to_string(),
             what,
         });
     }
@@ -253,27 +259,7 @@ pub fn probe(path: &Path, what: Input) -> Result<(), ReadError> {
 /// The first `what.cap_bytes()` of the regular file `path`, and whether it went on past them:
 /// for a file whose head is all that is needed (a process's environment).
 pub fn read_head(path: &Path, what: Input) -> Result<(Vec<u8>, bool), ReadError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let shown = || path.display().to_string();
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|source| ReadError::Open {
-            path: shown(),
-            source,
-        })?;
-    let meta = file.metadata().map_err(|source| ReadError::Open {
-        path: shown(),
-        source,
-    })?;
-    if let Some(found) = kind_of(&meta) {
-        return Err(ReadError::NotRegular {
-            path: shown(),
-            found,
-            what,
-        });
-    }
+    let (file, _) = open_file(path, what)?;
     let mut bytes = read_up_to(file, path, what.cap_bytes())?;
     let cut = bytes.len() as u64 > what.cap_bytes();
     bytes.truncate(what.cap_bytes() as usize);
