@@ -12,7 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    fixture_samples, free_port, prometheus_query, repo, serve_replay, start_prometheus, temp_dir,
+    fixture_samples, free_port, prometheus_query, repo, scrape_settled, serve_replay,
+    start_prometheus, temp_dir,
 };
 use gpuslack_receiver::export::catalogue;
 use serde_json::Value;
@@ -65,14 +66,6 @@ fn parse(text: &str) -> Scrape {
     scrape
 }
 
-fn curl(port: u16) -> String {
-    let out = Command::new("curl")
-        .args(["-s", &format!("http://127.0.0.1:{port}/metrics")])
-        .output()
-        .expect("curl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// An agent replaying `h200-diagnose-job` (one H200, every NVML and GPM column) with
 /// `--metrics dcgm`, and its scrape once the replay is done (the windows produced stand still).
 fn replayed_agent(port: u16) -> (common::Server, Scrape) {
@@ -82,28 +75,8 @@ fn replayed_agent(port: u16) -> (common::Server, Scrape) {
         60,
         &["--metrics", "dcgm"],
     );
-    let started = Instant::now();
-    let (mut last, mut still) = (String::new(), 0);
-    loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the replay never ended"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-        let text = curl(port);
-        let produced: String = text
-            .lines()
-            .filter(|l| l.starts_with("gpuslack_agent_windows_total") && l.contains("produced"))
-            .collect();
-        if !produced.is_empty() && produced == last {
-            still += 1;
-            if still >= 2 {
-                return (agent, parse(&text));
-            }
-        } else {
-            (last, still) = (produced, 0);
-        }
-    }
+    let text = scrape_settled(port, 2);
+    (agent, parse(&text))
 }
 
 /// The rows of dcgm-exporter's etc/default-counters.csv that are not commented out: (field,

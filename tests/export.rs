@@ -1143,27 +1143,7 @@ fn any_resource_attribute_keeps_the_scrape_valid_in_prometheus_and_promtool() {
     // Two GPUs in the default, lean set: about 20 series each, and the agent's own.
     assert!(samples > 30, "{samples} samples");
     assert_eq!(stored, samples + 5, "every sample is a stored series");
-    let mut check = Command::new(common::promtool())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool runs");
-    use std::io::Write as _;
-    check
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("promtool reads");
-    let checked = check.wait_with_output().expect("promtool ends");
-    assert!(
-        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    common::assert_promtool_accepts(&body);
 }
 
 #[test]
@@ -1354,25 +1334,5 @@ fn every_scrape_parses_strictly_in_both_formats_whatever_the_attributes() {
         };
         assert!(names.iter().any(|n| n == info), "{format}: {names:?}");
     }
-    let mut check = Command::new(common::promtool())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool runs");
-    use std::io::Write as _;
-    check
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("promtool reads");
-    let checked = check.wait_with_output().expect("promtool ends");
-    assert!(
-        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    common::assert_promtool_accepts(&text);
 }

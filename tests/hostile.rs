@@ -17,7 +17,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{free_port, gpuslack, repo, stderr, stdout, temp_dir};
+use common::{free_port, gpuslack, repo, scrape, stderr, stdout, temp_dir};
 use serde_json::{json, Value};
 
 /// A name a user could give their process, pod or Slurm account: a window-title sequence ended
@@ -187,15 +187,6 @@ fn the_agents_log_lines_of_hostile_names_hold_no_control_character_or_bidi_mark(
     }
 }
 
-/// `/metrics` of `port` as text.
-fn scrape(port: u16) -> String {
-    let out = Command::new("curl")
-        .args(["-s", &format!("http://127.0.0.1:{port}/metrics")])
-        .output()
-        .expect("curl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn a_scrape_of_hostile_names_holds_no_control_character_or_bidi_mark_and_stays_valid() {
     let dir = temp_dir("hostile-scrape");
@@ -258,29 +249,7 @@ fn a_scrape_of_hostile_names_holds_no_control_character_or_bidi_mark_and_stays_v
         );
     }
     // And the exposition stays valid for the strict parser.
-    let mut check = Command::new(common::promtool())
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool runs");
-    check
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("promtool reads");
-    let checked = check.wait_with_output().expect("promtool ends");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
-    assert!(
-        checked.status.success() && said.is_empty(),
-        "promtool check metrics: {said}"
-    );
+    common::assert_promtool_accepts(&body);
 }
 
 // ---------------------------------------------------------------------------------------------

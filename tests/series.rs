@@ -16,12 +16,10 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::{
-    fixture_samples, free_port, read_collected, replay_run_of, repo, serve_replay, start_rotel,
-    temp_dir,
+    fixture_samples, free_port, read_collected, replay_run_of, repo, scrape_settled, serve_replay,
+    start_rotel, temp_dir,
 };
 use serde_json::Value;
 
@@ -109,41 +107,13 @@ fn per_gpu_of_scrape(text: &str) -> BTreeMap<String, usize> {
     out
 }
 
-fn scrape(port: u16) -> String {
-    let out = Command::new("curl")
-        .args(["-s", &format!("http://127.0.0.1:{port}/metrics")])
-        .output()
-        .expect("curl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The GPU series per GPU of a scrape once the replay is done (the windows produced stand still
 /// for three scrapes); the scrape's text too.
 fn scraped(trace: &str, extra: &[&str]) -> (BTreeMap<String, usize>, String) {
     let port = free_port();
     let _agent = serve_replay(trace, port, 30, extra);
-    let started = Instant::now();
-    let (mut last, mut still) = (String::new(), 0);
-    loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the replay never ended"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-        let text = scrape(port);
-        let produced: String = text
-            .lines()
-            .filter(|l| l.starts_with("gpuslack_agent_windows_total") && l.contains("produced"))
-            .collect();
-        if !produced.is_empty() && produced == last {
-            still += 1;
-            if still >= 3 {
-                return (per_gpu_of_scrape(&text), text);
-            }
-        } else {
-            (last, still) = (produced, 0);
-        }
-    }
+    let text = scrape_settled(port, 3);
+    (per_gpu_of_scrape(&text), text)
 }
 
 /// The GPU points per GPU of the one export a replay makes (an interval longer than the run:

@@ -477,3 +477,65 @@ pub fn vmalert() -> String {
         .display()
         .to_string()
 }
+
+/// `/metrics` of the agent on `port`, as text.
+pub fn scrape(port: u16) -> String {
+    let out = Command::new("curl")
+        .args(["-s", &format!("http://127.0.0.1:{port}/metrics")])
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `/metrics` of a replaying agent on `port` once its replay is done: the windows it produced
+/// stand still for `still_for` scrapes in a row, 300 ms apart (within 30 s).
+pub fn scrape_settled(port: u16, still_for: u32) -> String {
+    let started = Instant::now();
+    let (mut last, mut still) = (String::new(), 0);
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the replay never ended"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let text = scrape(port);
+        let produced: String = text
+            .lines()
+            .filter(|l| l.starts_with("gpuslack_agent_windows_total") && l.contains("produced"))
+            .collect();
+        if !produced.is_empty() && produced == last {
+            still += 1;
+            if still >= still_for {
+                return text;
+            }
+        } else {
+            (last, still) = (produced, 0);
+        }
+    }
+}
+
+/// Asserts that `promtool check metrics`, Prometheus' strict parser, takes `text` without a
+/// word on either stream.
+pub fn assert_promtool_accepts(text: &str) {
+    use std::io::Write as _;
+    let mut check = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    check
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("promtool reads");
+    let checked = check.wait_with_output().expect("promtool ends");
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
