@@ -74,17 +74,18 @@ if [ "$smoke" = yes ]; then
         sleep 0.2
     done
     # Ready means the first window is out, not the last: the replay runs on while it lingers.
-    # The scrape is taken once two in a row, a second apart, read the same (the replay done).
+    # It is done once the windows it produced stand still for two scrapes a second apart (as
+    # tests/common's scrape_settled waits); then the scrape is taken.
     previous=""
     for _ in $(seq 1 9); do
-        current=$(curl -sf "http://127.0.0.1:$port/metrics" \
-            | grep -E '^(DCGM_FI_DEV_POWER_USAGE|gpuslack_diagnosis_ratio)' || true)
-        if [ -n "$current" ] && [ "$current" = "$previous" ]; then
+        scrape=$(curl -sf "http://127.0.0.1:$port/metrics" || true)
+        produced=$(grep -E '^gpuslack_agent_windows_total.*produced' <<<"$scrape" || true)
+        if [ -n "$produced" ] && [ "$produced" = "$previous" ]; then
             break
         fi
-        previous=$current
+        previous=$produced
         sleep 1
     done
-    echo "$current"
+    grep -E '^(DCGM_FI_DEV_POWER_USAGE|gpuslack_diagnosis_ratio)' <<<"$scrape"
     wait "$agent"
 fi
