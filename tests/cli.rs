@@ -510,16 +510,16 @@ fn diagnose_without_a_gpu_says_so_and_shows_the_bundled_recording() {
     );
     assert!(!report.contains("installed?"), "{report}");
     assert!(report.contains("\nBottom line: "), "{report}");
-    assert!(report.contains("GPU 0 · NVIDIA H200 · TDP 700 W"));
+    assert!(report.contains("GPU 0 · NVIDIA H100 80GB HBM3 · TDP 700 W"));
     // The first run shows whose job it was and whether the hardware is sound.
     assert!(
-        report.contains("job pgid:485 · pid 499 python3"),
+        report.contains("job pgid:518 · pid 519 python3"),
         "{report}"
     );
     assert!(report.contains("Hardware: sound: no Xid"), "{report}");
     for verdict in [
-        "IDLE_HELD",
         "LAUNCH_BOUND",
+        "MEMORY_BOUND",
         "COMPUTE_BOUND",
         "INPUT_STARVED",
     ] {

@@ -412,7 +412,7 @@ fn auditwheel_calls_both_wheels_manylinux_2_28() {
 }
 
 /// The wheel as a new user meets it: `pip install` into a fresh venv, offline, then the venv's
-/// `gpuslack diagnose`, which on this machine (no GPU) reports the bundled H200 recording and
+/// `gpuslack diagnose`, which on this machine (no GPU) reports the bundled H100 recording and
 /// exits 0. The installed program is the shipped binary itself.
 #[test]
 fn the_wheel_installs_into_a_fresh_venv_and_runs_diagnose() {
@@ -440,7 +440,7 @@ fn the_wheel_installs_into_a_fresh_venv_and_runs_diagnose() {
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("BUNDLED RECORDING"), "{said}");
-    assert!(said.contains("h200-diagnose-job (bundled)"), "{said}");
+    assert!(said.contains("h100-diagnose-job (bundled)"), "{said}");
     eprintln!("pip install of the wheel into a fresh venv: {install_s:.2} s");
 }
 

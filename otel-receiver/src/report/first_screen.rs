@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::device::DeviceFacts;
-use crate::diagnosis::{Advice, Class, Confidence};
+use crate::diagnosis::{pct, Advice, Class, Confidence, Thresholds};
 
 use super::health::Health;
 use super::ranking::Severity;
@@ -123,6 +123,48 @@ pub struct Fix {
     pub confidence: Option<Confidence>,
     /// How its time weighs before its share ([`super::ranking`]).
     pub severity: Severity,
+    /// What its windows read.
+    pub readings: Readings,
+}
+
+/// What a fix's windows read, means over them: the figures its change rests on, shown beside
+/// it so that the gap GPU-Util hides is on the first screen (GPU-Util 100% at 0.8% of the SMs
+/// and 128 W of 700 W).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Readings {
+    /// GPU-Util (%): the share of time a kernel was resident.
+    pub util_pct: Option<f64>,
+    /// SM activity (%), where GPM read it.
+    pub sm_pct: Option<f64>,
+    /// Board power (W).
+    pub power_w: Option<f64>,
+    /// The board's TDP (W), what the power is read against.
+    pub tdp_w: Option<f64>,
+}
+
+impl Readings {
+    /// "Its windows: GPU-Util 100%, yet 0.8% of the SMs active, 128 W of 700 W." The "yet"
+    /// only where the SMs fill less of the GPU than GPU-Util suggests by the tiny-kernel rule's
+    /// own ratio (`launch_intensity_max`) while kernels are resident half the time or more;
+    /// `None` without GPU-Util.
+    pub fn sentence(&self) -> Option<String> {
+        let util = self.util_pct?;
+        let th = Thresholds::default();
+        let mut parts = vec![format!("GPU-Util {}", pct(util))];
+        match self.sm_pct {
+            Some(sm) if util >= 50.0 && sm < util * th.launch_intensity_max => {
+                parts[0] += &format!(", yet {} of the SMs active", pct(sm));
+            }
+            Some(sm) => parts.push(format!("SM activity {}", pct(sm))),
+            None => {}
+        }
+        match (self.power_w, self.tdp_w) {
+            (Some(p), Some(tdp)) => parts.push(format!("{p:.0} W of {tdp:.0} W")),
+            (Some(p), None) => parts.push(format!("{p:.0} W")),
+            _ => {}
+        }
+        Some(format!("Its windows: {}.", parts.join(", ")))
+    }
 }
 
 impl Screen {
@@ -284,6 +326,11 @@ impl Screen {
                 format!("Change first ({}):", self.fix_basis(fix, true))
             };
             push(&mut out, &head, 0);
+            if !terse {
+                if let Some(line) = fix.readings.sentence() {
+                    push(&mut out, &line, 2);
+                }
+            }
             push(&mut out, &self.change(fix), 2);
         }
         let next: Vec<&Fix> = self
@@ -331,8 +378,12 @@ impl Screen {
     pub fn changes(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(fix) = self.fixes.first() {
+            let readings = fix
+                .readings
+                .sentence()
+                .map_or(String::new(), |r| format!(" {r}"));
             out.push(format!(
-                "Change first ({}): {}",
+                "Change first ({}):{readings} {}",
                 self.fix_basis(fix, true),
                 self.change(fix)
             ));
@@ -746,6 +797,7 @@ mod tests {
             gpus: BTreeSet::from([0]),
             confidence: Some(Confidence::High),
             severity: Severity::Slack,
+            readings: Readings::default(),
         }
     }
 
@@ -877,5 +929,46 @@ mod tests {
         assert!(capped.contains("nvidia-smi -pl 700"), "{capped}");
         facts.power_limit_max_w = None;
         assert!(throttle_advice("sw_power_cap", 7.0, &facts).contains("not recorded"));
+    }
+
+    /// The "yet" comes at the tiny-kernel rule's own ratio: SM activity under a quarter of
+    /// GPU-Util (`launch_intensity_max`), and GPU-Util at half the time or more.
+    #[test]
+    fn the_readings_say_yet_only_where_the_sms_fill_less_than_gpu_util_suggests() {
+        let ratio = Thresholds::default().launch_intensity_max;
+        let read = |util: f64, sm: Option<f64>, power: Option<f64>| Readings {
+            util_pct: Some(util),
+            sm_pct: sm,
+            power_w: power,
+            tdp_w: Some(700.0),
+        };
+        assert_eq!(
+            read(100.0, Some(0.8), Some(128.0)).sentence().as_deref(),
+            Some("Its windows: GPU-Util 100%, yet 0.8% of the SMs active, 128 W of 700 W.")
+        );
+        let under = read(100.0, Some(100.0 * ratio - 0.1), Some(300.0));
+        assert!(under
+            .sentence()
+            .expect("util")
+            .contains(", yet 25% of the SMs active"));
+        assert_eq!(
+            read(100.0, Some(100.0 * ratio), Some(300.0))
+                .sentence()
+                .as_deref(),
+            Some("Its windows: GPU-Util 100%, SM activity 25%, 300 W of 700 W.")
+        );
+        // Under half the time resident, few SMs are a starved or idle GPU's, not GPU-Util's lie.
+        let starved = read(49.0, Some(1.0), Some(150.0));
+        assert!(!starved.sentence().expect("util").contains("yet"));
+        assert!(read(50.0, Some(1.0), Some(150.0))
+            .sentence()
+            .expect("util")
+            .contains("yet"));
+        // Without GPM: GPU-Util and power only, no claim about the SMs.
+        assert_eq!(
+            read(100.0, None, Some(128.0)).sentence().as_deref(),
+            Some("Its windows: GPU-Util 100%, 128 W of 700 W.")
+        );
+        assert_eq!(Readings::default().sentence(), None);
     }
 }

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::diagnosis::{advice, Class, StallKind, WindowReport};
+use crate::diagnosis::{Advice, Class, StallKind, WindowReport};
 
 /// Windows a phase needs before its time counts towards a change: a phase of one window sits
 /// between two others (a process starting or stopping, a kernel stream ramping up or down),
@@ -52,14 +52,14 @@ impl Severity {
     }
 }
 
-/// The severity of a verdict with the remedy the diagnosis chose for it.
-pub fn severity(class: Class, remedy: &str) -> Severity {
-    if class == Class::Hung || remedy == advice::HUNG_JOB || remedy == advice::SPIN {
-        Severity::Incident
-    } else if remedy == advice::PROFILER {
-        Severity::Counters
-    } else {
-        Severity::Slack
+/// The severity of a verdict with the advice the diagnosis chose for it: asked of the
+/// [`Advice`] itself, so that rewording a remedy cannot move it in the ranking.
+pub fn severity(class: Class, advice: Advice) -> Severity {
+    match advice {
+        _ if class == Class::Hung => Severity::Incident,
+        Advice::HungJob | Advice::Spin => Severity::Incident,
+        Advice::Profiler => Severity::Counters,
+        _ => Severity::Slack,
     }
 }
 
@@ -108,12 +108,11 @@ struct Slot {
     sm_pct: Option<f64>,
 }
 
-/// The phase being collected: its windows, and its time per remedy.
+/// The phase being collected: its time and windows per remedy.
 #[derive(Debug, Clone, Default)]
 struct Run {
     class: Option<Class>,
-    windows: usize,
-    by_remedy: BTreeMap<&'static str, Won>,
+    by_remedy: BTreeMap<&'static str, (Won, usize)>,
 }
 
 /// One GPU's windows sorted into the time a change can win back and the time it cannot.
@@ -166,8 +165,8 @@ impl Settle {
             self.close_run();
             self.run.class = Some(w.class);
         }
-        self.run.windows += 1;
-        let e = self.run.by_remedy.entry(w.remedy).or_default();
+        let (e, windows) = self.run.by_remedy.entry(w.remedy).or_default();
+        *windows += 1;
         if aside {
             e.aside_s += w.seconds;
         } else {
@@ -175,9 +174,13 @@ impl Settle {
         }
     }
 
+    /// Settles the phase: a remedy with fewer than [`MIN_PHASE_WINDOWS`] windows in it is a
+    /// transition, whether the phase is that short or the remedy is one stray window in a
+    /// longer phase of another (the window where bf16 GEMMs give way to starved bursts reads
+    /// input-starved, with the host-wait remedy the bursts after it do not get).
     fn close_run(&mut self) {
-        let short = self.run.windows < MIN_PHASE_WINDOWS;
-        for (remedy, w) in std::mem::take(&mut self.run).by_remedy {
+        for (remedy, (w, windows)) in std::mem::take(&mut self.run).by_remedy {
+            let short = windows < MIN_PHASE_WINDOWS;
             let e = self.settled.entry(remedy).or_default();
             if short {
                 e.aside_s += w.won_s + w.aside_s;
@@ -266,17 +269,17 @@ mod tests {
     #[test]
     fn a_hang_outranks_any_share_and_a_profiler_any_slack() {
         let hang = Standing {
-            severity: severity(Class::Hung, advice::HUNG_JOB),
+            severity: severity(Class::Hung, Advice::HungJob),
             won_s: 1.0,
             habit: false,
         };
         let profiler = Standing {
-            severity: severity(Class::InputStarved, advice::PROFILER),
+            severity: severity(Class::InputStarved, Advice::Profiler),
             won_s: 2.0,
             habit: false,
         };
         let big = Standing {
-            severity: severity(Class::SyncWait, Class::SyncWait.remedy()),
+            severity: severity(Class::SyncWait, Advice::Own),
             won_s: 90.0,
             habit: false,
         };
@@ -381,6 +384,37 @@ mod tests {
         // The open phase counts as it stands: one window is still a transition.
         s.push(slot(Class::TransferBound, &[1], 60.0));
         assert_eq!(won(&s, Class::TransferBound).won_s, 0.0);
+    }
+
+    #[test]
+    fn one_stray_window_of_another_remedy_in_a_phase_is_a_transition() {
+        let mut s = Settle::default();
+        let stray = Slot {
+            remedy: "host-paced",
+            ..slot(Class::InputStarved, &[1], 49.0)
+        };
+        s.push(stray.clone());
+        for _ in 0..3 {
+            s.push(slot(Class::InputStarved, &[1], 1.2));
+        }
+        let settled = s.totals();
+        assert_eq!(
+            settled["host-paced"],
+            Won {
+                won_s: 0.0,
+                aside_s: 2.0
+            }
+        );
+        assert_eq!(won(&s, Class::InputStarved).won_s, 6.0);
+        // Two windows of it in the phase, apart or together, are the phase's own.
+        s.push(stray);
+        assert_eq!(
+            s.totals()["host-paced"],
+            Won {
+                won_s: 4.0,
+                aside_s: 0.0
+            }
+        );
     }
 
     #[test]

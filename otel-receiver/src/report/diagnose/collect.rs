@@ -384,6 +384,10 @@ pub(super) struct RemedyUse {
     pub(super) seconds: BTreeMap<Class, f64>,
     pub(super) energy_j: f64,
     pub(super) gpus: BTreeSet<u32>,
+    /// Means over its windows: what the first screen shows beside the change.
+    pub(super) util_pct: Mean,
+    pub(super) sm_pct: Mean,
+    pub(super) power_w: Mean,
 }
 
 impl RemedyUse {
@@ -429,6 +433,9 @@ impl HumanReport {
         *remedy.seconds.entry(report.class).or_default() += seconds;
         remedy.energy_j += energy_j;
         remedy.gpus.insert(gpu_index);
+        remedy.util_pct.add(report.signals.util_pct);
+        remedy.sm_pct.add(report.signals.sm_pct);
+        remedy.power_w.add(report.signals.power_w);
         gpu.health.add(&report);
         gpu.settle.add(&report);
         gpu.peers.add(&report);

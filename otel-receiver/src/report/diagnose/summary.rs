@@ -46,6 +46,8 @@ pub struct Remedy {
     pub won_s: f64,
     /// How its time weighs before its share: a hang and a profiler come before any slack.
     pub severity: Severity,
+    /// What its windows read, means over them: the figures the change rests on.
+    pub readings: first_screen::Readings,
 }
 
 /// The opening paragraph's numbers, over every GPU reported.
@@ -195,7 +197,17 @@ impl HumanReport {
                     } else {
                         seconds
                     },
-                    severity: ranking::severity(class, text),
+                    severity: ranking::severity(class, u.advice),
+                    readings: first_screen::Readings {
+                        util_pct: u.util_pct.get(),
+                        sm_pct: u.sm_pct.get(),
+                        power_w: u.power_w.get(),
+                        tdp_w: u
+                            .gpus
+                            .iter()
+                            .filter_map(|g| self.gpus.get(g).and_then(|r| r.tdp_w))
+                            .reduce(f64::max),
+                    },
                 }
             })
             .collect();
@@ -326,6 +338,15 @@ impl HumanReport {
             gpus: r.gpus.clone(),
             confidence: confidence(r.class, &r.gpus),
             severity: r.severity,
+            readings: first_screen::Readings {
+                tdp_w: r.readings.tdp_w.or_else(|| {
+                    r.gpus
+                        .iter()
+                        .filter_map(|g| facts(*g).tdp_w)
+                        .reduce(f64::max)
+                }),
+                ..r.readings
+            },
         };
         let gpus = self
             .gpus
