@@ -64,6 +64,8 @@ pub struct Incident {
     pub culprits: BTreeSet<u32>,
     /// The job ranks (`RANK`) on each GPU, where the host read them.
     pub ranks: BTreeMap<u32, BTreeSet<u32>>,
+    /// The processes on each GPU while it was hung, pid to name, where the source listed them.
+    pub processes: BTreeMap<u32, BTreeMap<u32, Option<String>>>,
     /// The host, where the source knows it (a live run).
     pub host: Option<String>,
 }
@@ -690,6 +692,26 @@ impl Incident {
             let ranks = self.ranks.get(&g).cloned().unwrap_or_default();
             format!("GPU {g}{}", ranks_of(&ranks))
         };
+        // "pid 4242 python3", and the `py-spy dump` to run, for the GPUs given.
+        let named = |gpus: &BTreeSet<u32>| {
+            let all: Vec<(u32, &Option<String>)> = gpus
+                .iter()
+                .filter_map(|g| self.processes.get(g))
+                .flat_map(|p| p.iter().map(|(pid, name)| (*pid, name)))
+                .collect();
+            let who: Vec<String> = all
+                .iter()
+                .map(|(pid, name)| match name {
+                    Some(n) => format!("pid {pid} {n}"),
+                    None => format!("pid {pid}"),
+                })
+                .collect();
+            let dump = match all.as_slice() {
+                [(pid, _)] => format!("`py-spy dump --pid {pid}`"),
+                _ => "`py-spy dump --pid PID`".to_string(),
+            };
+            (who, dump)
+        };
         let stopped = match self.gpus.iter().next() {
             Some(only) if self.gpus.len() == 1 => format!("{}{on} made no progress", gpu(*only)),
             _ => format!(
@@ -704,18 +726,38 @@ impl Incident {
         );
         // Said in two lines: the change below gives the rest (NCCL_DEBUG, a timeout, restart).
         if self.gpus.len() == 1 {
-            text += " Now: find the spinning kernel (cuda-gdb, `info cuda kernels`) and the host threads (`py-spy dump --pid PID`).";
+            let (who, dump) = named(&self.gpus);
+            let who = if who.is_empty() {
+                String::new()
+            } else {
+                format!(" of {}", who.join(", "))
+            };
+            text += &format!(" Now: find the spinning kernel (cuda-gdb, `info cuda kernels`) and the host threads{who} ({dump}).");
         } else if self.culprits.is_empty() {
-            text += " Now: `py-spy dump --pid PID` on every rank to find the one that differs.";
+            let (who, _) = named(&self.gpus);
+            let who = if who.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", who.join(", "))
+            };
+            text += &format!(
+                " Now: `py-spy dump --pid PID` on every rank{who} to find the one that differs."
+            );
         } else {
             let culprits: Vec<String> = self.culprits.iter().map(|g| gpu(*g)).collect();
+            let (who, dump) = named(&self.culprits);
+            let who = if who.is_empty() {
+                String::new()
+            } else {
+                format!(", {},", who.join(", "))
+            };
             let verb = if self.culprits.len() == 1 {
                 "held its context and never joined"
             } else {
                 "held their contexts and never joined"
             };
             text += &format!(
-                " Likely culprit: {} {verb}. Now: `py-spy dump --pid PID` on it first, then every rank.",
+                " Likely culprit: {}{who} {verb}. Now: {dump} on it first, then every rank.",
                 culprits.join(", ")
             );
         }
@@ -863,6 +905,7 @@ mod tests {
             since: 1796025974.0,
             culprits: BTreeSet::from([1]),
             ranks: BTreeMap::from([(0, BTreeSet::from([0])), (1, BTreeSet::from([1]))]),
+            processes: BTreeMap::new(),
             host: Some("node-7".into()),
         });
         s.fixes.insert(
@@ -898,6 +941,41 @@ mod tests {
             text.contains("on every rank to find the one that differs"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_hang_names_the_process_of_the_rank_that_never_joined() {
+        let one_line = |i: &Incident| i.line().split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut incident = Incident {
+            gpus: BTreeSet::from([0, 1]),
+            hung_s: 14.0,
+            since: 1796025974.0,
+            culprits: BTreeSet::from([1]),
+            ranks: BTreeMap::from([(1, BTreeSet::from([1]))]),
+            processes: BTreeMap::from([
+                (0, BTreeMap::from([(4241, Some("python3".to_string()))])),
+                (1, BTreeMap::from([(4242, Some("python3".to_string()))])),
+            ]),
+            host: None,
+        };
+        assert_eq!(
+            one_line(&incident),
+            "HUNG: GPUs 0, 1 stopped together and made no progress for 14 s from 08:06:14 UTC. Likely culprit: GPU 1 (rank 1), pid 4242 python3, held its context and never joined. Now: `py-spy dump --pid 4242` on it first, then every rank."
+        );
+        // Every GPU alike: each rank's process is listed, the dump asked of them all.
+        incident.culprits.clear();
+        assert!(one_line(&incident).ends_with(
+            "Now: `py-spy dump --pid PID` on every rank (pid 4241 python3, pid 4242 python3) to find the one that differs."
+        ));
+        // One GPU, its process unnamed: the pid alone, and the dump for it.
+        incident.gpus = BTreeSet::from([0]);
+        incident.processes = BTreeMap::from([(0, BTreeMap::from([(7, None)]))]);
+        assert!(
+            one_line(&incident).ends_with("and the host threads of pid 7 (`py-spy dump --pid 7`).")
+        );
+        // Without a process list: the placeholder, as before.
+        incident.processes.clear();
+        assert!(one_line(&incident).ends_with("the host threads (`py-spy dump --pid PID`)."));
     }
 
     #[test]

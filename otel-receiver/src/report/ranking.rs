@@ -218,6 +218,9 @@ pub struct PeerFacts {
     pub ranks: BTreeSet<u32>,
     /// The profilers the host named among its processes, and the seconds each held it.
     pub profilers: BTreeMap<String, f64>,
+    /// The processes on it while it was hung, pid to name where known: whom `py-spy dump
+    /// --pid` is for. At most [`MAX_RANKS`].
+    pub hung_processes: BTreeMap<u32, Option<String>>,
 }
 
 /// Ranks kept per GPU: a GPU runs one rank, or a handful in a shared node.
@@ -240,6 +243,12 @@ impl PeerFacts {
             self.waited_on_s += seconds;
         }
         for p in w.stats.processes.iter().flat_map(|p| p.iter()) {
+            if w.class == Class::Hung
+                && (self.hung_processes.len() < MAX_RANKS
+                    || self.hung_processes.contains_key(&p.pid))
+            {
+                self.hung_processes.insert(p.pid, p.name.clone());
+            }
             if let Some(rank) = p.identity.rank {
                 if self.ranks.len() < MAX_RANKS {
                     self.ranks.insert(rank);
@@ -265,6 +274,44 @@ impl PeerFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A window of `class` on GPU 0 held by the processes `pids` (named `python3`).
+    fn window(class: Class, pids: &[u32]) -> WindowReport {
+        use crate::sample::{GpuProcess, Metric, Sample};
+        let mut pipeline = crate::Pipeline::new(2.0, crate::Diagnoser::default());
+        let s = Sample::new(1000.0, 0)
+            .with(Metric::UtilGpu, 100.0)
+            .with(Metric::PowerMw, 120_000.0);
+        pipeline.push(&s).expect("a sample in order");
+        let mut r = pipeline.finish().pop().expect("the window in progress");
+        r.class = class;
+        let processes: Vec<GpuProcess> = pids
+            .iter()
+            .map(|pid| GpuProcess {
+                pid: *pid,
+                name: Some("python3".into()),
+                ..GpuProcess::default()
+            })
+            .collect();
+        r.stats.processes = Some(processes.into());
+        r
+    }
+
+    #[test]
+    fn the_processes_of_a_hung_gpu_are_kept_and_bounded() {
+        let mut peers = PeerFacts::default();
+        peers.add(&window(Class::ComputeBound, &[1]));
+        assert!(peers.hung_processes.is_empty(), "not hung: nobody to dump");
+        peers.add(&window(Class::Hung, &[4242]));
+        assert_eq!(
+            peers.hung_processes,
+            BTreeMap::from([(4242, Some("python3".to_string()))])
+        );
+        let many: Vec<u32> = (100..120).collect();
+        peers.add(&window(Class::Hung, &many));
+        assert_eq!(peers.hung_processes.len(), MAX_RANKS);
+        assert!(peers.hung_processes.contains_key(&4242));
+    }
 
     #[test]
     fn a_hang_outranks_any_share_and_a_profiler_any_slack() {

@@ -446,6 +446,11 @@ impl HumanReport {
                 .filter(|(_, p)| !p.ranks.is_empty())
                 .map(|(g, p)| (*g, p.ranks.clone()))
                 .collect(),
+            processes: hung
+                .iter()
+                .filter(|(_, p)| !p.hung_processes.is_empty())
+                .map(|(g, p)| (*g, p.hung_processes.clone()))
+                .collect(),
             host: match source {
                 SourceLabel::Live { host } => Some(host.clone()),
                 _ => None,
