@@ -333,6 +333,7 @@ fn confident_verdicts_without_gpm_are_right_on_every_fixture() {
         "h100-everyday",
         "h100-busy",
         "h100-diagnose-job",
+        "h100-diagnose-job-nogpm",
     ] {
         let dir = repo("tests/fixtures").join(name);
         let out = temp_dir(&format!("{name}-confidence"));
@@ -363,6 +364,18 @@ fn confident_verdicts_without_gpm_are_right_on_every_fixture() {
     assert!(
         live >= 0.90,
         "lookalikes live without GPM: {live:.3}: {segments:?}"
+    );
+    // The bundled demo's job recorded live with --no-gpm: the one-block reduction, which the
+    // degraded h100-diagnose-job (NVML's PCIe every 10 s beside GPM) reads as a copy in 5 of 6
+    // windows, reads launch_bound in every window with NVML's PCIe every second.
+    let dir = repo("tests/fixtures/h100-diagnose-job-nogpm");
+    let (live, segments) = score(&dir.join("samples.csv"), &dir.join("labels.json"));
+    assert_eq!(live, 1.0, "the demo live without GPM: {segments:?}");
+    assert!(
+        segments
+            .iter()
+            .any(|(name, gpu, share)| name == "one_block_sum" && *gpu == 0 && *share == 1.0),
+        "{segments:?}"
     );
 }
 
@@ -533,6 +546,7 @@ fn no_fixture_window_contradicts_the_invariants_in_any_form() {
         "h100-everyday",
         "h100-busy",
         "h100-diagnose-job",
+        "h100-diagnose-job-nogpm",
     ] {
         let dir = repo("tests/fixtures").join(name);
         let out = temp_dir(&format!("{name}-invariants"));

@@ -86,6 +86,7 @@ fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
         "h100-everyday",
         "h100-busy",
         "h100-diagnose-job",
+        "h100-diagnose-job-nogpm",
     ] {
         let (reports, labels) = run(name, 2.0);
         let s = score(&reports, &labels);
@@ -184,6 +185,7 @@ fn no_window_of_any_fixture_breaks_an_invariant() {
         "h100-everyday",
         "h100-busy",
         "h100-diagnose-job",
+        "h100-diagnose-job-nogpm",
     ] {
         let (reports, _) = run(name, 2.0);
         for r in &reports {
