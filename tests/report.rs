@@ -347,6 +347,11 @@ fn the_bundled_demo_shows_gpu_util_high_at_low_power_and_a_code_change_first() {
     let bundled = stdout(&out);
     let screen = one_line(&bundled.lines().take(24).collect::<Vec<_>>().join("\n"));
     let change = change_first(&screen);
+    // Named by its fix, not by launch_bound's "tiny kernels": the kernel is one long block.
+    assert!(
+        screen.contains("Largest cause: too few blocks (28% of the GPU time)."),
+        "{screen}"
+    );
     assert!(
         change.contains(
             "Change first (up to 12 s back, 24% of the GPU time; how sure: high; [1] below):"

@@ -56,6 +56,17 @@ impl Advice {
         }
     }
 
+    /// A short name for what its windows had, where the advice says it better than its
+    /// verdict's label: a `launch_bound` window given [`Advice::FewBlocks`] is one long kernel
+    /// on a few SMs, not the tiny kernels `launch_bound` is named for. At most 18 characters,
+    /// as the labels are.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            Advice::FewBlocks => Some("too few blocks"),
+            _ => None,
+        }
+    }
+
     /// The one change the advice asks for, as an instruction naming the flag, variable or line
     /// it touches; `None` where it has none of its own beyond its text.
     pub fn change(self, class: Class) -> Option<&'static str> {

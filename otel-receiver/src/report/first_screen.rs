@@ -350,7 +350,7 @@ impl Screen {
                 );
                 let text = format!(
                     "{}, up to {} back ({:.0}%) [{}]: {}",
-                    capitalised(words::label(fix.class)),
+                    capitalised(words::fix_label(fix.advice, fix.class)),
                     duration(fix.seconds),
                     100.0 * fix.seconds / self.seconds.max(1e-9),
                     fix.id,
@@ -399,7 +399,7 @@ impl Screen {
         for fix in self.fixes.iter().skip(1).take(2) {
             out.push(format!(
                 "Then, {} ({}): {}",
-                words::label(fix.class),
+                words::fix_label(fix.advice, fix.class),
                 self.fix_basis(fix, true),
                 self.change(fix)
             ));
@@ -447,7 +447,7 @@ impl Screen {
         } else {
             format!(
                 "{} {share:.0}% of the time{on}{sure}",
-                words::label(fix.class)
+                words::fix_label(fix.advice, fix.class)
             )
         }
     }

@@ -10,6 +10,12 @@ pub fn label(class: Class) -> &'static str {
     class.info().label
 }
 
+/// A short name for a fix: its advice's own where it has one ([`Advice::label`]), else its
+/// verdict's.
+pub fn fix_label(advice: Advice, class: Class) -> &'static str {
+    advice.label().unwrap_or_else(|| label(class))
+}
+
 /// What a GPU was doing under this verdict, after "N% of its time": "idle with nothing on it".
 pub fn did(class: Class) -> &'static str {
     class.info().did
@@ -73,6 +79,7 @@ mod tests {
                 assert!(!words.contains('_'), "{class}: {words}");
             }
             assert!(label(class).chars().count() <= 18, "{class}");
+            assert_eq!(fix_label(Advice::Own, class), label(class));
             assert_eq!(name(class, true), class.as_str());
             // Each class's own remedy has an instruction that names code, not a paraphrase.
             let change = change(Advice::Own, class);
@@ -137,5 +144,20 @@ mod tests {
     fn advice_without_an_instruction_gives_its_own_what_to_do() {
         let change = change(Advice::OffloadBothWays, Class::InputStarved);
         assert!(change.starts_with("Pin the host buffers"), "{change}");
+    }
+
+    #[test]
+    fn a_fix_of_one_long_kernel_on_few_blocks_is_not_called_tiny_kernels() {
+        assert_eq!(
+            fix_label(Advice::FewBlocks, Class::LaunchBound),
+            "too few blocks"
+        );
+        assert_eq!(
+            fix_label(Advice::LatencyScattered, Class::LatencyBound),
+            label(Class::LatencyBound)
+        );
+        if let Some(own) = Advice::FewBlocks.label() {
+            assert!(own.chars().count() <= 18 && !own.contains('_'), "{own}");
+        }
     }
 }

@@ -125,9 +125,14 @@ impl BottomLine {
             }
             s += &format!(" at {}", at.join(" and "));
         }
+        // Named as the first fix names it where that fix is for the same verdict: "too few
+        // blocks", not "tiny kernels", for a kernel of one block.
+        let name = match &self.first_fix {
+            Some(fix) if fix.class == cause => words::fix_label(fix.advice, cause),
+            _ => words::label(cause),
+        };
         s += &format!(
-            ". Largest cause: {} ({:.0}% of the GPU time).",
-            words::label(cause),
+            ". Largest cause: {name} ({:.0}% of the GPU time).",
             100.0 * cause_s / self.seconds.max(1e-9)
         );
         s
