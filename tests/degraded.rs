@@ -334,6 +334,7 @@ fn confident_verdicts_without_gpm_are_right_on_every_fixture() {
         "h100-busy",
         "h100-diagnose-job",
         "h100-diagnose-job-nogpm",
+        "h100-hang-job",
     ] {
         let dir = repo("tests/fixtures").join(name);
         let out = temp_dir(&format!("{name}-confidence"));
@@ -417,7 +418,7 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
     // code the agent runs (`score --cadence`), with GPM and as a GPU without it; the right
     // windows are equal, and never fewer than at 1 Hz (hz1.csv) but where 10 Hz itself scores
     // fewer. The numbers are docs/benchmarks.md's "Cadence" table.
-    let expected: [(&str, u64, u64, u64); 11] = [
+    let expected: [(&str, u64, u64, u64); 12] = [
         // (fixture, windows, right with GPM, right without GPM)
         ("h200-reference", 51, 51, 51),
         ("h200x2-scenarios", 100, 98, 98),
@@ -441,6 +442,9 @@ fn the_adaptive_cadence_scores_every_fixture_as_10_hz_does() {
         // (h200-middle-ground: 2%), and the NVML PCIe counter that tells them apart was read
         // every 10 s beside GPM, so the degraded trace holds it in one window of the five.
         ("h100-diagnose-job", 13, 13, 8),
+        // Without GPM the 24-block spin's first 30 s read tiny kernels or a spin, low, until the
+        // hang is called (7 windows; hung named among the alternatives).
+        ("h100-hang-job", 37, 37, 30),
     ];
     for (name, windows, right_gpm, right_nogpm) in expected {
         let dir = repo("tests/fixtures").join(name);
@@ -547,6 +551,7 @@ fn no_fixture_window_contradicts_the_invariants_in_any_form() {
         "h100-busy",
         "h100-diagnose-job",
         "h100-diagnose-job-nogpm",
+        "h100-hang-job",
     ] {
         let dir = repo("tests/fixtures").join(name);
         let out = temp_dir(&format!("{name}-invariants"));

@@ -241,7 +241,8 @@ fn a_hang_comes_first_and_names_the_gpu_and_the_straggler_is_named() {
         "{report}"
     );
     assert!(
-        screen.contains("made no progress for 14 s from 08:06:14 UTC"),
+        // From the stall's start: 8 s read as waiting on peers before it was called hung.
+        screen.contains("made no progress for 22 s from 08:06:14 UTC"),
         "{screen}"
     );
     assert!(
@@ -269,11 +270,32 @@ fn a_hang_comes_first_and_names_the_gpu_and_the_straggler_is_named() {
         screen.contains("waiting for GPU 1, the straggler"),
         "{screen}"
     );
-    // The wait on peers comes second, naming the straggler.
+    // The wait on peers comes second, naming the straggler; the wait since the hang began is
+    // the hang's, not a share to win back.
     assert!(
-        screen.contains("Then: 2. Waiting on peers, up to 1 min 14 s back (24%) [2]: GPU 1 is the straggler GPU 0 waits on"),
+        screen.contains("Then: 2. Waiting on peers, up to 1 min 06 s back (21%) [2]: GPU 1 is the straggler GPU 0 waits on"),
         "{screen}"
     );
+}
+
+/// A hang on one GPU recorded with its process list (h100-hang-job: a kernel of 24 one-warp
+/// blocks waits 75 s on a flag nothing writes, as a rank whose peer died). The first line names
+/// the process to dump; the hang lasts from the stall's start, and the 30 s it spun before it
+/// was called hung (read as tiny kernels) are the hang's, so no "fuse the kernels" follows it.
+#[test]
+fn a_hang_names_the_process_to_dump_and_claims_its_own_beginning() {
+    let screen = first_screen(&fixture("h100-hang-job"));
+    assert!(
+        screen.contains("HUNG: GPU 0 made no progress for 1 min 14 s from 22:33:32 UTC. Now: find the spinning kernel (cuda-gdb, `info cuda kernels`) and the host threads of pid 511 python3 (`py-spy dump --pid 511`)."),
+        "{screen}"
+    );
+    assert!(
+        change_first(&screen)
+            .contains("Change first (the hang, before any share of time; [1] below):"),
+        "{screen}"
+    );
+    assert!(!screen.contains("torch.compile"), "{screen}");
+    assert!(!screen.contains("Then: "), "{screen}");
 }
 
 /// Issue #47, Nsight Compute on a GEMM loop: the one-window phases where the GEMM processes

@@ -87,6 +87,7 @@ fn labelled_segments_score_at_least_95_percent_overall_and_80_each() {
         "h100-busy",
         "h100-diagnose-job",
         "h100-diagnose-job-nogpm",
+        "h100-hang-job",
     ] {
         let (reports, labels) = run(name, 2.0);
         let s = score(&reports, &labels);
@@ -186,6 +187,7 @@ fn no_window_of_any_fixture_breaks_an_invariant() {
         "h100-busy",
         "h100-diagnose-job",
         "h100-diagnose-job-nogpm",
+        "h100-hang-job",
     ] {
         let (reports, _) = run(name, 2.0);
         for r in &reports {
@@ -624,7 +626,7 @@ fn a_profiler_named_on_the_process_makes_the_window_low_and_says_which() {
 }
 
 /// Every labelled fixture recorded with GPM.
-const GPM_FIXTURES: [&str; 10] = [
+const GPM_FIXTURES: [&str; 11] = [
     "h200-reference",
     "h200x2-scenarios",
     "h200-live-torch",
@@ -635,6 +637,7 @@ const GPM_FIXTURES: [&str; 10] = [
     "h100-everyday",
     "h100-busy",
     "h100-diagnose-job",
+    "h100-hang-job",
 ];
 
 /// Fixtures whose labels Nsight Compute set (their README says how): the referee's figures,

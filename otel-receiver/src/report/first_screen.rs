@@ -55,7 +55,7 @@ pub struct Screen {
 pub struct Incident {
     /// The GPUs that made no progress.
     pub gpus: BTreeSet<u32>,
-    /// The longest any of them was hung (s).
+    /// The longest any of them was hung (s), from the stall's start.
     pub hung_s: f64,
     /// When the first of them stopped (Unix s).
     pub since: f64,

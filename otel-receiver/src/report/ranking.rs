@@ -102,18 +102,37 @@ pub struct Won {
 struct Slot {
     class: Class,
     remedy: &'static str,
+    start: f64,
     seconds: f64,
+    /// Where it is hung: when the stall began.
+    hung_since: Option<f64>,
     pids: Option<BTreeSet<u32>>,
     util_pct: Option<f64>,
     sm_pct: Option<f64>,
 }
 
-/// The phase being collected: its time and windows per remedy.
+/// The phase being collected: its time and windows per remedy, and its windows in all.
 #[derive(Debug, Clone, Default)]
 struct Run {
     class: Option<Class>,
     by_remedy: BTreeMap<&'static str, (Won, usize)>,
+    windows: usize,
 }
+
+/// A window lately settled, for a hang to claim back: when it started, its remedy and time,
+/// and whether that time counts as won back.
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    start: f64,
+    remedy: &'static str,
+    seconds: f64,
+    won: bool,
+}
+
+/// Windows remembered for a hang to claim: a kernel is called hung once it has spun
+/// `long_spin_s` (30 s, 15 windows of 2 s), so 64 cover any hang's beginning at the window
+/// lengths in use.
+const RECENT_WINDOWS: usize = 64;
 
 /// One GPU's windows sorted into the time a change can win back and the time it cannot.
 /// Memory is bounded by the remedies, not the run: one phase is open at a time.
@@ -125,6 +144,8 @@ pub struct Settle {
     kernel_seen: bool,
     /// The processes on the GPU in the last window, where the source lists them.
     pids: Option<BTreeSet<u32>>,
+    /// The last windows, oldest first, at most [`RECENT_WINDOWS`].
+    recent: std::collections::VecDeque<Recent>,
 }
 
 impl Settle {
@@ -133,7 +154,12 @@ impl Settle {
         self.push(Slot {
             class: w.class,
             remedy: w.remedy(),
+            start: w.stats.start,
             seconds: w.stats.duration_s(),
+            hung_since: w
+                .stall
+                .filter(|_| w.class == Class::Hung)
+                .map(|stall| stall.since),
             pids: w
                 .stats
                 .processes
@@ -165,12 +191,39 @@ impl Settle {
             self.close_run();
             self.run.class = Some(w.class);
         }
+        if let Some(since) = w.hung_since {
+            self.claim_for_hang(since);
+        }
         let (e, windows) = self.run.by_remedy.entry(w.remedy).or_default();
         *windows += 1;
+        self.run.windows += 1;
         if aside {
             e.aside_s += w.seconds;
         } else {
             e.won_s += w.seconds;
+        }
+        if self.recent.len() == RECENT_WINDOWS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Recent {
+            start: w.start,
+            remedy: w.remedy,
+            seconds: w.seconds,
+            // A hang's own windows are its incident, never a share to win back.
+            won: !aside && w.hung_since.is_none(),
+        });
+    }
+
+    /// The windows since a hang began, settled before it was called one (a kernel spins
+    /// `long_spin_s` before it is `hung`: those windows read tiny kernels), are the hang's:
+    /// their time is set aside, so no change is ranked for the hang's own beginning.
+    fn claim_for_hang(&mut self, since: f64) {
+        for r in self.recent.iter_mut().filter(|r| r.won && r.start >= since) {
+            let e = self.settled.entry(r.remedy).or_default();
+            let moved = r.seconds.min(e.won_s);
+            e.won_s -= moved;
+            e.aside_s += moved;
+            r.won = false;
         }
     }
 
@@ -179,8 +232,18 @@ impl Settle {
     /// longer phase of another (the window where bf16 GEMMs give way to starved bursts reads
     /// input-starved, with the host-wait remedy the bursts after it do not get).
     fn close_run(&mut self) {
-        for (remedy, (w, windows)) in std::mem::take(&mut self.run).by_remedy {
+        let run = std::mem::take(&mut self.run);
+        let in_run = run.windows.min(self.recent.len());
+        let first = self.recent.len() - in_run;
+        for (remedy, (w, windows)) in run.by_remedy {
             let short = windows < MIN_PHASE_WINDOWS;
+            if short {
+                for r in self.recent.range_mut(first..) {
+                    if r.remedy == remedy {
+                        r.won = false;
+                    }
+                }
+            }
             let e = self.settled.entry(remedy).or_default();
             if short {
                 e.aside_s += w.won_s + w.aside_s;
@@ -207,6 +270,9 @@ pub struct PeerFacts {
     pub hung_s: f64,
     /// When its hang began: the stall's start (Unix s).
     pub hung_since: Option<f64>,
+    /// The end of its last hung window (Unix s): with `hung_since`, how long the hang has
+    /// lasted, the seconds before it was called one included.
+    pub hung_until: Option<f64>,
     /// Whether it held its context and ran nothing while its peers spun: the rank that never
     /// joined the collective.
     pub held_in_hang: bool,
@@ -234,6 +300,7 @@ impl PeerFacts {
             self.hung_s += seconds;
             let since = w.stall.map_or(w.stats.start, |s| s.since);
             self.hung_since = Some(self.hung_since.map_or(since, |t| t.min(since)));
+            self.hung_until = Some(self.hung_until.map_or(w.stats.end, |t| t.max(w.stats.end)));
             self.held_in_hang |= w.stall.is_some_and(|s| s.kind == StallKind::Held);
         }
         if let Some(leader) = w.waits_on {
@@ -342,7 +409,9 @@ mod tests {
         Slot {
             class,
             remedy: class.remedy(),
+            start: 0.0,
             seconds: 2.0,
+            hung_since: None,
             pids: Some(pids.iter().copied().collect()),
             util_pct: Some(util_pct),
             sm_pct: None,
@@ -431,6 +500,49 @@ mod tests {
         // The open phase counts as it stands: one window is still a transition.
         s.push(slot(Class::TransferBound, &[1], 60.0));
         assert_eq!(won(&s, Class::TransferBound).won_s, 0.0);
+    }
+
+    #[test]
+    fn the_windows_since_a_hang_began_are_the_hangs_not_a_share_to_win_back() {
+        let mut s = Settle::default();
+        let at = |class: Class, start: f64| Slot {
+            start,
+            ..slot(class, &[511], 100.0)
+        };
+        // Tiny kernels from t = 90, the spin from t = 100: read as tiny kernels for 30 s,
+        // then hung, since t = 100.
+        for i in 0..20 {
+            s.push(at(Class::LaunchBound, 90.0 + 2.0 * f64::from(i)));
+        }
+        for i in 0..5 {
+            s.push(Slot {
+                hung_since: Some(100.0),
+                ..at(Class::Hung, 130.0 + 2.0 * f64::from(i))
+            });
+        }
+        assert_eq!(
+            won(&s, Class::LaunchBound),
+            Won {
+                won_s: 10.0,
+                aside_s: 30.0
+            }
+        );
+        // A later hang claims nothing twice, and nothing from before its start.
+        s.push(at(Class::LaunchBound, 140.0));
+        s.push(at(Class::LaunchBound, 142.0));
+        for i in 0..2 {
+            s.push(Slot {
+                hung_since: Some(144.0),
+                ..at(Class::Hung, 144.0 + 2.0 * f64::from(i))
+            });
+        }
+        assert_eq!(
+            won(&s, Class::LaunchBound),
+            Won {
+                won_s: 14.0,
+                aside_s: 30.0
+            }
+        );
     }
 
     #[test]

@@ -160,10 +160,11 @@ fn report_live(args: &Args, mut source: LiveSource<NvmlDevice>) -> Result<ExitCo
     for r in pipeline.finish() {
         report.add(r);
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "this machine".into());
-    show(args, &report, &SourceLabel::Live { host }, |gpu| {
+    let label = SourceLabel::Live {
+        host: hostname(),
+        job: None,
+    };
+    show(args, &report, &label, |gpu| {
         pipeline.diagnoser().facts(gpu).clone()
     })?;
     Ok(ExitCode::SUCCESS)
@@ -222,4 +223,11 @@ fn report_trace<R: io::Read>(
         pipeline.diagnoser().facts(gpu).clone()
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// This machine's name, for the report's header and a hang's line ("GPU 0 on node-7").
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "this machine".into())
 }

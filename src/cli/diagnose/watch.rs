@@ -168,11 +168,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         );
     } else {
         let label = SourceLabel::Live {
-            host: format!(
+            host: super::hostname(),
+            job: Some(format!(
                 "the job `{command}` ({} on GPU {})",
                 duration(ran),
                 list(&used)
-            ),
+            )),
         };
         show(args, &report, &label, |gpu| {
             pipeline.diagnoser().facts(gpu).clone()

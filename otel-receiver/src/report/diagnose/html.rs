@@ -33,7 +33,7 @@ impl HumanReport {
             parts.push(format!("job {}{more}", shown.join(", ")));
         }
         parts.push(match source {
-            SourceLabel::Live { host } => format!("host {host}"),
+            SourceLabel::Live { host, .. } => format!("host {host}"),
             SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => {
                 let file = std::path::Path::new(name)
                     .file_name()
@@ -72,7 +72,7 @@ impl HumanReport {
     ) -> String {
         let mut page = HtmlPage::new(&self.page_title(source));
         let origin = match source {
-            SourceLabel::Live { host } => format!("Live GPUs on {host}."),
+            SourceLabel::Live { .. } => format!("Live GPUs on {}.", source.name()),
             SourceLabel::Trace { name, note } => {
                 format!("Recorded trace {name}, not this machine's GPUs: {note}")
             }

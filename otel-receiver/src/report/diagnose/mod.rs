@@ -32,8 +32,11 @@ pub use summary::{is_slack, BottomLine, Remedy};
 pub enum SourceLabel {
     /// This host's GPUs, sampled now.
     Live {
-        /// The host, or the job watched on it.
+        /// The host.
         host: String,
+        /// The job watched on it (`diagnose -- COMMAND`): "the job `python3 train.py` (2 min
+        /// on GPU 0)".
+        job: Option<String>,
     },
     /// A trace file given with `--trace`.
     Trace {
@@ -64,16 +67,21 @@ impl SourceLabel {
     /// Why the report shows this source.
     pub fn reason(&self) -> String {
         match self {
-            SourceLabel::Live { host } => format!("sampled live on {host}"),
+            SourceLabel::Live { .. } => format!("sampled live on {}", self.name()),
             SourceLabel::Trace { note, .. } => note.clone(),
             SourceLabel::Bundled { reason, .. } => reason.clone(),
         }
     }
 
-    fn name(&self) -> &str {
+    /// What the report is of: the host (and the job watched on it), or the trace.
+    pub fn name(&self) -> String {
         match self {
-            SourceLabel::Live { host } => host,
-            SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => name,
+            SourceLabel::Live { host, job: None } => host.clone(),
+            SourceLabel::Live {
+                host,
+                job: Some(job),
+            } => format!("{host}, {job}"),
+            SourceLabel::Trace { name, .. } | SourceLabel::Bundled { name, .. } => name.clone(),
         }
     }
 
@@ -82,7 +90,10 @@ impl SourceLabel {
     pub fn shown(&self) -> SourceLabel {
         let m = |t: &str| crate::text::message(t).into_owned();
         match self {
-            SourceLabel::Live { host } => SourceLabel::Live { host: m(host) },
+            SourceLabel::Live { host, job } => SourceLabel::Live {
+                host: m(host),
+                job: job.as_deref().map(m),
+            },
             SourceLabel::Trace { name, note } => SourceLabel::Trace {
                 name: m(name),
                 note: m(note),

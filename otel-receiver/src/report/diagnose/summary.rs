@@ -439,7 +439,14 @@ impl HumanReport {
             .collect();
         Some(first_screen::Incident {
             gpus: hung.iter().map(|(g, _)| *g).collect(),
-            hung_s: hung.iter().map(|(_, p)| p.hung_s).fold(0.0, f64::max),
+            // From the stall's start: the kernel spun `long_spin_s` before it was called hung.
+            hung_s: hung
+                .iter()
+                .map(|(_, p)| match (p.hung_since, p.hung_until) {
+                    (Some(since), Some(until)) => (until - since).max(p.hung_s),
+                    _ => p.hung_s,
+                })
+                .fold(0.0, f64::max),
             since,
             culprits: if held.len() < hung.len() {
                 held
@@ -457,7 +464,7 @@ impl HumanReport {
                 .map(|(g, p)| (*g, p.hung_processes.clone()))
                 .collect(),
             host: match source {
-                SourceLabel::Live { host } => Some(host.clone()),
+                SourceLabel::Live { host, .. } => Some(host.clone()),
                 _ => None,
             },
         })

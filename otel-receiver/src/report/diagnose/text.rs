@@ -31,7 +31,9 @@ impl HumanReport {
         facts: impl Fn(u32) -> DeviceFacts,
     ) -> io::Result<()> {
         match source {
-            SourceLabel::Live { host } => writeln!(out, "gpuslack diagnose — live GPUs on {host}")?,
+            SourceLabel::Live { .. } => {
+                writeln!(out, "gpuslack diagnose — live GPUs on {}", source.name())?
+            }
             SourceLabel::Trace { name, note } => {
                 writeln!(
                     out,
