@@ -1277,8 +1277,11 @@ fn memory_stays_flat_however_long_the_input() {
     // grow with the length (release build: 15.7 and 16.0 MiB for calibrate). Read on two, the
     // batches in flight and the allocator's arenas cost more, by an amount that depends on how
     // the threads happen to interleave (dev VM, 2026-12-02: 24–39 MiB at 40×, 120× and 360×,
-    // highest at 360× only by 1 MiB): bounded, but too noisy for a 3× comparison, so the
-    // threads are held to the absolute bound.
+    // highest at 360× only by 1 MiB; under a parallel build, 2026-12-05: 56–74 MB, once 65.6 MB
+    // in CI's own run): bounded, but too noisy for a 3× comparison or a bound near 64 MiB, so
+    // the threads are held to 96 MiB. What it guards against stays far above that: the 120×
+    // input alone is 64 MB, and parsed it is three times as much (batches.rs: 2 MiB of input,
+    // 6 MiB of rows), so a reader that held the input, or its rows, could not pass.
     let reference = repo("tests/fixtures/h200-reference");
     let stretched = |times: &str| {
         let dir = temp_dir(&format!("flat-{times}"));
@@ -1317,7 +1320,7 @@ fn memory_stays_flat_however_long_the_input() {
         );
         let two120 = rss(&long, "2");
         assert!(
-            two120 < 64 * 1024,
+            two120 < 96 * 1024,
             "{name}, two threads: {two120} KiB for 120 times the trace"
         );
     }
