@@ -135,7 +135,8 @@ struct Recent {
 const RECENT_WINDOWS: usize = 64;
 
 /// One GPU's windows sorted into the time a change can win back and the time it cannot.
-/// Memory is bounded by the remedies, not the run: one phase is open at a time.
+/// Memory is bounded by the remedies and [`RECENT_WINDOWS`], not the run: one phase is open at
+/// a time.
 #[derive(Debug, Clone, Default)]
 pub struct Settle {
     settled: BTreeMap<&'static str, Won>,
