@@ -133,23 +133,9 @@ fn assert_same_bands(prom: &Value, vm: &Value, slack_s: f64) {
 
 /// `unix_s` as RFC 3339 in UTC, as vmalert's `-replay.timeFrom/To` take it.
 fn rfc3339(unix_s: u64) -> String {
-    let (days, rest) = ((unix_s / 86_400) as i64, unix_s % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
+    use gpuslack_receiver::report::{utc_date, utc_hms};
+    let t = unix_s as f64;
+    format!("{}T{}Z", utc_date(t), utc_hms(t))
 }
 
 /// What a site moving to VictoriaMetrics loads: the three rule files of deploy/prometheus/ parse

@@ -93,20 +93,8 @@ pub struct Calibration {
     pub phases: Vec<PhaseSpan>,
 }
 
-/// `YYYY-MM-DD` (UTC) of a unix time.
-pub fn utc_date(t: f64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let z = (t / 86_400.0).floor() as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
+/// `YYYY-MM-DD` (UTC) of a unix time: the report's own ([`gpuslack_receiver::report::utc_date`]).
+pub use gpuslack_receiver::report::utc_date;
 
 /// Gaps between workloads (after the first that is not bare idle) and the tail after the
 /// last: a process still holds the GPU there, so the quietest of them is the held-idle power.
